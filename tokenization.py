@@ -1,0 +1,301 @@
+# coding=utf-8
+"""Tokenization classes: the original BERT tokenizer and an in-graph fast path.
+
+`FullTokenizer`, `BasicTokenizer` and `WordpieceTokenizer` reproduce the original release token for token.
+`FastBertTokenizer` is a tf.Module built on tensorflow-text ops that gives the same ids inside a graph.
+"""
+
+import collections
+import os
+import re
+import unicodedata
+
+from absl import logging
+
+UNK_TOKEN = "[UNK]"
+MAX_INPUT_CHARS_PER_WORD = 200
+
+_LOWER_MODELS = (
+    "uncased_L-24_H-1024_A-16", "uncased_L-12_H-768_A-12",
+    "multilingual_L-12_H-768_A-12", "chinese_L-12_H-768_A-12",
+)
+_CASED_MODELS = (
+    "cased_L-12_H-768_A-12", "cased_L-24_H-1024_A-16",
+    "multi_cased_L-12_H-768_A-12",
+)
+
+# Code point ranges the original treats as CJK characters (each becomes its own token).
+CJK_RANGES = (
+    (0x4E00, 0x9FFF),
+    (0x3400, 0x4DBF),
+    (0x20000, 0x2A6DF),
+    (0x2A700, 0x2B73F),
+    (0x2B740, 0x2B81F),
+    (0x2B820, 0x2CEAF),
+    (0xF900, 0xFAFF),
+    (0x2F800, 0x2FA1F),
+)
+
+
+def validate_case_matches_checkpoint(do_lower_case, init_checkpoint):
+    """Raises ValueError when do_lower_case contradicts a known Google checkpoint's casing."""
+    if not init_checkpoint:
+        return
+    match = re.match("^.*?([A-Za-z0-9_-]+)/bert_model.ckpt", init_checkpoint)
+    if match is None:
+        return
+    model_name = match.group(1)
+    if model_name in _LOWER_MODELS and not do_lower_case:
+        actual_flag, case_name, opposite_flag = "False", "lowercased", "True"
+    elif model_name in _CASED_MODELS and do_lower_case:
+        actual_flag, case_name, opposite_flag = "True", "cased", "False"
+    else:
+        return
+    raise ValueError(
+        "You passed in `--do_lower_case=%s` with `--init_checkpoint=%s`. However, `%s` seems to be a %s "
+        "model, so you should pass in `--do_lower_case=%s` so that the fine-tuning matches how the model "
+        "was pre-trained. If this error is wrong, pass a checkpoint path that does not end in "
+        "`%s/bert_model.ckpt`." % (actual_flag, init_checkpoint, model_name, case_name, opposite_flag,
+                                   model_name))
+
+
+def convert_to_unicode(text):
+    """Returns `text` as str, decoding bytes as UTF-8 (invalid bytes are dropped, as in the original)."""
+    if isinstance(text, str):
+        return text
+    if isinstance(text, (bytes, bytearray)):
+        text = bytes(text)
+        try:
+            return text.decode("utf-8")
+        except UnicodeDecodeError as err:
+            logging.warning("Input is not valid UTF-8 (%s); dropping the invalid bytes: %r", err, text[:80])
+            return text.decode("utf-8", "ignore")
+    raise ValueError("Unsupported string type: %s (expected str or UTF-8 bytes)" % type(text))
+
+
+def printable_text(text):
+    """Returns `text` as str suitable for printing or logging."""
+    return convert_to_unicode(text)
+
+
+def load_vocab(vocab_file):
+    """Loads a vocab.txt (one token per line) into an OrderedDict token -> index."""
+    import tensorflow as tf  # gfile reads local and remote (gs://) paths alike.
+
+    if not vocab_file:
+        raise ValueError("vocab_file is empty: expected the path of a vocab.txt file")
+    if not tf.io.gfile.exists(vocab_file):
+        raise ValueError("vocab_file %s does not exist: expected a vocab.txt file, one token per line"
+                         % vocab_file)
+    with tf.io.gfile.GFile(vocab_file, "rb") as reader:
+        data = reader.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError("vocab_file %s is not valid UTF-8: %s" % (vocab_file, err)) from err
+    vocab = collections.OrderedDict()
+    # The original reads with readline(), which splits on "\n" only (and keeps "\r").
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    for index, line in enumerate(lines):
+        vocab[line.strip()] = index
+    if not vocab:
+        raise ValueError("vocab_file %s is empty: expected one token per line" % vocab_file)
+    return vocab
+
+
+def convert_by_vocab(vocab, items):
+    """Maps a sequence of tokens (or ids) through `vocab`; unknown items map to vocab["[UNK]"]."""
+    output = []
+    for item in items:
+        if item in vocab:
+            output.append(vocab[item])
+        elif UNK_TOKEN in vocab:
+            output.append(vocab[UNK_TOKEN])
+        else:
+            raise KeyError("%r is not in the vocabulary and the vocabulary has no %s entry" % (item, UNK_TOKEN))
+    return output
+
+
+def convert_tokens_to_ids(vocab, tokens):
+    return convert_by_vocab(vocab, tokens)
+
+
+def convert_ids_to_tokens(inv_vocab, ids):
+    return convert_by_vocab(inv_vocab, ids)
+
+
+def whitespace_tokenize(text):
+    """Strips and splits `text` on whitespace."""
+    text = text.strip()
+    if not text:
+        return []
+    return text.split()
+
+
+class FullTokenizer(object):
+    """Runs end-to-end tokenization: BasicTokenizer then WordpieceTokenizer."""
+
+    def __init__(self, vocab_file, do_lower_case=True):
+        self.vocab = load_vocab(vocab_file)
+        if UNK_TOKEN not in self.vocab:
+            raise ValueError("vocab_file %s has no %s token: expected it on a line of its own"
+                             % (vocab_file, UNK_TOKEN))
+        self.inv_vocab = {v: k for k, v in self.vocab.items()}
+        self.do_lower_case = do_lower_case
+        self.basic_tokenizer = BasicTokenizer(do_lower_case=do_lower_case)
+        self.wordpiece_tokenizer = WordpieceTokenizer(vocab=self.vocab)
+
+    def tokenize(self, text):
+        split_tokens = []
+        for token in self.basic_tokenizer.tokenize(text):
+            for sub_token in self.wordpiece_tokenizer.tokenize(token):
+                split_tokens.append(sub_token)
+        return split_tokens
+
+    def convert_tokens_to_ids(self, tokens):
+        return convert_by_vocab(self.vocab, tokens)
+
+    def convert_ids_to_tokens(self, ids):
+        return convert_by_vocab(self.inv_vocab, ids)
+
+
+class BasicTokenizer(object):
+    """Runs basic tokenization (cleaning, CJK split, lower casing, accent stripping, punctuation split)."""
+
+    def __init__(self, do_lower_case=True):
+        self.do_lower_case = do_lower_case
+
+    def tokenize(self, text):
+        """Tokenizes a piece of text."""
+        text = convert_to_unicode(text)
+        text = self._clean_text(text)
+        text = self._tokenize_chinese_chars(text)
+        split_tokens = []
+        for token in whitespace_tokenize(text):
+            if self.do_lower_case:
+                token = token.lower()
+                token = self._run_strip_accents(token)
+            split_tokens.extend(self._run_split_on_punc(token))
+        return whitespace_tokenize(" ".join(split_tokens))
+
+    def _run_strip_accents(self, text):
+        """Strips accents (combining marks, category Mn) after NFD normalization."""
+        text = unicodedata.normalize("NFD", text)
+        return "".join(char for char in text if unicodedata.category(char) != "Mn")
+
+    def _run_split_on_punc(self, text):
+        """Splits punctuation characters into tokens of their own."""
+        output = []
+        start_new_word = True
+        for char in text:
+            if _is_punctuation(char):
+                output.append([char])
+                start_new_word = True
+            else:
+                if start_new_word:
+                    output.append([])
+                start_new_word = False
+                output[-1].append(char)
+        return ["".join(x) for x in output]
+
+    def _tokenize_chinese_chars(self, text):
+        """Adds whitespace around any CJK character."""
+        output = []
+        for char in text:
+            if self._is_chinese_char(ord(char)):
+                output.append(" ")
+                output.append(char)
+                output.append(" ")
+            else:
+                output.append(char)
+        return "".join(output)
+
+    def _is_chinese_char(self, cp):
+        """Whether code point `cp` is in the CJK Unified Ideographs blocks the original lists."""
+        return _is_chinese_codepoint(cp)
+
+    def _clean_text(self, text):
+        """Removes NUL, U+FFFD and control characters; maps whitespace to a space."""
+        output = []
+        for char in text:
+            cp = ord(char)
+            if cp == 0 or cp == 0xFFFD or _is_control(char):
+                continue
+            if _is_whitespace(char):
+                output.append(" ")
+            else:
+                output.append(char)
+        return "".join(output)
+
+
+class WordpieceTokenizer(object):
+    """Runs WordPiece tokenization (greedy longest-match-first)."""
+
+    def __init__(self, vocab, unk_token=UNK_TOKEN, max_input_chars_per_word=MAX_INPUT_CHARS_PER_WORD):
+        self.vocab = vocab
+        self.unk_token = unk_token
+        self.max_input_chars_per_word = max_input_chars_per_word
+
+    def tokenize(self, text):
+        """Splits whitespace-separated words of `text` into word pieces, e.g. unaffable -> un ##aff ##able."""
+        text = convert_to_unicode(text)
+        output_tokens = []
+        for token in whitespace_tokenize(text):
+            if len(token) > self.max_input_chars_per_word:
+                output_tokens.append(self.unk_token)
+                continue
+            is_bad = False
+            start = 0
+            sub_tokens = []
+            while start < len(token):
+                end = len(token)
+                cur_substr = None
+                while start < end:
+                    substr = token[start:end]
+                    if start > 0:
+                        substr = "##" + substr
+                    if substr in self.vocab:
+                        cur_substr = substr
+                        break
+                    end -= 1
+                if cur_substr is None:
+                    is_bad = True
+                    break
+                sub_tokens.append(cur_substr)
+                start = end
+            if is_bad:
+                output_tokens.append(self.unk_token)
+            else:
+                output_tokens.extend(sub_tokens)
+        return output_tokens
+
+
+def _is_chinese_codepoint(cp):
+    for low, high in CJK_RANGES:
+        if low <= cp <= high:
+            return True
+    return False
+
+
+def _is_whitespace(char):
+    """Space, tab, newline, carriage return and category Zs."""
+    if char == " " or char == "\t" or char == "\n" or char == "\r":
+        return True
+    return unicodedata.category(char) == "Zs"
+
+
+def _is_control(char):
+    """Categories Cc and Cf, except tab, newline and carriage return (treated as whitespace)."""
+    if char == "\t" or char == "\n" or char == "\r":
+        return False
+    return unicodedata.category(char) in ("Cc", "Cf")
+
+
+def _is_punctuation(char):
+    """All non-letter/number ASCII, and Unicode categories P*."""
+    cp = ord(char)
+    if 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126:
+        return True
+    return unicodedata.category(char).startswith("P")
