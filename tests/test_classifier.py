@@ -1,0 +1,214 @@
+"""run_classifier: GLUE reading on the real data, feature conversion, metrics, bad input, fine-tuning."""
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import run_classifier as rc
+import tokenization
+from tests.shared_data import shared_path
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return tokenization.FullTokenizer(shared_path("vocab", "uncased", "vocab.txt"), do_lower_case=True)
+
+
+def glue(task):
+    return shared_path("data", "glue", task)
+
+
+# (task, data folder, {split: count}, labels seen in train and dev)
+COUNTS = [
+    ("mrpc", "MRPC", {"train": 3668, "dev": 408, "test": 1725}, {"0", "1"}),
+    ("cola", "CoLA", {"train": 8551, "dev": 1043}, {"0", "1"}),
+    ("rte", "RTE", {"train": 2490, "dev": 277, "test": 3000}, {"entailment", "not_entailment"}),
+    ("sst-2", "SST-2", {"train": 67349, "dev": 872}, {"0", "1"}),
+    ("sts-b", "STS-B", {"train": 5749, "dev": 1500, "test": 1379}, None),
+]
+
+
+@pytest.mark.parametrize("task,folder,counts,labels", COUNTS, ids=[c[0] for c in COUNTS])
+def test_glue_counts_and_labels(task, folder, counts, labels):
+    processor = rc.get_processor(task)
+    readers = {"train": processor.get_train_examples, "dev": processor.get_dev_examples,
+               "test": processor.get_test_examples}
+    for split, count in counts.items():
+        examples = readers[split](glue(folder))
+        assert len(examples) == count, (task, split)
+        assert len({e.guid for e in examples}) == count
+        assert all(e.guid.startswith(split + "-") for e in examples)
+        assert all(isinstance(e.text_a, str) and e.text_a for e in examples)
+        if processor.is_pair:
+            assert all(isinstance(e.text_b, str) and e.text_b for e in examples)
+        else:
+            assert all(e.text_b is None for e in examples)
+        if split == "test":
+            assert {e.label for e in examples} == {processor._test_label()}
+        elif labels is None:
+            scores = np.array([e.label for e in examples])
+            assert scores.dtype == np.float64 and scores.min() == 0.0 and scores.max() == 5.0
+        else:
+            assert {e.label for e in examples} == labels
+    if "test" not in counts:
+        with pytest.raises(FileNotFoundError, match="test.tsv"):
+            processor.get_test_examples(glue(folder))
+
+
+def test_mrpc_rows_exactly_as_the_original_reads_them():
+    """Quoting off: a leading or unbalanced quote stays in the text; guid is set-lineindex."""
+    dev = rc.MrpcProcessor().get_dev_examples(glue("MRPC"))
+    first = dev[0]
+    assert first.guid == "dev-1" and first.label == "1"
+    assert first.text_a == ("He said the foodservice pie business doesn't fit the company's long-term "
+                            "growth strategy.")
+    assert first.text_b.startswith('"The foodservice pie business does not fit our long-term growth')
+    assert dev[1].text_b.startswith('His wife said he was "100 percent behind George Bush"')
+    with open(os.path.join(glue("MRPC"), "dev.tsv"), encoding="utf-8-sig") as f:
+        rows = [line.rstrip("\n").split("\t") for line in f][1:]
+    assert [(e.label, e.text_a, e.text_b) for e in dev] == [(r[0], r[3], r[4]) for r in rows]
+    test = rc.MrpcProcessor().get_test_examples(glue("MRPC"))
+    assert test[0].guid == "test-1" and test[0].label == "0"
+    assert test[0].text_a.startswith("PCCW's chief operating officer")
+
+
+def test_cola_sst2_stsb_rte_columns():
+    cola = rc.ColaProcessor().get_train_examples(glue("CoLA"))
+    assert cola[0].guid == "train-0" and cola[0].label == "1"
+    assert cola[0].text_a == "Our friends won't buy this analysis, let alone the next one we propose."
+    sst = rc.Sst2Processor().get_dev_examples(glue("SST-2"))
+    assert sst[0].guid == "dev-1" and sst[0].text_a == "it 's a charming and often affecting journey . "
+    assert sst[0].label == "1"
+    sts = rc.StsbProcessor().get_dev_examples(glue("STS-B"))
+    assert (sts[0].guid, sts[0].text_a, sts[0].text_b, sts[0].label) == (
+        "dev-0", "A man with a hard hat is dancing.", "A man wearing a hard hat is dancing.", 5.0)
+    rte = rc.RteProcessor().get_test_examples(glue("RTE"))
+    assert rte[0].guid == "test-0" and rte[0].text_b == "Shukla is related to Mangla."
+    assert rte[0].label == "entailment"
+
+
+def test_truncate_seq_pair_pops_from_the_longer():
+    a, b = list("abcdefg"), list("xyz")
+    rc._truncate_seq_pair(a, b, 6)
+    assert a == list("abc") and b == list("xyz")
+    a, b = list("abcd"), list("wxyz")
+    rc._truncate_seq_pair(a, b, 5)
+    assert a == list("abc") and b == list("wx")
+
+
+def test_convert_single_example_layout(tokenizer):
+    example = rc.InputExample("t-1", "The dog is hairy.", "Is it?", "1")
+    f = rc.convert_single_example(0, example, ["0", "1"], 16, tokenizer)
+    tokens = tokenizer.convert_ids_to_tokens([i for i in f.input_ids if i])
+    assert tokens == ["[CLS]", "the", "dog", "is", "hairy", ".", "[SEP]", "is", "it", "?", "[SEP]"]
+    assert f.segment_ids == [0] * 7 + [1] * 4 + [0] * 5
+    assert f.input_mask == [1] * 11 + [0] * 5
+    assert len(f.input_ids) == 16 and f.input_ids[11:] == [0] * 5 and f.label_id == 1
+    single = rc.convert_single_example(1, rc.InputExample("t-2", "a " * 30, None, "0"), ["0", "1"], 8,
+                                       tokenizer)
+    assert tokenizer.convert_ids_to_tokens(single.input_ids) == ["[CLS]"] + ["a"] * 6 + ["[SEP]"]
+    assert single.segment_ids == [0] * 8 and single.label_id == 0
+    pad = rc.convert_single_example(2, rc.PaddingInputExample(), ["0", "1"], 8, tokenizer)
+    assert pad.input_ids == [0] * 8 and pad.is_real_example is False
+    reg = rc.convert_single_example(3, rc.InputExample("t-3", "a", "b", 3.8), None, 8, tokenizer)
+    assert reg.label_id == pytest.approx(3.8)
+
+
+def test_first_examples_are_logged(tokenizer, caplog):
+    import logging
+    examples = rc.MrpcProcessor().get_dev_examples(glue("MRPC"))[:7]
+    with caplog.at_level(logging.INFO):
+        rc.convert_examples_to_features(examples, ["0", "1"], 32, tokenizer)
+    text = caplog.text
+    assert text.count("*** Example ***") == 5
+    assert "guid: dev-1" in text and "tokens: [CLS] he said the foods ##er ##vic ##e pie business" in text
+    assert "label: 1 (id = 1)" in text
+
+
+def test_tfrecord_round_trip_on_mrpc_dev(tokenizer, tmp_path):
+    processor = rc.MrpcProcessor()
+    examples = processor.get_dev_examples(glue("MRPC"))
+    path = str(tmp_path / "eval.tf_record")
+    padded = rc.pad_examples(examples, 7)
+    assert len(padded) == 413 and isinstance(padded[-1], rc.PaddingInputExample)
+    rc.file_based_convert_examples_to_features(padded, processor.get_labels(), 64, tokenizer, path)
+    batches = list(rc.file_based_dataset(path, 64, False, 100, False).as_numpy_iterator())
+    ids = np.concatenate([b["input_ids"] for b in batches])
+    real = np.concatenate([b["is_real_example"] for b in batches])
+    labels = np.concatenate([b["label_ids"] for b in batches])
+    assert ids.shape == (413, 64) and ids.dtype == np.int32
+    assert real.tolist() == [1] * 408 + [0] * 5
+    assert labels[:408].tolist() == [int(e.label) for e in examples]
+    expected = rc.convert_single_example(99, examples[17], ["0", "1"], 64, tokenizer)
+    assert ids[17].tolist() == expected.input_ids
+    # Truncation really happened on the long pairs, and every row ends its text with [SEP].
+    lengths = np.concatenate([b["input_mask"] for b in batches]).sum(1)
+    assert lengths.max() == 64 and (ids[np.arange(408), lengths[:408] - 1] == 102).all()
+
+
+def test_regression_tfrecord_keeps_float_scores(tokenizer, tmp_path):
+    examples = rc.StsbProcessor().get_dev_examples(glue("STS-B"))[:10]
+    path = str(tmp_path / "eval.tf_record")
+    rc.file_based_convert_examples_to_features(examples, None, 32, tokenizer, path)
+    batch = next(rc.file_based_dataset(path, 32, False, 10, False, is_regression=True).as_numpy_iterator())
+    np.testing.assert_allclose(batch["label_ids"], [e.label for e in examples], rtol=1e-6)
+
+
+def test_metrics_match_scikit_learn_and_scipy():
+    sklearn_metrics = pytest.importorskip("sklearn.metrics")
+    stats = pytest.importorskip("scipy.stats")
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 2, 500)
+    preds = np.where(rng.random(500) < 0.7, labels, 1 - labels)
+    assert rc.accuracy(preds, labels) == pytest.approx(sklearn_metrics.accuracy_score(labels, preds))
+    assert rc.f1_score(preds, labels) == pytest.approx(sklearn_metrics.f1_score(labels, preds))
+    assert rc.matthews_corrcoef(preds, labels) == pytest.approx(
+        sklearn_metrics.matthews_corrcoef(labels, preds))
+    assert rc.matthews_corrcoef(np.ones(5), np.ones(5)) == 0.0
+    gold = np.round(rng.random(300) * 5, 1)  # many ties
+    pred = gold + rng.normal(0, 1, 300)
+    pred[:20] = 2.5
+    assert rc.pearson_corrcoef(pred, gold) == pytest.approx(stats.pearsonr(pred, gold)[0], abs=1e-12)
+    assert rc.spearman_corrcoef(pred, gold) == pytest.approx(stats.spearmanr(pred, gold)[0], abs=1e-12)
+    result = rc.compute_metrics(("pearson", "spearman"), pred, gold)
+    assert list(result) == ["eval_pearson", "eval_spearman", "eval_corr"]
+
+
+def test_custom_tsv_and_csv(tmp_path):
+    (tmp_path / "train.tsv").write_text("id\tsentence\tlabel\n1\tgood film\tpos\n2\tbad \"film\tneg\n")
+    processor = rc.get_processor("custom", text_a_column="sentence", label_column="label",
+                                 data_dir=str(tmp_path))
+    examples = processor.get_train_examples(str(tmp_path))
+    assert processor.get_labels() == ["neg", "pos"]
+    assert [(e.text_a, e.label) for e in examples] == [("good film", "pos"), ('bad "film', "neg")]
+    (tmp_path / "train.csv").write_text('q,a,y\n"one, two",three,1\nfour,five,0\n')
+    processor = rc.get_processor("custom", text_a_column="0", text_b_column="1", label_column="2",
+                                 delimiter=",", train_file="train.csv", label_list=["0", "1"])
+    examples = processor.get_train_examples(str(tmp_path))
+    assert [(e.text_a, e.text_b, e.label) for e in examples] == [("one, two", "three", "1"),
+                                                                  ("four", "five", "0")]
+    assert processor.is_pair
+
+
+def test_bad_input_errors(tmp_path):
+    with pytest.raises(ValueError, match=r"Task not found: 'mrcp'.*valid tasks: cola, mnli, mnli-mm, mrpc"):
+        rc.get_processor("mrcp")
+    with pytest.raises(FileNotFoundError, match="data file not found: .*nowhere.*dev.tsv"):
+        rc.MrpcProcessor().get_dev_examples(str(tmp_path / "nowhere"))
+    (tmp_path / "dev.tsv").write_text("Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+                                      "1\t1\t2\ta\tb\n0\t3\t4\tonly four columns\n")
+    with pytest.raises(ValueError, match=r"dev.tsv line 3: expected at least 5 tab-separated columns, found 4"):
+        rc.MrpcProcessor().get_dev_examples(str(tmp_path))
+    (tmp_path / "dev.tsv").write_text("Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n2\t1\t2\ta\tb\n")
+    with pytest.raises(ValueError, match=r"dev.tsv line 2: label '2' is not in the task's label list \['0', '1'\]"):
+        rc.MrpcProcessor().get_dev_examples(str(tmp_path))
+    (tmp_path / "train.tsv").write_text("index\tgenre\tf\ty\to\ts1\ts2\ta\tb\tscore\n0\tg\tf\ty\to\ts\ts\ta\tb\thigh\n")
+    with pytest.raises(ValueError, match=r"train.tsv line 2: label 'high' is not a number"):
+        rc.StsbProcessor().get_train_examples(str(tmp_path))
+    with pytest.raises(ValueError, match=r"label 'maybe' is not in the label list"):
+        rc.convert_single_example(0, rc.InputExample("x-1", "a", None, "maybe"), ["0", "1"], 8,
+                                  tokenization.FullTokenizer(shared_path("vocab", "uncased", "vocab.txt")))
+    processor = rc.get_processor("custom", text_a_column="text", label_column="label")
+    with pytest.raises(ValueError, match=r"--text_a_column='text' is neither a column of the header"):
+        processor.get_train_examples(str(tmp_path))
