@@ -1,0 +1,194 @@
+"""modeling.py: config handling, original names, and the forward pass against the original's outputs."""
+import json
+import os
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import modeling
+from tests.shared_data import shared_path
+
+TINY = ("reference", "original_checkpoint_tiny")
+
+
+def _tiny_config(**overrides):
+    values = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                  intermediate_size=64, max_position_embeddings=64, type_vocab_size=2)
+    values.update(overrides)
+    return modeling.BertConfig(**values)
+
+
+def _reference_model():
+    folder = shared_path(*TINY)
+    config = modeling.BertConfig.from_json_file(os.path.join(folder, "bert_config.json"))
+    config.hidden_dropout_prob = 0.0
+    config.attention_probs_dropout_prob = 0.0
+    model = modeling.PretrainingModel(config)
+    reader = tf.train.load_checkpoint(os.path.join(folder, "model.ckpt-30"))
+    for name, var in model.variables_by_name().items():
+        var.assign(reader.get_tensor(name))
+    ref = np.load(os.path.join(folder, "reference_outputs.npz"))
+    features = {k[3:]: ref[k] for k in ref.files if k.startswith("in_")}
+    return model, features, ref
+
+
+def test_config_roundtrip_defaults_and_unknown_keys(tmp_path, caplog):
+    config = modeling.BertConfig.from_dict({"vocab_size": 10, "some_new_key": 1})
+    assert config.hidden_size == 768 and config.type_vocab_size == 16 and config.hidden_act == "gelu"
+    path = str(tmp_path / "bert_config.json")
+    config.to_json_file(path)
+    assert modeling.BertConfig.from_json_file(path) == config
+    assert json.loads(config.to_json_string())["intermediate_size"] == 3072
+
+
+@pytest.mark.parametrize("bad,needle", [
+    ({"hidden_size": 100, "num_attention_heads": 12}, "num_attention_heads"),
+    ({"hidden_size": 0}, "hidden_size"),
+    ({"num_hidden_layers": -1}, "num_hidden_layers"),
+    ({"hidden_act": "swish"}, "hidden_act"),
+    ({"hidden_dropout_prob": 1.5}, "hidden_dropout_prob"),
+])
+def test_config_rejects_bad_values(bad, needle):
+    values = {"vocab_size": 10}
+    values.update(bad)
+    with pytest.raises(ValueError, match=needle):
+        modeling.BertConfig.from_dict(values)
+
+
+def test_config_file_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match="nope.json"):
+        modeling.BertConfig.from_json_file(str(tmp_path / "nope.json"))
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(ValueError, match="bad.json"):
+        modeling.BertConfig.from_json_file(str(bad))
+    missing = tmp_path / "missing.json"
+    missing.write_text('{"hidden_size": 8}')
+    with pytest.raises(ValueError, match="vocab_size"):
+        modeling.BertConfig.from_json_file(str(missing))
+
+
+def test_variable_names_and_shapes_match_the_original():
+    folder = shared_path(*TINY)
+    config = modeling.BertConfig.from_json_file(os.path.join(folder, "bert_config.json"))
+    model = modeling.PretrainingModel(config)
+    names = [n[:-2] for n in json.load(open(os.path.join(folder, "variable_names.json")))]
+    model_names = [n for n in names if n != "global_step" and not n.endswith(("/adam_m", "/adam_v"))]
+    ours = model.variables_by_name()
+    assert list(ours) == model_names
+    reader = tf.train.load_checkpoint(os.path.join(folder, "model.ckpt-30"))
+    shapes = reader.get_variable_to_shape_map()
+    for name, var in ours.items():
+        assert list(var.shape) == shapes[name], name
+    assert model.bert.embedding_table is ours["bert/embeddings/word_embeddings"]
+
+
+def test_forward_pass_matches_original_outputs():
+    model, features, ref = _reference_model()
+    out = model(features, training=False)
+    bert = model.bert(features["input_ids"], features["input_mask"], features["segment_ids"])
+    tol = 1e-5
+    np.testing.assert_allclose(bert["embedding_output"], ref["out_embedding_output"], atol=tol, rtol=0)
+    np.testing.assert_allclose(bert["sequence_output"], ref["out_sequence_output"], atol=tol, rtol=0)
+    np.testing.assert_allclose(bert["pooled_output"], ref["out_pooled_output"], atol=tol, rtol=0)
+    np.testing.assert_allclose(out["mlm_log_probs"][:, :1000], ref["out_mlm_log_probs__vocab0_1000"],
+                               atol=tol, rtol=0)
+    for key in ("mlm_loss", "mlm_example_loss", "nsp_loss", "nsp_example_loss", "nsp_log_probs", "total_loss"):
+        np.testing.assert_allclose(out[key], ref["out_" + key], atol=tol, rtol=0, err_msg=key)
+
+
+def test_jit_compiled_forward_matches_eager():
+    model, features, ref = _reference_model()
+    fn = tf.function(lambda f: model(f, training=False), jit_compile=True)
+    out = fn({k: tf.constant(v) for k, v in features.items()})
+    np.testing.assert_allclose(out["total_loss"], ref["out_total_loss"], atol=1e-5, rtol=0)
+    np.testing.assert_allclose(out["sequence_output"], ref["out_sequence_output"], atol=1e-5, rtol=0)
+
+
+def test_defaults_mask_and_types_and_padding_invariance():
+    config = _tiny_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    model = modeling.BertModel(config)
+    ids = np.array([[5, 6, 7, 8, 0, 0]], np.int32)
+    mask = np.array([[1, 1, 1, 1, 0, 0]], np.int32)
+    full = model(ids)
+    explicit = model(ids, np.ones_like(ids), np.zeros_like(ids))
+    np.testing.assert_array_equal(full["sequence_output"], explicit["sequence_output"])
+    padded = model(ids, mask)["sequence_output"].numpy()
+    short = model(ids[:, :4])["sequence_output"].numpy()
+    np.testing.assert_allclose(padded[:, :4], short, atol=1e-5)
+    assert len(full["all_encoder_layers"]) == 2
+    assert full["pooled_output"].shape == (1, 32)
+
+
+def test_dropout_only_in_training():
+    model = modeling.BertModel(_tiny_config())
+    ids = np.arange(1, 17, dtype=np.int32).reshape(2, 8)
+    a = model(ids, training=False)["sequence_output"]
+    b = model(ids, training=False)["sequence_output"]
+    c = model(ids, training=True)["sequence_output"]
+    np.testing.assert_array_equal(a, b)
+    assert np.abs(a.numpy() - c.numpy()).max() > 1e-3
+
+
+def test_initializer_is_truncated_normal():
+    model = modeling.BertModel(_tiny_config(vocab_size=4000, hidden_size=64), name="bert")
+    table = model.embedding_table.numpy()
+    assert abs(table.std() - 0.02 * 0.88) < 0.002  # std of N(0, s) truncated at 2s is 0.88 s
+    assert np.abs(table).max() <= 0.04 + 1e-6
+    names = model.variables_by_name()
+    np.testing.assert_array_equal(names["bert/encoder/layer_1/output/LayerNorm/gamma"].numpy(), 1.0)
+    np.testing.assert_array_equal(names["bert/pooler/dense/bias"].numpy(), 0.0)
+
+
+def test_activations():
+    x = tf.constant([-3.0, -1.0, 0.0, 0.5, 2.0])
+    expected_tanh = 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+    np.testing.assert_allclose(modeling.gelu(x), expected_tanh, atol=1e-6)
+    from math import erf
+    expected_erf = [v * 0.5 * (1 + erf(v / np.sqrt(2))) for v in x.numpy()]
+    np.testing.assert_allclose(modeling.gelu_exact(x), expected_erf, atol=1e-6)
+    assert modeling.get_activation("linear") is None
+    with pytest.raises(ValueError, match="swish"):
+        modeling.get_activation("swish")
+
+
+@pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
+def test_mixed_precision_keeps_variables_and_losses_float32(policy):
+    model, features, ref = _reference_model()
+    weights = {k: v.numpy() for k, v in model.variables_by_name().items()}
+    keras.mixed_precision.set_global_policy(policy)
+    try:
+        mixed = modeling.PretrainingModel(model.config)
+        for name, var in mixed.variables_by_name().items():
+            assert var.dtype == "float32", name
+            var.assign(weights[name])
+        out = mixed(features)
+        assert out["total_loss"].dtype == tf.float32
+        assert out["mlm_log_probs"].dtype == tf.float32
+        assert out["sequence_output"].dtype == tf.float32
+        # bf16 keeps ~3 significant digits; losses must still be close to the float32 reference
+        np.testing.assert_allclose(out["total_loss"], ref["out_total_loss"], rtol=0.02)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+
+
+def test_gather_indexes():
+    seq = tf.reshape(tf.range(2 * 4 * 3, dtype=tf.float32), [2, 4, 3])
+    got = modeling.gather_indexes(seq, tf.constant([[1, 3], [0, 2]]))
+    np.testing.assert_array_equal(got, seq.numpy()[[0, 0, 1, 1], [1, 3, 0, 2]])
+
+
+def test_create_variable_helper_on_a_plain_model():
+    class Head(modeling.NamedLayer):
+        def build(self, input_shape):
+            modeling.create_variable(self, "output_weights", (3, 8), initializer_range=0.02)
+            modeling.create_variable(self, "output_bias", (3,), initializer="zeros")
+
+    head = Head(name="head")
+    head.build(None)
+    names = head.variables_by_name()
+    assert list(names) == ["output_weights", "output_bias"]
+    assert names["output_weights"].shape == (3, 8)
+    assert np.abs(names["output_weights"].numpy()).max() <= 0.04 + 1e-6
