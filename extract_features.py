@@ -1,0 +1,269 @@
+"""Extract pre-computed feature vectors from BERT (the paper's feature-based use).
+
+As the original: `--input_file` holds one example per line, `text_a ||| text_b` for a pair; `--output_file`
+gets one JSON object per line: {"linex_index": i, "features": [{"token": t, "layers": [{"index": l,
+"values": [...]}, ...]}, ...]} for every token of the example and every layer of `--layers`, values rounded as
+the original rounds them (round(float(x), 6)).
+
+Extra (not in the original): `--sentence_vector=pooled` adds the pooler output ([CLS] through the pooler
+dense layer) and `--sentence_vector=mean` the mean of the last layer over the example's real tokens, as a
+"sentence_vector" list in each line. Batches run through one compiled tf.function.
+"""
+import collections
+import json
+import re
+
+from absl import app
+from absl import flags
+from absl import logging
+import numpy as np
+import tensorflow as tf
+
+import tokenization
+
+FLAGS = flags.FLAGS
+
+SENTENCE_VECTORS = ("none", "pooled", "mean")
+
+
+def define_flags():
+    """The original's flags plus --sentence_vector."""
+    flags.DEFINE_string("input_file", None, "Text file, one example per line; `text_a ||| text_b` for pairs.")
+    flags.DEFINE_string("output_file", None, "Output JSON-lines file.")
+    flags.DEFINE_string("layers", "-1,-2,-3,-4", "Comma-separated encoder layer indexes (negative from the top).")
+    flags.DEFINE_string("bert_config_file", None,
+                        "The config json file corresponding to the pre-trained BERT model.")
+    flags.DEFINE_integer("max_seq_length", 128,
+                         "The maximum total input sequence length after WordPiece tokenization. Longer "
+                         "sequences are truncated, shorter ones padded.")
+    flags.DEFINE_string("init_checkpoint", None, "Initial checkpoint (usually from a pre-trained BERT model).")
+    flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
+    flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text (True for uncased models).")
+    flags.DEFINE_integer("batch_size", 32, "Batch size for predictions.")
+    flags.DEFINE_enum("sentence_vector", "none", SENTENCE_VECTORS,
+                      "Extra: also write a `sentence_vector` per line: `pooled` (pooler output) or `mean` "
+                      "(last layer averaged over real tokens).")
+    for name in ("input_file", "vocab_file", "bert_config_file", "init_checkpoint", "output_file"):
+        flags.mark_flag_as_required(name)
+
+
+class InputExample(object):
+    """One line of the input file."""
+
+    def __init__(self, unique_id, text_a, text_b):
+        self.unique_id = unique_id
+        self.text_a = text_a
+        self.text_b = text_b
+
+
+class InputFeatures(object):
+    """A single set of features of data."""
+
+    def __init__(self, unique_id, tokens, input_ids, input_mask, input_type_ids):
+        self.unique_id = unique_id
+        self.tokens = tokens
+        self.input_ids = input_ids
+        self.input_mask = input_mask
+        self.input_type_ids = input_type_ids
+
+
+def read_examples(input_file):
+    """Reads `InputExample`s, one per line; `a ||| b` splits a pair (at the last separator, as the original)."""
+    examples = []
+    with tf.io.gfile.GFile(input_file, "r") as reader:
+        for unique_id, line in enumerate(iter(reader.readline, "")):
+            line = tokenization.convert_to_unicode(line).strip()
+            m = re.match(r"^(.*) \|\|\| (.*)$", line)
+            if m is None:
+                text_a, text_b = line, None
+            else:
+                text_a, text_b = m.group(1), m.group(2)
+            examples.append(InputExample(unique_id=unique_id, text_a=text_a, text_b=text_b))
+    return examples
+
+
+def _truncate_seq_pair(tokens_a, tokens_b, max_length):
+    """Truncates a pair in place, one token at a time from the longer sequence (from b on ties)."""
+    while len(tokens_a) + len(tokens_b) > max_length:
+        if len(tokens_a) > len(tokens_b):
+            tokens_a.pop()
+        else:
+            tokens_b.pop()
+
+
+def convert_examples_to_features(examples, seq_length, tokenizer):
+    """`[CLS] a [SEP] (b [SEP])`, zero padded to seq_length; truncation as the original (logged here)."""
+    if seq_length < 3:
+        raise ValueError(f"--max_seq_length must be at least 3, got {seq_length}")
+    features = []
+    n_truncated = 0
+    for ex_index, example in enumerate(examples):
+        tokens_a = tokenizer.tokenize(example.text_a)
+        tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else None
+        before = len(tokens_a) + (len(tokens_b) if tokens_b else 0)
+        if tokens_b:
+            _truncate_seq_pair(tokens_a, tokens_b, seq_length - 3)
+        elif len(tokens_a) > seq_length - 2:
+            tokens_a = tokens_a[0:(seq_length - 2)]
+        if len(tokens_a) + (len(tokens_b) if tokens_b else 0) < before:
+            n_truncated += 1
+
+        tokens = ["[CLS]"] + tokens_a + ["[SEP]"]
+        input_type_ids = [0] * len(tokens)
+        if tokens_b:
+            tokens += tokens_b + ["[SEP]"]
+            input_type_ids += [1] * (len(tokens_b) + 1)
+        input_ids = tokenizer.convert_tokens_to_ids(tokens)
+        input_mask = [1] * len(input_ids)
+        padding = seq_length - len(input_ids)
+        input_ids += [0] * padding
+        input_mask += [0] * padding
+        input_type_ids += [0] * padding
+
+        if ex_index < 5:
+            logging.info("*** Example ***")
+            logging.info("unique_id: %s", example.unique_id)
+            logging.info("tokens: %s", " ".join(tokenization.printable_text(x) for x in tokens))
+            logging.info("input_ids: %s", " ".join(str(x) for x in input_ids))
+            logging.info("input_mask: %s", " ".join(str(x) for x in input_mask))
+            logging.info("input_type_ids: %s", " ".join(str(x) for x in input_type_ids))
+        features.append(InputFeatures(unique_id=example.unique_id, tokens=tokens, input_ids=input_ids,
+                                      input_mask=input_mask, input_type_ids=input_type_ids))
+    if n_truncated:
+        logging.info("%d of %d examples were truncated to max_seq_length=%d", n_truncated, len(examples),
+                     seq_length)
+    return features
+
+
+def parse_layers(layers, num_hidden_layers):
+    """'-1,-2' -> [-1, -2]; each index must name an encoder layer (python indexing as the original)."""
+    try:
+        indexes = [int(x) for x in str(layers).split(",")]
+    except ValueError:
+        raise ValueError(f"--layers must be comma-separated integers, got {layers!r}") from None
+    for index in indexes:
+        if not -num_hidden_layers <= index < num_hidden_layers:
+            raise ValueError(f"--layers: index {index} is out of range for a model with {num_hidden_layers} "
+                             f"encoder layers (valid: {-num_hidden_layers}..{num_hidden_layers - 1})")
+    return indexes
+
+
+def round_like_original(values):
+    """Array -> nested lists of Python floats equal to the original's round(float(x), 6) for each value.
+
+    For float32 (or float16/bfloat16) values x * 1e6 is exact in float64 (at most 38 significant bits), and
+    np.rint rounds half to even on that exact value, as Python's round does on the exact decimal value, so
+    the two agree bit for bit; other dtypes fall back to Python's round.
+    """
+    values = np.asarray(values)
+    if values.dtype in (np.float32, np.float16) or values.dtype.name == "bfloat16":
+        return (np.rint(values.astype(np.float64) * 1e6) / 1e6).tolist()
+    return np.vectorize(lambda x: round(float(x), 6), otypes=[np.float64])(values).tolist()
+
+
+class FeatureExtractor(object):
+    """Runs a BertModel on padded batches in one tf.function and returns the requested layers."""
+
+    def __init__(self, model, layer_indexes, sentence_vector="none"):
+        if sentence_vector not in SENTENCE_VECTORS:
+            raise ValueError(f"--sentence_vector must be one of {SENTENCE_VECTORS}, got {sentence_vector!r}")
+        self.model = model
+        self.layer_indexes = list(layer_indexes)
+        self.sentence_vector = sentence_vector
+        self._fn = tf.function(self._compute, reduce_retracing=True)
+
+    def _compute(self, input_ids, input_mask, input_type_ids):
+        outputs = self.model(input_ids, input_mask, input_type_ids, training=False)
+        all_layers = outputs["all_encoder_layers"]
+        result = {"layers": tf.stack([all_layers[i] for i in self.layer_indexes], axis=1)}
+        if self.sentence_vector == "pooled":
+            result["sentence_vector"] = outputs["pooled_output"]
+        elif self.sentence_vector == "mean":
+            last = tf.cast(all_layers[-1], tf.float32)
+            mask = tf.cast(input_mask, last.dtype)[:, :, None]
+            result["sentence_vector"] = tf.reduce_sum(last * mask, axis=1) / tf.maximum(
+                tf.reduce_sum(mask, axis=1), 1.0)
+        return result
+
+    def run(self, features, batch_size):
+        """Yields (feature, {"layers": [n_layers, seq, hidden], "sentence_vector": [hidden]?}) in order."""
+        if batch_size < 1:
+            raise ValueError(f"--batch_size must be positive, got {batch_size}")
+        for start in range(0, len(features), batch_size):
+            batch = features[start:start + batch_size]
+            arrays = [tf.constant([getattr(f, name) for f in batch], dtype=tf.int32)
+                      for name in ("input_ids", "input_mask", "input_type_ids")]
+            out = {k: np.asarray(v.numpy(), dtype=np.float32) if v.dtype != tf.float32 else v.numpy()
+                   for k, v in self._fn(*arrays).items()}
+            for i, feature in enumerate(batch):
+                yield feature, {k: v[i] for k, v in out.items()}
+
+
+def feature_json(feature, result, layer_indexes):
+    """One output line (without the newline) in the original's format, plus sentence_vector if computed."""
+    n = len(feature.tokens)
+    rounded = round_like_original(result["layers"][:, :n, :])  # [layer][token][hidden]
+    output = collections.OrderedDict()
+    output["linex_index"] = feature.unique_id
+    all_features = []
+    for i, token in enumerate(feature.tokens):
+        all_layers = []
+        for j, layer_index in enumerate(layer_indexes):
+            layers = collections.OrderedDict()
+            layers["index"] = layer_index
+            layers["values"] = rounded[j][i]
+            all_layers.append(layers)
+        token_features = collections.OrderedDict()
+        token_features["token"] = token
+        token_features["layers"] = all_layers
+        all_features.append(token_features)
+    output["features"] = all_features
+    if "sentence_vector" in result:
+        output["sentence_vector"] = round_like_original(result["sentence_vector"])
+    return json.dumps(output)
+
+
+def load_model(bert_config_file, init_checkpoint):
+    """BertModel built from the config with all its variables loaded from the checkpoint."""
+    import checkpoints
+    import modeling
+    config = modeling.BertConfig.from_json_file(bert_config_file)
+    model = modeling.BertModel(config)
+    dummy = tf.zeros([1, 2], tf.int32)
+    model(dummy, tf.ones_like(dummy), dummy, training=False)
+    checkpoints.init_from_checkpoint(model.variables_by_name(), init_checkpoint)
+    return config, model
+
+
+def extract_features(input_file, output_file, bert_config_file, init_checkpoint, vocab_file,
+                     do_lower_case=True, layers="-1,-2,-3,-4", max_seq_length=128, batch_size=32,
+                     sentence_vector="none"):
+    """The whole script: reads input_file, writes output_file; returns the number of lines written."""
+    tokenization.validate_case_matches_checkpoint(do_lower_case, init_checkpoint)
+    config, model = load_model(bert_config_file, init_checkpoint)
+    layer_indexes = parse_layers(layers, config.num_hidden_layers)
+    if max_seq_length > config.max_position_embeddings:
+        raise ValueError(f"--max_seq_length={max_seq_length} exceeds max_position_embeddings="
+                         f"{config.max_position_embeddings} of {bert_config_file}")
+    tokenizer = tokenization.FullTokenizer(vocab_file=vocab_file, do_lower_case=do_lower_case)
+    examples = read_examples(input_file)
+    features = convert_examples_to_features(examples, max_seq_length, tokenizer)
+    extractor = FeatureExtractor(model, layer_indexes, sentence_vector)
+    written = 0
+    with tf.io.gfile.GFile(output_file, "w") as writer:
+        for feature, result in extractor.run(features, batch_size):
+            writer.write(feature_json(feature, result, layer_indexes) + "\n")
+            written += 1
+    logging.info("wrote %d lines to %s", written, output_file)
+    return written
+
+
+def main(_):
+    extract_features(FLAGS.input_file, FLAGS.output_file, FLAGS.bert_config_file, FLAGS.init_checkpoint,
+                     FLAGS.vocab_file, FLAGS.do_lower_case, FLAGS.layers, FLAGS.max_seq_length,
+                     FLAGS.batch_size, FLAGS.sentence_vector)
+
+
+if __name__ == "__main__":
+    define_flags()
+    app.run(main)
