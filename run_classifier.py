@@ -15,10 +15,13 @@ import sys
 from absl import app
 from absl import flags
 from absl import logging
+import keras
 import numpy as np
 import tensorflow as tf
 
+import modeling
 import tokenization
+import training
 
 FLAGS = flags.FLAGS
 
@@ -682,3 +685,175 @@ def compute_metrics(metric_names, predictions, labels):
     if "pearson" in metric_names and "spearman" in metric_names:
         result["eval_corr"] = (result["eval_pearson"] + result["eval_spearman"]) / 2.0
     return result
+
+
+# ----------------------------------------------------------------------------------------------
+# The original classifier: dropout 0.1 on the pooled output, then output_weights / output_bias.
+
+CLASSIFIER_DROPOUT = 0.1
+
+
+class ClassifierHead(modeling.NamedLayer):
+    """"output_weights" [num_labels, hidden] (truncated normal, stddev 0.02), "output_bias" [num_labels]."""
+
+    def __init__(self, num_labels, hidden_size, **kwargs):
+        super().__init__(**kwargs)
+        self.num_labels = num_labels
+        self.hidden_size = hidden_size
+
+    def build(self, input_shape=None):
+        self.output_weights = self.add_named_weight(
+            "output_weights", (self.num_labels, self.hidden_size), modeling.create_initializer(0.02))
+        self.output_bias = self.add_named_weight("output_bias", (self.num_labels,), "zeros", autocast=False)
+        self.built = True
+
+    def call(self, pooled, training=False):
+        if training:
+            pooled = tf.nn.dropout(pooled, rate=CLASSIFIER_DROPOUT)
+        logits = tf.matmul(tf.cast(pooled, self.compute_dtype),
+                           tf.cast(self.output_weights, self.compute_dtype), transpose_b=True)
+        return tf.nn.bias_add(tf.cast(logits, tf.float32), self.output_bias)
+
+
+class ClassifierModel(keras.Model):
+    """BertModel + the original classification head; call(features) -> float32 logits [batch, num_labels]."""
+
+    def __init__(self, bert_config, num_labels, name="classifier", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.bert_config = bert_config
+        self.num_labels = num_labels
+        self.bert = modeling.BertModel(bert_config, name="bert")
+        self.head = ClassifierHead(num_labels, bert_config.hidden_size, name="output")
+        self.head.build()
+
+    def variables_by_name(self):
+        out = self.bert.variables_by_name()
+        out.update(self.head.variables_by_name())
+        return out
+
+    def call(self, features, training=False):
+        outputs = self.bert(features["input_ids"], features["input_mask"], features["segment_ids"],
+                            training=training)
+        return self.head(outputs["pooled_output"], training=training)
+
+
+def classifier_loss(logits, labels, is_regression):
+    """(mean loss, per-example loss): cross entropy of the softmax, or squared error for regression."""
+    if is_regression:
+        per_example_loss = tf.square(logits[:, 0] - tf.cast(labels, tf.float32))
+    else:
+        log_probs = tf.nn.log_softmax(logits, axis=-1)
+        one_hot = tf.one_hot(tf.cast(labels, tf.int32), depth=tf.shape(logits)[-1], dtype=tf.float32)
+        per_example_loss = -tf.reduce_sum(one_hot * log_probs, axis=-1)
+    return tf.reduce_mean(per_example_loss), per_example_loss
+
+
+def model_outputs(logits, is_regression):
+    """What prediction and the SavedModel return: probabilities, or the score for regression."""
+    if is_regression:
+        return {"score": logits[:, 0]}
+    return {"probabilities": tf.nn.softmax(logits, axis=-1)}
+
+
+class ClassifierTask(training.Task):
+    """The classifier job for training.py: loss, evaluation sums and prediction outputs."""
+
+    def __init__(self, bert_config, num_labels, is_regression=False, metric_names=("accuracy",)):
+        self.bert_config = bert_config
+        self.num_labels = 1 if is_regression else num_labels
+        self.is_regression = is_regression
+        self.metric_names = tuple(metric_names)
+
+    def build_model(self):
+        model = ClassifierModel(self.bert_config, self.num_labels)
+        dummy = tf.zeros([1, 2], tf.int32)
+        model({"input_ids": dummy, "input_mask": dummy, "segment_ids": dummy})
+        return model
+
+    def compute_loss(self, model, features, training):
+        logits = model(features, training=training)
+        loss, _ = classifier_loss(logits, features["label_ids"], self.is_regression)
+        return loss, {"loss": loss}
+
+    def eval_metrics(self, model, features):
+        logits = model(features, training=False)
+        _, per_example_loss = classifier_loss(logits, features["label_ids"], self.is_regression)
+        weights = tf.cast(features["is_real_example"], tf.float32)
+        count = tf.reduce_sum(weights)
+        result = {"eval_loss": (tf.reduce_sum(per_example_loss * weights), count)}
+        if self.is_regression:
+            x, y = logits[:, 0], tf.cast(features["label_ids"], tf.float32)
+            # Moments for Pearson; Spearman needs every prediction and is added from a prediction pass.
+            for name, value in (("x", x), ("y", y), ("xx", x * x), ("yy", y * y), ("xy", x * y)):
+                result["moment_" + name] = (tf.reduce_sum(value * weights), count)
+            return result
+        predictions = tf.argmax(logits, axis=-1, output_type=tf.int32)
+        labels = tf.cast(features["label_ids"], tf.int32)
+        correct = tf.cast(tf.equal(predictions, labels), tf.float32)
+        result["eval_accuracy"] = (tf.reduce_sum(correct * weights), count)
+        if self.num_labels == 2:
+            p, l = tf.cast(predictions == 1, tf.float32), tf.cast(labels == 1, tf.float32)
+            for name, value in (("tp", p * l), ("fp", p * (1 - l)), ("fn", (1 - p) * l),
+                                ("tn", (1 - p) * (1 - l))):
+                result["confusion_" + name] = (tf.reduce_sum(value * weights), count)
+        return result
+
+    def final_eval_results(self, results):
+        results = dict(results)
+        moments = {k[len("moment_"):]: results.pop(k) for k in list(results) if k.startswith("moment_")}
+        confusion = {k[len("confusion_"):]: results.pop(k) for k in list(results) if k.startswith("confusion_")}
+        if "f1" in self.metric_names and confusion:
+            tp, fp, fn = confusion["tp"], confusion["fp"], confusion["fn"]
+            results["eval_f1"] = 2 * tp / (2 * tp + fp + fn) if tp > 0 else 0.0
+        if "mcc" in self.metric_names and confusion:
+            tp, fp, fn, tn = confusion["tp"], confusion["fp"], confusion["fn"], confusion["tn"]
+            denominator = math.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
+            results["eval_mcc"] = (tp * tn - fp * fn) / denominator if denominator else 0.0
+        if moments:
+            var_x = moments["xx"] - moments["x"] ** 2
+            var_y = moments["yy"] - moments["y"] ** 2
+            cov = moments["xy"] - moments["x"] * moments["y"]
+            results["eval_pearson"] = cov / math.sqrt(var_x * var_y) if var_x > 0 and var_y > 0 else 0.0
+        return results
+
+    def predict_outputs(self, model, features):
+        outputs = model_outputs(model(features, training=False), self.is_regression)
+        outputs["is_real_example"] = features["is_real_example"]
+        return outputs
+
+
+# ----------------------------------------------------------------------------------------------
+# In-graph packing: the same truncation and layout as convert_single_example, for the export.
+
+
+def pack_inputs(ids_a, ids_b, max_seq_length, cls_id, sep_id):
+    """Packs ragged token ids [batch, (tokens)] into dense int32 input_ids, input_mask, segment_ids.
+
+    Equal to convert_single_example: [CLS] a [SEP] b [SEP] with _truncate_seq_pair (a row whose b is empty
+    is a single sequence cut to max_seq_length - 2), zero padding to max_seq_length.
+    """
+    ids_a = tf.cast(ids_a, tf.int32).with_row_splits_dtype(tf.int64)
+    len_a = ids_a.row_lengths()
+    if ids_b is None:
+        ids_b = tf.RaggedTensor.from_row_lengths(tf.zeros([0], tf.int32), tf.zeros_like(len_a))
+    ids_b = tf.cast(ids_b, tf.int32).with_row_splits_dtype(tf.int64)
+    len_b = ids_b.row_lengths()
+    has_b = tf.cast(len_b > 0, tf.int64)
+    budget = max_seq_length - 2 - has_b
+    # _truncate_seq_pair pops from the longer sequence (from b on ties) until the pair fits.
+    keep_a = tf.minimum(len_a, tf.maximum(budget - len_b, (budget + 1) // 2))
+    keep_b = tf.minimum(len_b, tf.maximum(budget - len_a, budget // 2))
+    ids_a = tf.ragged.boolean_mask(ids_a, tf.ragged.range(len_a) < keep_a[:, tf.newaxis])
+    ids_b = tf.ragged.boolean_mask(ids_b, tf.ragged.range(len_b) < keep_b[:, tf.newaxis])
+    batch = tf.shape(len_a)[0]
+    cls = tf.RaggedTensor.from_tensor(tf.fill([batch, 1], cls_id), row_splits_dtype=tf.int64)
+    sep_a = tf.RaggedTensor.from_tensor(tf.fill([batch, 1], sep_id), row_splits_dtype=tf.int64)
+    sep_b = tf.RaggedTensor.from_row_lengths(tf.fill([tf.reduce_sum(has_b)], sep_id), has_b)
+    tokens = tf.concat([cls, ids_a, sep_a, ids_b, sep_b], axis=1)
+    segments = tf.concat([tf.zeros_like(cls), tf.zeros_like(ids_a), tf.zeros_like(sep_a),
+                          tf.ones_like(ids_b), tf.ones_like(sep_b)], axis=1)
+    shape = [None, max_seq_length]
+    input_ids = tokens.to_tensor(default_value=0, shape=shape)
+    input_mask = tf.ones_like(tokens).to_tensor(default_value=0, shape=shape)
+    segment_ids = segments.to_tensor(default_value=0, shape=shape)
+    return input_ids, input_mask, segment_ids

@@ -212,3 +212,39 @@ def test_bad_input_errors(tmp_path):
     processor = rc.get_processor("custom", text_a_column="text", label_column="label")
     with pytest.raises(ValueError, match=r"--text_a_column='text' is neither a column of the header"):
         processor.get_train_examples(str(tmp_path))
+
+
+def _ragged(rows):
+    return tf.ragged.constant(rows, dtype=tf.int32, ragged_rank=1) if any(rows) else \
+        tf.RaggedTensor.from_row_lengths(tf.zeros([0], tf.int32), [0] * len(rows))
+
+
+def test_pack_inputs_equals_convert_single_example(tokenizer):
+    """The in-graph packing truncates and lays out exactly like the Python path (MRPC dev + edge cases)."""
+    examples = rc.MrpcProcessor().get_dev_examples(glue("MRPC"))
+    examples += [rc.InputExample("e-1", "short", "", "0"), rc.InputExample("e-2", "a b c", " ", "1"),
+                 rc.InputExample("e-3", "x " * 40, "y " * 3, "0"), rc.InputExample("e-4", "x", "y " * 50, "0")]
+    for max_seq_length in (24, 25, 128):
+        ids_a = [tokenizer.convert_tokens_to_ids(tokenizer.tokenize(e.text_a)) for e in examples]
+        ids_b = [tokenizer.convert_tokens_to_ids(tokenizer.tokenize(e.text_b or "")) for e in examples]
+        got = rc.pack_inputs(_ragged(ids_a), _ragged(ids_b), max_seq_length, 101, 102)
+        want = [rc.convert_single_example(9, e, ["0", "1"], max_seq_length, tokenizer) for e in examples]
+        for name, tensor in zip(("input_ids", "input_mask", "segment_ids"), got):
+            assert tensor.dtype == tf.int32 and tensor.shape[1] == max_seq_length
+            np.testing.assert_array_equal(tensor.numpy(), [getattr(f, name) for f in want], err_msg=name)
+    rng = np.random.default_rng(1)
+    lengths = rng.integers(0, 12, size=(400, 2))
+    a_rows = [list(range(1, 1 + la)) for la, _ in lengths]
+    b_rows = [list(range(200, 200 + lb)) for _, lb in lengths]
+    for max_seq_length in (3, 4, 9, 10):
+        got = rc.pack_inputs(_ragged(a_rows), _ragged(b_rows), max_seq_length, 101, 102)[0].numpy()
+        for row, a, b in zip(got, a_rows, b_rows):
+            a, b = list(a), list(b)
+            if b:
+                rc._truncate_seq_pair(a, b, max_seq_length - 3)
+                want = [101] + a + [102] + b + [102]
+            else:
+                want = [101] + a[:max_seq_length - 2] + [102]
+            assert row.tolist() == want + [0] * (max_seq_length - len(want))
+    single = rc.pack_inputs(_ragged(a_rows[:5]), None, 6, 101, 102)[2].numpy()
+    assert (single == 0).all()
