@@ -232,6 +232,11 @@ class Task:
         """Returns {name: (numerator, denominator)}; evaluate() reports sum(numerator) / sum(denominator)."""
         return {}
 
+    def evaluate_batch(self, model, features):
+        """Returns (loss, eval_metrics) for one eval batch; override to share one forward pass."""
+        loss, _ = self.compute_loss(model, features, training=False)
+        return loss, self.eval_metrics(model, features)
+
     def predict_outputs(self, model, features):
         """Returns {name: tensor with the batch as first dimension}."""
         raise NotImplementedError
@@ -428,8 +433,10 @@ def build_training_state(task, config, strategy):
     return model, optimizer, loss_scale, state
 
 
-def train(task, input_fn, config, strategy=None):
-    """Trains to config.num_train_steps, resuming from output_dir; returns {"global_step", logged means}."""
+def train(task, input_fn, config, strategy=None, max_steps=None):
+    """Trains to config.num_train_steps (or max_steps if smaller, like Estimator.train(max_steps)), resuming
+    from output_dir; the learning-rate schedule always spans num_train_steps. Returns {"global_step", logged
+    means of the last loop}."""
     if not config.output_dir:
         raise ValueError("--output_dir is required for training")
     if config.num_train_steps < 1:
@@ -456,12 +463,14 @@ def train(task, input_fn, config, strategy=None):
         import checkpoints
         checkpoints.init_from_checkpoint(model.variables_by_name(), config.init_checkpoint)
     start_step = int(global_step.numpy())
-    total_steps = config.num_train_steps
+    total_steps = config.num_train_steps if max_steps is None else min(max_steps, config.num_train_steps)
     if start_step >= total_steps:
         logging.info("global step %d >= num_train_steps %d: nothing to train", start_step, total_steps)
         return {"global_step": start_step}
+    saved_step = start_step if latest else None
     if not latest and chief:
         manager.save(state, start_step)
+        saved_step = start_step
 
     def dataset_fn(input_context):
         dataset = input_fn(per_replica_batch, input_context)
@@ -510,7 +519,8 @@ def train(task, input_fn, config, strategy=None):
         writer.flush()
         if chief and (step % config.save_checkpoints_steps == 0 or step >= total_steps):
             manager.save(state, step)
-    if chief and manager.latest_step() != step:
+            saved_step = step
+    if chief and saved_step != step:
         manager.save(state, step)
     logging.info("Training done at global step %d in %.1f s", step, time.time() - run_start)
     result = dict(logs)
@@ -547,8 +557,7 @@ def evaluate(task, input_fn, config, strategy=None, max_steps=None, checkpoint_p
     dist = strategy.experimental_distribute_dataset(dataset)
 
     def replica_eval(features):
-        loss, _ = task.compute_loss(model, features, training=False)
-        metrics = task.eval_metrics(model, features)
+        loss, metrics = task.evaluate_batch(model, features)
         return tf.cast(loss, tf.float32), {name: (tf.cast(num, tf.float64), tf.cast(den, tf.float64))
                                            for name, (num, den) in metrics.items()}
 

@@ -1,0 +1,347 @@
+"""Run masked LM / next sentence masked_lm pre-training for BERT (flags and meanings of the original).
+
+Added to the original: every flag of training.define_training_flags (distribution strategy, XLA, bfloat16 /
+float16, LAMB, gradient accumulation, ...) and --dynamic_masking (fresh masks drawn per step with
+tensorflow-text instead of the static masks stored in the records).
+"""
+import os
+
+import numpy as np
+import tensorflow as tf
+from absl import app
+from absl import flags
+from absl import logging
+
+import modeling
+import training
+
+FLAGS = flags.FLAGS
+
+FEATURE_NAMES = modeling.PRETRAINING_FEATURES
+EVAL_KEYS = ("masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy", "next_sentence_loss")
+
+
+def define_flags():
+    flags.DEFINE_string("input_file", None,
+                        "Input TF example files (can be a glob or comma separated).")
+    flags.DEFINE_integer("max_seq_length", 128,
+                         "The maximum total input sequence length after WordPiece tokenization. Sequences "
+                         "longer than this will be truncated, and sequences shorter than this will be padded. "
+                         "Must match data generation.")
+    flags.DEFINE_integer("max_predictions_per_seq", 20,
+                         "Maximum number of masked LM predictions per sequence. Must match data generation.")
+    flags.DEFINE_bool("do_train", False, "Whether to run training.")
+    flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.")
+    flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of eval steps.")
+    flags.DEFINE_bool("dynamic_masking", False,
+                      "Draw new masks for every training batch (tensorflow-text) instead of using the masks "
+                      "stored in the records. Needs --vocab_file.")
+    flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability for --dynamic_masking.")
+    flags.DEFINE_string("vocab_file", None, "Vocabulary of the records (for --dynamic_masking).")
+    training.define_training_flags(include_num_steps=True, train_batch_size=32, eval_batch_size=8,
+                                   learning_rate=5e-5, num_train_steps=100000, num_warmup_steps=10000,
+                                   save_checkpoints_steps=1000, iterations_per_loop=1000)
+    flags.mark_flag_as_required("input_file")
+    flags.mark_flag_as_required("bert_config_file")
+    flags.mark_flag_as_required("output_dir")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Input pipeline.
+
+
+def expand_input_files(input_file):
+    """Comma-separated globs -> sorted file list per pattern; a pattern matching nothing is an error."""
+    if not input_file:
+        raise ValueError("--input_file is empty: expected TFRecord file names or globs, comma separated")
+    files = []
+    for pattern in input_file.split(","):
+        pattern = pattern.strip()
+        if not pattern:
+            continue
+        matched = sorted(tf.io.gfile.glob(pattern))
+        if not matched:
+            raise ValueError(f"--input_file pattern {pattern!r} matches no file")
+        files.extend(matched)
+    logging.info("*** Input Files ***")
+    for name in files:
+        logging.info("  %s", name)
+    return files
+
+
+def feature_spec(max_seq_length, max_predictions_per_seq):
+    """name -> (length, dtype) of the original records."""
+    return {
+        "input_ids": (max_seq_length, tf.int64),
+        "input_mask": (max_seq_length, tf.int64),
+        "segment_ids": (max_seq_length, tf.int64),
+        "masked_lm_positions": (max_predictions_per_seq, tf.int64),
+        "masked_lm_ids": (max_predictions_per_seq, tf.int64),
+        "masked_lm_weights": (max_predictions_per_seq, tf.float32),
+        "next_sentence_labels": (1, tf.int64),
+    }
+
+
+def check_record_file(path, max_seq_length, max_predictions_per_seq):
+    """Checks the first record of `path` against the flags; raises ValueError naming file and feature."""
+    spec = feature_spec(max_seq_length, max_predictions_per_seq)
+    flag_of = {"masked_lm_positions": "--max_predictions_per_seq", "masked_lm_ids": "--max_predictions_per_seq",
+               "masked_lm_weights": "--max_predictions_per_seq", "next_sentence_labels": None}
+    try:
+        first = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
+    except tf.errors.OpError as e:
+        raise ValueError(f"{path}: cannot read TFRecords ({e.message})") from None
+    if first is None:
+        logging.warning("%s holds no records", path)
+        return
+    example = tf.train.Example.FromString(first.numpy())
+    feats = example.features.feature
+    for name, (length, dtype) in spec.items():
+        if name not in feats:
+            raise ValueError(f"{path}: record has no feature {name!r} (expected {length} x {dtype.name}); "
+                             f"is it a pre-training file written by create_pretraining_data.py?")
+        feat = feats[name]
+        kind = feat.WhichOneof("kind")
+        values = feat.float_list.value if kind == "float_list" else feat.int64_list.value
+        want_kind = "float_list" if dtype == tf.float32 else "int64_list"
+        if kind != want_kind:
+            raise ValueError(f"{path}: feature {name!r} is {kind}, expected {want_kind}")
+        if len(values) != length:
+            flag = flag_of.get(name, "--max_seq_length")
+            hint = f" (does {flag}={length} match the data generation?)" if flag else ""
+            raise ValueError(f"{path}: feature {name!r} has {len(values)} values, expected {length}{hint}")
+
+
+def decode_record(record, max_seq_length, max_predictions_per_seq):
+    """Parses one serialized example; int64 features become int32 (as the original)."""
+    spec = feature_spec(max_seq_length, max_predictions_per_seq)
+    parsed = tf.io.parse_single_example(
+        record, {name: tf.io.FixedLenFeature([length], dtype) for name, (length, dtype) in spec.items()})
+    return {name: tf.cast(value, tf.int32) if value.dtype == tf.int64 else value for name, value in parsed.items()}
+
+
+def unmask_input_ids(features):
+    """input_ids with the original tokens put back at the stored masked positions (batched features)."""
+    input_ids = features["input_ids"]
+    positions = features["masked_lm_positions"]
+    weights = features["masked_lm_weights"]
+    batch = tf.shape(input_ids)[0]
+    rows = tf.broadcast_to(tf.range(batch)[:, None], tf.shape(positions))
+    keep = weights > 0
+    indices = tf.stack([tf.boolean_mask(rows, keep), tf.boolean_mask(positions, keep)], axis=1)
+    return tf.tensor_scatter_nd_update(input_ids, indices, tf.boolean_mask(features["masked_lm_ids"], keep))
+
+
+class DynamicMasker:
+    """Draws new masked-LM positions per batch with tensorflow-text (80% [MASK], 10% random, 10% kept)."""
+
+    def __init__(self, vocab_file, vocab_size, max_predictions_per_seq, masked_lm_prob=0.15):
+        import tokenization
+        if not vocab_file:
+            raise ValueError("--dynamic_masking needs --vocab_file (to find [MASK], [CLS] and [SEP])")
+        vocab = tokenization.load_vocab(vocab_file)
+        missing = [t for t in ("[MASK]", "[CLS]", "[SEP]", "[PAD]") if t not in vocab]
+        if missing:
+            raise ValueError(f"--vocab_file {vocab_file} lacks the special tokens {missing}")
+        if not 0.0 < masked_lm_prob < 1.0:
+            raise ValueError(f"--masked_lm_prob={masked_lm_prob}: expected a probability in (0, 1)")
+        self.mask_id = vocab["[MASK]"]
+        self.unselectable = [vocab["[CLS]"], vocab["[SEP]"], vocab["[PAD]"]]
+        self.vocab_size = vocab_size
+        self.max_predictions_per_seq = max_predictions_per_seq
+        self.masked_lm_prob = masked_lm_prob
+
+    def __call__(self, features):
+        import tensorflow_text as text
+        original = unmask_input_ids(features)
+        lengths = tf.reduce_sum(features["input_mask"], axis=1)
+        ragged = tf.RaggedTensor.from_tensor(original, lengths=lengths)
+        selector = text.RandomItemSelector(self.max_predictions_per_seq, self.masked_lm_prob,
+                                           unselectable_ids=self.unselectable)
+        chooser = text.MaskValuesChooser(self.vocab_size, self.mask_id, 0.8, 0.1)
+        masked, positions, ids = text.mask_language_model(ragged, selector, chooser)
+        width = tf.shape(original)[1]
+        out = dict(features)
+        out["input_ids"] = masked.to_tensor(default_value=0, shape=[None, width])
+        p = self.max_predictions_per_seq
+        out["masked_lm_positions"] = positions.to_tensor(default_value=0, shape=[None, p])
+        out["masked_lm_ids"] = ids.to_tensor(default_value=0, shape=[None, p])
+        out["masked_lm_weights"] = tf.cast(tf.ones_like(ids, tf.float32).to_tensor(0.0, shape=[None, p]),
+                                           tf.float32)
+        return out
+
+
+def make_input_fn(input_files, max_seq_length, max_predictions_per_seq, is_training, seed=12345,
+                  masker=None, num_cpu_threads=4):
+    """Returns input_fn(batch_size, input_context) -> dataset of feature dicts (training.py's contract).
+
+    Training: files shuffled and repeated, records interleaved from several files and shuffled (buffer 100,
+    as the original), full batches only; every step is deterministic given `seed`. Workers read disjoint file
+    shards when there are at least as many files as input pipelines; otherwise every worker builds the same
+    global batches and takes its slice. Eval: one deterministic pass in file order, last batch kept.
+    """
+    for path in input_files:
+        check_record_file(path, max_seq_length, max_predictions_per_seq)
+
+    def decode(record):
+        return decode_record(record, max_seq_length, max_predictions_per_seq)
+
+    def input_fn(batch_size, input_context=None):
+        pipelines = input_context.num_input_pipelines if input_context else 1
+        pipeline_id = input_context.input_pipeline_id if input_context else 0
+        replicas = input_context.num_replicas_in_sync if input_context else 1
+        if not is_training:
+            dataset = tf.data.TFRecordDataset(input_files)
+            if pipelines > 1:
+                dataset = dataset.shard(pipelines, pipeline_id)
+            return dataset.map(decode, num_parallel_calls=tf.data.AUTOTUNE).batch(batch_size).prefetch(2)
+        files = list(input_files)
+        shard_files = pipelines > 1 and len(files) >= pipelines
+        dataset = tf.data.Dataset.from_tensor_slices(tf.constant(files))
+        if shard_files:
+            dataset = dataset.shard(pipelines, pipeline_id)
+            files = files[pipeline_id::pipelines]
+        dataset = dataset.repeat().shuffle(len(files), seed=seed)
+        cycle_length = min(num_cpu_threads, len(files))
+        dataset = dataset.interleave(tf.data.TFRecordDataset, cycle_length=cycle_length,
+                                     num_parallel_calls=cycle_length, deterministic=True)
+        dataset = dataset.shuffle(100, seed=seed + 1)
+        dataset = dataset.map(decode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        if pipelines > 1 and not shard_files:
+            global_batch = batch_size * replicas
+            part = global_batch // pipelines
+            dataset = dataset.batch(global_batch, drop_remainder=True)
+            dataset = dataset.map(lambda b: {k: v[pipeline_id * part:(pipeline_id + 1) * part]
+                                             for k, v in b.items()})
+            dataset = dataset.unbatch()
+        dataset = dataset.batch(batch_size, drop_remainder=True)
+        if masker is not None:
+            dataset = dataset.map(masker)
+        return dataset.prefetch(tf.data.AUTOTUNE)
+
+    return input_fn
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The task.
+
+
+class PretrainingTask(training.Task):
+    """Masked LM + next sentence prediction with the original heads, losses and eval metrics.
+
+    Training normalises the masked-LM loss by the masked-token weight of the whole step (all micro-batches
+    and replicas), so gradient accumulation and data parallelism give the gradient of the global batch;
+    on one device without accumulation that is exactly the original loss.
+    """
+
+    def __init__(self, bert_config):
+        self.bert_config = bert_config
+
+    def build_model(self):
+        return modeling.PretrainingModel(self.bert_config)
+
+    def prepare_batch(self, features, num_micro_batches):
+        context = tf.distribute.get_replica_context()
+        weight_sum = tf.reduce_sum(tf.cast(features["masked_lm_weights"], tf.float32))
+        replicas = 1
+        if context is not None and context.num_replicas_in_sync > 1:
+            replicas = context.num_replicas_in_sync
+            weight_sum = context.all_reduce(tf.distribute.ReduceOp.SUM, weight_sum)
+        out = dict(features)
+        out["mlm_weight_total"] = weight_sum
+        out["mlm_num_parts"] = tf.constant(float(num_micro_batches * replicas))
+        return out
+
+    def _losses(self, outputs, features):
+        if "mlm_weight_total" not in features:
+            return outputs["mlm_loss"], outputs["nsp_loss"]
+        weights = tf.reshape(tf.cast(features["masked_lm_weights"], tf.float32), [-1])
+        numerator = tf.reduce_sum(weights * outputs["mlm_example_loss"])
+        mlm_loss = numerator * features["mlm_num_parts"] / (features["mlm_weight_total"] + 1e-5)
+        return mlm_loss, outputs["nsp_loss"]
+
+    def compute_loss(self, model, features, training):
+        inputs = {name: features[name] for name in FEATURE_NAMES}
+        outputs = model(inputs, training=training)
+        mlm_loss, nsp_loss = self._losses(outputs, features)
+        total = mlm_loss + nsp_loss
+        return total, {"loss": total, "masked_lm_loss": mlm_loss, "next_sentence_loss": nsp_loss}
+
+    def evaluate_batch(self, model, features):
+        outputs = model({name: features[name] for name in FEATURE_NAMES}, training=False)
+        weights = tf.reshape(tf.cast(features["masked_lm_weights"], tf.float32), [-1])
+        mlm_ids = tf.reshape(tf.cast(features["masked_lm_ids"], tf.int32), [-1])
+        mlm_pred = tf.argmax(outputs["mlm_log_probs"], axis=-1, output_type=tf.int32)
+        nsp_labels = tf.reshape(tf.cast(features["next_sentence_labels"], tf.int32), [-1])
+        nsp_pred = tf.argmax(outputs["nsp_log_probs"], axis=-1, output_type=tf.int32)
+        count = tf.cast(tf.size(nsp_labels), tf.float32)
+        metrics = {
+            "masked_lm_accuracy": (tf.reduce_sum(weights * tf.cast(tf.equal(mlm_ids, mlm_pred), tf.float32)),
+                                   tf.reduce_sum(weights)),
+            "masked_lm_loss": (tf.reduce_sum(weights * outputs["mlm_example_loss"]), tf.reduce_sum(weights)),
+            "next_sentence_accuracy": (tf.reduce_sum(tf.cast(tf.equal(nsp_labels, nsp_pred), tf.float32)),
+                                       count),
+            "next_sentence_loss": (tf.reduce_sum(outputs["nsp_example_loss"]), count),
+        }
+        return outputs["total_loss"], metrics
+
+    def predict_outputs(self, model, features):
+        outputs = model({name: features[name] for name in FEATURE_NAMES}, training=False)
+        batch = tf.shape(features["input_ids"])[0]
+        return {"mlm_log_probs": tf.reshape(outputs["mlm_log_probs"], [batch, -1, tf.shape(
+                    outputs["mlm_log_probs"])[-1]]),
+                "nsp_log_probs": outputs["nsp_log_probs"]}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Driver.
+
+
+def run_pretraining(config, bert_config, input_file, max_seq_length=128, max_predictions_per_seq=20,
+                    do_train=False, do_eval=False, max_eval_steps=100, dynamic_masking=False,
+                    masked_lm_prob=0.15, vocab_file=None, strategy=None, max_steps=None):
+    """Trains and/or evaluates; returns {"train": train result, "eval": eval results} for what ran."""
+    if not do_train and not do_eval:
+        raise ValueError("At least one of `do_train` or `do_eval` must be True.")
+    if isinstance(bert_config, str):
+        bert_config = modeling.BertConfig.from_json_file(bert_config)
+    if max_seq_length > bert_config.max_position_embeddings:
+        raise ValueError(f"--max_seq_length={max_seq_length} exceeds max_position_embeddings "
+                         f"{bert_config.max_position_embeddings} of the BERT config")
+    if max_predictions_per_seq < 1 or max_predictions_per_seq > max_seq_length:
+        raise ValueError(f"--max_predictions_per_seq={max_predictions_per_seq}: expected 1..max_seq_length")
+    if not config.output_dir:
+        raise ValueError("--output_dir is required")
+    tf.io.gfile.makedirs(config.output_dir)
+    input_files = expand_input_files(input_file)
+    strategy = strategy or training.create_strategy(config)
+    task = PretrainingTask(bert_config)
+    result = {}
+    if do_train:
+        logging.info("***** Running training *****")
+        logging.info("  Batch size = %d", config.train_batch_size)
+        masker = None
+        if dynamic_masking:
+            masker = DynamicMasker(vocab_file, bert_config.vocab_size, max_predictions_per_seq, masked_lm_prob)
+        input_fn = make_input_fn(input_files, max_seq_length, max_predictions_per_seq, True,
+                                 seed=config.seed, masker=masker)
+        result["train"] = training.train(task, input_fn, config, strategy, max_steps=max_steps)
+    if do_eval:
+        logging.info("***** Running evaluation *****")
+        logging.info("  Batch size = %d", config.eval_batch_size)
+        input_fn = make_input_fn(input_files, max_seq_length, max_predictions_per_seq, False)
+        result["eval"] = training.evaluate(task, input_fn, config, strategy, max_steps=max_eval_steps)
+    return result
+
+
+def main(_):
+    logging.set_verbosity(logging.INFO)
+    config = training.TrainingConfig.from_flags(FLAGS)
+    run_pretraining(config, FLAGS.bert_config_file, FLAGS.input_file, FLAGS.max_seq_length,
+                    FLAGS.max_predictions_per_seq, FLAGS.do_train, FLAGS.do_eval, FLAGS.max_eval_steps,
+                    FLAGS.dynamic_masking, FLAGS.masked_lm_prob, FLAGS.vocab_file)
+
+
+if __name__ == "__main__":
+    define_flags()
+    app.run(main)
