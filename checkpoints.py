@@ -1,0 +1,470 @@
+"""Original-format (name-based) TensorFlow checkpoints, and HF safetensors conversion.
+
+Public API (stable):
+  resolve_checkpoint(path) -> checkpoint prefix (a prefix, or a directory -> its latest checkpoint).
+  list_checkpoint(path) -> OrderedDict {name: shape}.
+  load_checkpoint(path, names=None) -> OrderedDict {name: np.ndarray}.
+  save_checkpoint(prefix, tensors_by_name) writes `prefix.index` + `prefix.data-00000-of-00001`.
+  init_from_checkpoint(variables_by_name, init_checkpoint) -> (loaded, new, unused) name lists, with the
+    original semantics: every variable found by name and shape is loaded, the rest keep their initial values.
+  CheckpointManager(output_dir, max_to_keep=5, checkpoint_name="model.ckpt"):
+    save(variables_by_name, step) -> path of `model.ckpt-STEP`; latest_checkpoint();
+    restore(variables_by_name, checkpoint=None) -> global step restored; checkpoints (oldest first).
+  HF BERT (config.json + model.safetensors):
+    hf_config_to_bert_config(dict) / bert_config_to_hf_config(config),
+    hf_to_original_weights(state) / original_to_hf_weights(weights, with_prefix),
+    hf_to_original(hf_dir, output_dir) writes bert_model.ckpt + bert_config.json + vocab.txt,
+    original_to_hf(init_checkpoint, bert_config_file, vocab_file, output_dir) writes the HF folder.
+  check_vocab_size(vocab_file, config).
+
+Names are original variable names without ":0" ("bert/embeddings/word_embeddings", "global_step",
+"NAME/adam_m", ...). Variables may be tf.Variables, Keras variables or distributed variables.
+"""
+import collections
+import json
+import os
+import re
+import shutil
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+import modeling
+
+STATE_FILE = "checkpoint"
+HF_CONFIG = "config.json"
+HF_WEIGHTS = "model.safetensors"
+ORIGINAL_CHECKPOINT_NAME = "bert_model.ckpt"
+
+
+def _is_prefix(path):
+    return tf.io.gfile.exists(path + ".index")
+
+
+def resolve_checkpoint(path):
+    """A checkpoint prefix from a prefix or a directory (its latest checkpoint); clear error otherwise."""
+    if not path:
+        raise ValueError("No checkpoint path given")
+    if _is_prefix(path):
+        return path
+    if tf.io.gfile.isdir(path):
+        latest = tf.train.latest_checkpoint(path)
+        if latest is not None and _is_prefix(latest):
+            return latest
+        # No state file (e.g. a released bert_model.ckpt): the newest-step, or the only, checkpoint there.
+        prefixes = sorted(p[:-len(".index")] for p in tf.io.gfile.glob(os.path.join(path, "*.index")))
+        if len(prefixes) == 1:
+            return prefixes[0]
+        stepped = [p for p in prefixes if _step_of(p) >= 0]
+        if prefixes and len(stepped) == len(prefixes):
+            return max(stepped, key=_step_of)
+        if prefixes:
+            raise ValueError(f"Directory {path} holds several checkpoints {prefixes} and no `checkpoint` state "
+                             f"file: name one prefix")
+        raise FileNotFoundError(f"No checkpoint found in directory {path} (no `checkpoint` state file and no "
+                                f"*.index file)")
+    raise FileNotFoundError(f"Checkpoint not found: {path} (expected a prefix with {path}.index, or a directory)")
+
+
+def list_checkpoint(path):
+    """OrderedDict {name: shape} of a checkpoint, sorted by name."""
+    reader = tf.train.load_checkpoint(resolve_checkpoint(path))
+    shapes = reader.get_variable_to_shape_map()
+    return collections.OrderedDict((name, shapes[name]) for name in sorted(shapes))
+
+
+def load_checkpoint(path, names=None):
+    """OrderedDict {name: ndarray} of a checkpoint (all variables, or just `names`)."""
+    prefix = resolve_checkpoint(path)
+    reader = tf.train.load_checkpoint(prefix)
+    available = reader.get_variable_to_shape_map()
+    wanted = sorted(available) if names is None else list(names)
+    missing = [n for n in wanted if n not in available]
+    if missing:
+        raise KeyError(f"Checkpoint {prefix} has no variable(s) {missing}")
+    return collections.OrderedDict((name, reader.get_tensor(name)) for name in wanted)
+
+
+def _value(variable):
+    """The current value of a (possibly Keras or distributed) variable as a tensor."""
+    if isinstance(variable, (np.ndarray, np.generic, int, float)):
+        return tf.constant(variable)
+    return tf.convert_to_tensor(variable)
+
+
+def save_checkpoint(prefix, tensors_by_name):
+    """Writes tensors under their names with SaveV2 (the format tf.train.Saver writes)."""
+    if not tensors_by_name:
+        raise ValueError(f"Nothing to save to {prefix}")
+    directory = os.path.dirname(prefix)
+    if directory:
+        tf.io.gfile.makedirs(directory)
+    names = list(tensors_by_name)
+    tensors = [_value(tensors_by_name[n]) for n in names]
+    with tf.device("/cpu:0"):
+        tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names, shape_and_slices=[""] * len(names), tensors=tensors)
+    return prefix
+
+
+def _assign(variable, value):
+    variable.assign(value)
+
+
+def init_from_checkpoint(variables_by_name, init_checkpoint):
+    """Loads every variable present in the checkpoint by name; returns (loaded, new, unused) names.
+
+    A variable whose name is in the checkpoint with another shape is an error naming it and both shapes.
+    """
+    prefix = resolve_checkpoint(init_checkpoint)
+    reader = tf.train.load_checkpoint(prefix)
+    shapes = reader.get_variable_to_shape_map()
+    dtypes = reader.get_variable_to_dtype_map()
+    loaded, new = [], []
+    mismatched = []
+    for name, variable in variables_by_name.items():
+        if name not in shapes:
+            continue
+        var_shape = [int(d) for d in variable.shape]
+        if var_shape != list(shapes[name]):
+            mismatched.append(f"{name}: model {var_shape} vs checkpoint {list(shapes[name])}")
+    if mismatched:
+        raise ValueError(f"Shape mismatch between the model and checkpoint {prefix} for: " + "; ".join(mismatched))
+    logging.info("**** Initializing from checkpoint %s ****", prefix)
+    for name, variable in variables_by_name.items():
+        if name in shapes:
+            value = reader.get_tensor(name)
+            var_dtype = tf.as_dtype(variable.dtype)
+            if dtypes[name] != var_dtype:
+                if not (dtypes[name].is_floating and var_dtype.is_floating) and not (
+                        dtypes[name].is_integer and var_dtype.is_integer):
+                    raise ValueError(f"Variable {name}: checkpoint dtype {dtypes[name].name} cannot be loaded "
+                                     f"into a {var_dtype.name} variable")
+                value = value.astype(var_dtype.as_numpy_dtype)
+            _assign(variable, value)
+            loaded.append(name)
+            logging.info("  name = %s, shape = %s, *INIT_FROM_CKPT*", name, list(variable.shape))
+        else:
+            new.append(name)
+            logging.info("  name = %s, shape = %s, (new: not in checkpoint)", name, list(variable.shape))
+    unused = sorted(set(shapes) - set(variables_by_name))
+    for name in unused:
+        logging.info("  checkpoint variable not used: %s %s", name, shapes[name])
+    logging.info("Loaded %d variables from %s; %d new; %d checkpoint variables unused",
+                 len(loaded), prefix, len(new), len(unused))
+    return loaded, new, unused
+
+
+def _write_atomic(path, text):
+    tmp = path + ".tmp"
+    with tf.io.gfile.GFile(tmp, "w") as f:
+        f.write(text)
+    tf.io.gfile.rename(tmp, path, overwrite=True)
+
+
+def _read_state(directory):
+    """(latest, [all]) from a `checkpoint` state file (names relative to `directory` where they were)."""
+    path = os.path.join(directory, STATE_FILE)
+    if not tf.io.gfile.exists(path):
+        return None, []
+    latest, paths = None, []
+    with tf.io.gfile.GFile(path, "r") as f:
+        for line in f:
+            m = re.match(r'^\s*(model_checkpoint_path|all_model_checkpoint_paths)\s*:\s*"(.*)"\s*$', line)
+            if not m:
+                continue
+            if m.group(1) == "model_checkpoint_path":
+                latest = m.group(2)
+            else:
+                paths.append(m.group(2))
+    return latest, paths
+
+
+def _step_of(prefix):
+    m = re.search(r"-(\d+)$", prefix)
+    return int(m.group(1)) if m else -1
+
+
+class CheckpointManager(object):
+    """Writes `model.ckpt-STEP` checkpoints plus the `checkpoint` state file, keeping the newest N."""
+
+    def __init__(self, output_dir, max_to_keep=5, checkpoint_name="model.ckpt"):
+        if max_to_keep is not None and max_to_keep < 1:
+            raise ValueError(f"max_to_keep must be >= 1 or None, got {max_to_keep}")
+        self.output_dir = output_dir
+        self.max_to_keep = max_to_keep
+        self.checkpoint_name = checkpoint_name
+        tf.io.gfile.makedirs(output_dir)
+        _, paths = _read_state(output_dir)
+        self._checkpoints = []
+        for p in paths:
+            full = p if os.path.isabs(p) else os.path.join(output_dir, p)
+            if _is_prefix(full):
+                self._checkpoints.append(full)
+
+    @property
+    def checkpoints(self):
+        return list(self._checkpoints)
+
+    def latest_checkpoint(self):
+        """Prefix of the newest complete checkpoint in output_dir, or None."""
+        latest, _ = _read_state(self.output_dir)
+        if latest is None:
+            return None
+        full = latest if os.path.isabs(latest) else os.path.join(self.output_dir, latest)
+        return full if _is_prefix(full) else None
+
+    def save(self, variables_by_name, step):
+        """Writes every variable under its name as `model.ckpt-STEP`, then updates the state file."""
+        step = int(step.numpy() if hasattr(step, "numpy") else step)
+        prefix = os.path.join(self.output_dir, f"{self.checkpoint_name}-{step}")
+        save_checkpoint(prefix, variables_by_name)
+        self._checkpoints = [p for p in self._checkpoints if p != prefix] + [prefix]
+        removed = []
+        if self.max_to_keep is not None:
+            while len(self._checkpoints) > self.max_to_keep:
+                removed.append(self._checkpoints.pop(0))
+        rel = [os.path.relpath(p, self.output_dir) for p in self._checkpoints]
+        text = f'model_checkpoint_path: "{rel[-1]}"\n' + "".join(
+            f'all_model_checkpoint_paths: "{p}"\n' for p in rel)
+        _write_atomic(os.path.join(self.output_dir, STATE_FILE), text)
+        for old in removed:
+            for path in tf.io.gfile.glob(old + ".*"):
+                tf.io.gfile.remove(path)
+            logging.info("Removed old checkpoint %s", old)
+        logging.info("Saved checkpoint %s (%d variables)", prefix, len(variables_by_name))
+        return prefix
+
+    def restore(self, variables_by_name, checkpoint=None):
+        """Restores every variable exactly from `checkpoint` (default: latest); returns its global_step."""
+        prefix = resolve_checkpoint(checkpoint or self.latest_checkpoint() or self.output_dir)
+        reader = tf.train.load_checkpoint(prefix)
+        shapes = reader.get_variable_to_shape_map()
+        missing = [n for n in variables_by_name if n not in shapes]
+        if missing:
+            raise ValueError(f"Checkpoint {prefix} lacks variable(s) {missing[:10]}"
+                             f"{' ...' if len(missing) > 10 else ''} ({len(missing)} missing)")
+        for name, variable in variables_by_name.items():
+            if [int(d) for d in variable.shape] != list(shapes[name]):
+                raise ValueError(f"Variable {name}: model shape {list(variable.shape)} vs checkpoint "
+                                 f"{list(shapes[name])} in {prefix}")
+            _assign(variable, reader.get_tensor(name))
+        step = int(reader.get_tensor("global_step")) if "global_step" in shapes else _step_of(prefix)
+        logging.info("Restored %d variables from %s (global_step %d)", len(variables_by_name), prefix, step)
+        return step
+
+
+def check_vocab_size(vocab_file, config):
+    """Errors when vocab.txt holds more tokens than config.vocab_size (ids would be out of range)."""
+    if not tf.io.gfile.exists(vocab_file):
+        raise FileNotFoundError(f"Vocabulary file not found: {vocab_file}")
+    with tf.io.gfile.GFile(vocab_file, "r") as f:
+        count = sum(1 for _ in f)
+    if count > config.vocab_size:
+        raise ValueError(f"Vocabulary {vocab_file} has {count} tokens but the config's vocab_size is "
+                         f"{config.vocab_size}")
+    if count < config.vocab_size:
+        logging.warning("Vocabulary %s has %d tokens, fewer than vocab_size %d", vocab_file, count,
+                        config.vocab_size)
+    return count
+
+
+# ---- HF BERT <-> original ----------------------------------------------------------------------------
+
+_HF_ACT_TO_ORIGINAL = {"gelu": "gelu_exact", "gelu_new": "gelu", "gelu_pytorch_tanh": "gelu",
+                       "gelu_fast": "gelu", "relu": "relu", "tanh": "tanh", "linear": "linear"}
+_ORIGINAL_ACT_TO_HF = {"gelu_exact": "gelu", "gelu": "gelu_new", "relu": "relu", "tanh": "tanh",
+                       "linear": "linear"}
+
+
+def hf_config_to_bert_config(hf):
+    """BertConfig from an HF config.json dict (HF "gelu" is exact GELU -> "gelu_exact")."""
+    act = hf.get("hidden_act", "gelu")
+    if act not in _HF_ACT_TO_ORIGINAL:
+        raise ValueError(f"HF config: unsupported hidden_act {act!r} (expected one of {list(_HF_ACT_TO_ORIGINAL)})")
+    if hf.get("position_embedding_type", "absolute") != "absolute":
+        raise ValueError(f"HF config: position_embedding_type {hf['position_embedding_type']!r} is not supported")
+    eps = hf.get("layer_norm_eps", 1e-12)
+    if abs(eps - modeling.LAYER_NORM_EPSILON) > 1e-15:
+        logging.warning("HF config: layer_norm_eps %g differs from BERT's %g", eps, modeling.LAYER_NORM_EPSILON)
+    values = {key: hf[key] for key in modeling.BertConfig.from_dict({"vocab_size": 1}).to_dict() if key in hf}
+    values["hidden_act"] = _HF_ACT_TO_ORIGINAL[act]
+    return modeling.BertConfig.from_dict(values, source="HF config")
+
+
+def bert_config_to_hf_config(config):
+    """HF config.json dict of a BertConfig."""
+    out = {"architectures": ["BertModel"], "model_type": "bert", "layer_norm_eps": modeling.LAYER_NORM_EPSILON,
+           "pad_token_id": 0, "position_embedding_type": "absolute"}
+    out.update(config.to_dict())
+    out["hidden_act"] = _ORIGINAL_ACT_TO_HF[config.hidden_act]
+    return out
+
+
+def _hf_name_table(num_layers):
+    """[(hf name without "bert.", original name, transpose)] for a model of `num_layers` layers."""
+    table = [
+        ("embeddings.word_embeddings.weight", "bert/embeddings/word_embeddings", False),
+        ("embeddings.token_type_embeddings.weight", "bert/embeddings/token_type_embeddings", False),
+        ("embeddings.position_embeddings.weight", "bert/embeddings/position_embeddings", False),
+        ("embeddings.LayerNorm.bias", "bert/embeddings/LayerNorm/beta", False),
+        ("embeddings.LayerNorm.weight", "bert/embeddings/LayerNorm/gamma", False),
+    ]
+    dense = [("attention.self.query", "attention/self/query"), ("attention.self.key", "attention/self/key"),
+             ("attention.self.value", "attention/self/value"), ("attention.output.dense", "attention/output/dense"),
+             ("attention.output.LayerNorm", "attention/output/LayerNorm"),
+             ("intermediate.dense", "intermediate/dense"), ("output.dense", "output/dense"),
+             ("output.LayerNorm", "output/LayerNorm")]
+    for i in range(num_layers):
+        for hf, orig in dense:
+            hf, orig = f"encoder.layer.{i}.{hf}", f"bert/encoder/layer_{i}/{orig}"
+            if orig.endswith("LayerNorm"):
+                table += [(hf + ".bias", orig + "/beta", False), (hf + ".weight", orig + "/gamma", False)]
+            else:
+                table += [(hf + ".weight", orig + "/kernel", True), (hf + ".bias", orig + "/bias", False)]
+    table += [
+        ("pooler.dense.weight", "bert/pooler/dense/kernel", True),
+        ("pooler.dense.bias", "bert/pooler/dense/bias", False),
+        ("cls.predictions.transform.dense.weight", "cls/predictions/transform/dense/kernel", True),
+        ("cls.predictions.transform.dense.bias", "cls/predictions/transform/dense/bias", False),
+        ("cls.predictions.transform.LayerNorm.bias", "cls/predictions/transform/LayerNorm/beta", False),
+        ("cls.predictions.transform.LayerNorm.weight", "cls/predictions/transform/LayerNorm/gamma", False),
+        ("cls.predictions.bias", "cls/predictions/output_bias", False),
+        ("cls.seq_relationship.weight", "cls/seq_relationship/output_weights", False),
+        ("cls.seq_relationship.bias", "cls/seq_relationship/output_bias", False),
+    ]
+    return table
+
+
+# HF tensors with no original counterpart: buffers, and the decoder tied to the word embeddings.
+_HF_SKIP = ("embeddings.position_ids", "cls.predictions.decoder.weight", "cls.predictions.decoder.bias")
+
+
+def _normalize_hf_name(hf_name):
+    name = hf_name[len("bert."):] if hf_name.startswith("bert.") else hf_name
+    if name.endswith(".gamma"):
+        name = name[:-len(".gamma")] + ".weight"
+    elif name.endswith(".beta"):
+        name = name[:-len(".beta")] + ".bias"
+    return name
+
+
+def _num_layers(names, pattern):
+    layers = [int(m.group(1)) for m in (re.search(pattern, n) for n in names) if m]
+    return max(layers) + 1 if layers else 0
+
+
+def hf_to_original_weights(state):
+    """{original name: ndarray} (original order) from an HF BERT state dict, with or without "bert."."""
+    normalized = {}
+    for hf_name, value in state.items():
+        name = _normalize_hf_name(hf_name)
+        if name not in _HF_SKIP:
+            normalized[name] = value
+    table = _hf_name_table(_num_layers(normalized, r"^encoder\.layer\.(\d+)\."))
+    known = {hf for hf, _, _ in table}
+    unknown = sorted(n for n in normalized if n not in known)
+    if unknown:
+        raise ValueError(f"HF weights hold tensors with no BERT counterpart: {unknown[:10]}")
+    out = collections.OrderedDict()
+    for hf, orig, transpose in table:
+        if hf in normalized:
+            array = np.asarray(normalized[hf], dtype=np.float32)
+            out[orig] = np.ascontiguousarray(array.T) if transpose else array
+    return out
+
+
+def original_to_hf_weights(weights, with_prefix=None):
+    """HF state dict from {original name: ndarray}; "bert." prefix when cls/ heads are present (or asked)."""
+    weights = {n: v for n, v in weights.items() if n != "global_step" and not n.endswith(("/adam_m", "/adam_v"))}
+    table = _hf_name_table(_num_layers(weights, r"^bert/encoder/layer_(\d+)/"))
+    known = {orig for _, orig, _ in table}
+    unknown = sorted(n for n in weights if n not in known)
+    if unknown:
+        raise ValueError(f"Variables with no HF BERT counterpart: {unknown[:10]}")
+    has_heads = any(n.startswith("cls/") for n in weights)
+    prefix = "bert." if (has_heads if with_prefix is None else with_prefix) else ""
+    out = collections.OrderedDict()
+    for hf, orig, transpose in table:
+        if orig in weights:
+            array = np.asarray(weights[orig])
+            array = np.ascontiguousarray(array.T if transpose else array)
+            out[hf if hf.startswith("cls.") else prefix + hf] = array
+    if "cls/predictions/output_bias" in weights:
+        out["cls.predictions.decoder.weight"] = np.ascontiguousarray(weights["bert/embeddings/word_embeddings"])
+        out["cls.predictions.decoder.bias"] = np.ascontiguousarray(weights["cls/predictions/output_bias"])
+    return out
+
+
+def _require(path, what):
+    if not tf.io.gfile.exists(path):
+        raise FileNotFoundError(f"{what} not found: {path}")
+    return path
+
+
+def read_hf(hf_dir):
+    """(BertConfig, {original name: ndarray}) from an HF folder with config.json and model.safetensors."""
+    from safetensors.numpy import load_file
+    config_path = _require(os.path.join(hf_dir, HF_CONFIG), "HF config")
+    weights_path = os.path.join(hf_dir, HF_WEIGHTS)
+    if not tf.io.gfile.exists(weights_path):
+        raise FileNotFoundError(f"HF weights not found: {weights_path} (only the safetensors format is read)")
+    with open(config_path) as f:
+        hf_config = json.load(f)
+    config = hf_config_to_bert_config(hf_config)
+    weights = hf_to_original_weights(load_file(weights_path))
+    check_weights_against_config(weights, config, source=weights_path)
+    return config, weights
+
+
+def check_weights_against_config(weights, config, source="weights"):
+    """Errors naming the variable when a weight's shape disagrees with what the config builds."""
+    model = modeling.PretrainingModel(config) if any(n.startswith("cls/") for n in weights) else \
+        modeling.BertModel(config)
+    expected = {n: [int(d) for d in v.shape] for n, v in model.variables_by_name().items()}
+    problems = []
+    for name, value in weights.items():
+        if name in expected and list(np.shape(value)) != expected[name]:
+            problems.append(f"{name}: {source} {list(np.shape(value))} vs config {expected[name]}")
+    missing = [n for n in expected if n.startswith("bert/") and n not in weights]
+    if problems:
+        raise ValueError("Weights do not match the config: " + "; ".join(problems))
+    if missing:
+        raise ValueError(f"{source} lacks {missing[:10]} ({len(missing)} BERT variables missing)")
+
+
+def hf_to_original(hf_dir, output_dir, vocab_file=None):
+    """Converts an HF BERT folder into bert_model.ckpt + bert_config.json + vocab.txt; returns the prefix."""
+    config, weights = read_hf(hf_dir)
+    vocab_file = vocab_file or os.path.join(hf_dir, "vocab.txt")
+    check_vocab_size(vocab_file, config)
+    tf.io.gfile.makedirs(output_dir)
+    prefix = os.path.join(output_dir, ORIGINAL_CHECKPOINT_NAME)
+    save_checkpoint(prefix, weights)
+    config.to_json_file(os.path.join(output_dir, "bert_config.json"))
+    tf.io.gfile.copy(vocab_file, os.path.join(output_dir, "vocab.txt"), overwrite=True)
+    logging.info("Wrote %s (%d variables), bert_config.json and vocab.txt", prefix, len(weights))
+    return prefix
+
+
+def original_to_hf(init_checkpoint, bert_config_file, vocab_file, output_dir):
+    """Converts an original checkpoint + config + vocab into an HF folder; returns the output folder."""
+    from safetensors.numpy import save_file
+    config = modeling.BertConfig.from_json_file(bert_config_file)
+    check_vocab_size(vocab_file, config)
+    weights = load_checkpoint(init_checkpoint)
+    weights = collections.OrderedDict((n, v) for n, v in weights.items()
+                                      if n.startswith(("bert/", "cls/predictions/", "cls/seq_relationship/"))
+                                      and not n.endswith(("/adam_m", "/adam_v")))
+    check_weights_against_config(weights, config, source=resolve_checkpoint(init_checkpoint))
+    state = original_to_hf_weights(weights)
+    tf.io.gfile.makedirs(output_dir)
+    save_file(dict(state), os.path.join(output_dir, HF_WEIGHTS), metadata={"format": "pt"})
+    hf_config = bert_config_to_hf_config(config)
+    if any(n.startswith("cls.") for n in state):
+        hf_config["architectures"] = ["BertForPreTraining"]
+    with open(os.path.join(output_dir, HF_CONFIG), "w") as f:
+        json.dump(hf_config, f, indent=2, sort_keys=True)
+    shutil.copyfile(vocab_file, os.path.join(output_dir, "vocab.txt"))
+    logging.info("Wrote HF model to %s (%d tensors)", output_dir, len(state))
+    return output_dir
