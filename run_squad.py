@@ -1,0 +1,661 @@
+# coding=utf-8
+"""Run BERT on SQuAD 1.1 and SQuAD 2.0 (fine-tuning, prediction, SavedModel export).
+
+Follows the original run_squad.py: whitespace tokenization of the context with character-to-word
+offsets, WordPiece sub-tokens, answer span improvement, sliding windows of `doc_stride` with the
+"max context" rule, a start/end head named cls/squad/output_{weights,bias}, n-best decoding and
+get_final_text, and predictions.json / nbest_predictions.json / null_odds.json in the original formats.
+"""
+
+import collections
+import json
+import math
+import os
+import random
+
+from absl import logging
+
+import tokenization
+
+# Whitespace of the original reader: space, tab, CR, LF and U+202F (narrow no-break space).
+_READER_WHITESPACE = frozenset(" \t\r\n\u202f")
+
+
+class SquadDataError(ValueError):
+    """Bad SQuAD input; the message names the file, the place in it and what was expected."""
+
+
+class SquadExample(object):
+    """One question with its whitespace-tokenized context.
+
+    For training, start/end_position are word indexes of the answer (-1 when impossible).
+    """
+
+    def __init__(self, qas_id, question_text, doc_tokens, orig_answer_text=None,
+                 start_position=None, end_position=None, is_impossible=False):
+        self.qas_id = qas_id
+        self.question_text = question_text
+        self.doc_tokens = doc_tokens
+        self.orig_answer_text = orig_answer_text
+        self.start_position = start_position
+        self.end_position = end_position
+        self.is_impossible = is_impossible
+
+    def __repr__(self):
+        s = "qas_id: %s" % tokenization.printable_text(self.qas_id)
+        s += ", question_text: %s" % tokenization.printable_text(self.question_text)
+        s += ", doc_tokens: [%s]" % " ".join(self.doc_tokens)
+        if self.start_position:
+            s += ", start_position: %d" % self.start_position
+            s += ", end_position: %d" % self.end_position
+            s += ", is_impossible: %r" % self.is_impossible
+        return s
+
+    __str__ = __repr__
+
+
+class InputFeatures(object):
+    """One window of one example, ready for the model."""
+
+    def __init__(self, unique_id, example_index, doc_span_index, tokens, token_to_orig_map,
+                 token_is_max_context, input_ids, input_mask, segment_ids, start_position=None,
+                 end_position=None, is_impossible=None):
+        self.unique_id = unique_id
+        self.example_index = example_index
+        self.doc_span_index = doc_span_index
+        self.tokens = tokens
+        self.token_to_orig_map = token_to_orig_map
+        self.token_is_max_context = token_is_max_context
+        self.input_ids = input_ids
+        self.input_mask = input_mask
+        self.segment_ids = segment_ids
+        self.start_position = start_position
+        self.end_position = end_position
+        self.is_impossible = is_impossible
+
+
+ReadStats = collections.namedtuple(
+    "ReadStats", ["questions", "examples", "skipped_answer_mismatch", "skipped_bad_offset",
+                  "empty_contexts"])
+
+
+def _is_reader_whitespace(c):
+    return c in _READER_WHITESPACE
+
+
+def split_context(paragraph_text):
+    """Whitespace tokens of a context and, per character, the index of its token."""
+    doc_tokens = []
+    char_to_word_offset = []
+    prev_is_whitespace = True
+    for c in paragraph_text:
+        if _is_reader_whitespace(c):
+            prev_is_whitespace = True
+        else:
+            if prev_is_whitespace:
+                doc_tokens.append(c)
+            else:
+                doc_tokens[-1] += c
+            prev_is_whitespace = False
+        char_to_word_offset.append(len(doc_tokens) - 1)
+    return doc_tokens, char_to_word_offset
+
+
+def _field(obj, key, kind, input_file, where):
+    if not isinstance(obj, dict) or key not in obj:
+        raise SquadDataError("SQuAD file %s: %s has no \"%s\" field" % (input_file, where, key))
+    value = obj[key]
+    if not isinstance(value, kind):
+        names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
+        raise SquadDataError("SQuAD file %s: %s.%s should be a %s, got %s"
+                             % (input_file, where, key, names, type(value).__name__))
+    return value
+
+
+def load_squad_json(input_file):
+    """The "data" list of a SQuAD JSON file, with clear errors for unreadable files."""
+    try:
+        with open(input_file, "r", encoding="utf-8") as reader:
+            input_json = json.load(reader)
+    except OSError as e:
+        raise SquadDataError("cannot read SQuAD file %s: %s" % (input_file, e)) from e
+    except ValueError as e:
+        raise SquadDataError("SQuAD file %s is not valid JSON: %s" % (input_file, e)) from e
+    return _field(input_json, "data", list, input_file, "the top-level object")
+
+
+def read_squad_examples(input_file, is_training, version_2_with_negative=False,
+                        train_first_answer=False, return_stats=False):
+    """Reads a SQuAD JSON file into a list of SquadExample (the original's rules).
+
+    For training, answers whose text cannot be recovered from the context at the given offset
+    are logged and skipped, as the original does; the count is logged at the end.
+    `train_first_answer` lets training use the first of several answers (the original requires
+    exactly one).
+    """
+    input_data = load_squad_json(input_file)
+    examples = []
+    questions = 0
+    skipped_mismatch = 0
+    skipped_offset = 0
+    empty_contexts = 0
+    for a_index, entry in enumerate(input_data):
+        paragraphs = _field(entry, "paragraphs", list, input_file, "data[%d]" % a_index)
+        for p_index, paragraph in enumerate(paragraphs):
+            where_p = "data[%d].paragraphs[%d]" % (a_index, p_index)
+            paragraph_text = _field(paragraph, "context", str, input_file, where_p)
+            qas = _field(paragraph, "qas", list, input_file, where_p)
+            doc_tokens, char_to_word_offset = split_context(paragraph_text)
+            if not doc_tokens:
+                empty_contexts += 1
+                logging.warning("SQuAD file %s: %s has an empty context; its %d questions get no "
+                                "features (answerable training questions are skipped, others "
+                                "get the original's empty prediction)", input_file, where_p,
+                                len(qas))
+            for q_index, qa in enumerate(qas):
+                where = "%s.qas[%d]" % (where_p, q_index)
+                qas_id = _field(qa, "id", (str, int), input_file, where)
+                question_text = _field(qa, "question", str, input_file, where)
+                questions += 1
+                start_position = None
+                end_position = None
+                orig_answer_text = None
+                is_impossible = False
+                if is_training:
+                    if version_2_with_negative:
+                        is_impossible = _field(qa, "is_impossible", bool, input_file, where)
+                    answers = _field(qa, "answers", list, input_file, where)
+                    if len(answers) != 1 and not is_impossible:
+                        if not (train_first_answer and answers):
+                            raise SquadDataError(
+                                "SQuAD file %s: %s (id %s) has %d answers; for training, each "
+                                "question should have exactly 1 answer (set "
+                                "--train_first_answer to train on the first one)"
+                                % (input_file, where, qas_id, len(answers)))
+                    if not is_impossible:
+                        if not doc_tokens:
+                            skipped_offset += 1
+                            continue
+                        answer = answers[0]
+                        orig_answer_text = _field(answer, "text", str, input_file,
+                                                  where + ".answers[0]")
+                        answer_offset = _field(answer, "answer_start", int, input_file,
+                                               where + ".answers[0]")
+                        answer_end = answer_offset + len(orig_answer_text) - 1
+                        if (answer_offset < 0 or not orig_answer_text
+                                or answer_end >= len(char_to_word_offset)):
+                            logging.warning(
+                                "SQuAD file %s: %s (id %s): answer_start %d with answer length "
+                                "%d lies outside the context of %d characters; skipped",
+                                input_file, where, qas_id, answer_offset, len(orig_answer_text),
+                                len(char_to_word_offset))
+                            skipped_offset += 1
+                            continue
+                        start_position = char_to_word_offset[answer_offset]
+                        end_position = char_to_word_offset[answer_end]
+                        # Only keep answers whose text can be exactly recovered from the document.
+                        actual_text = " ".join(doc_tokens[start_position:(end_position + 1)])
+                        cleaned_answer_text = " ".join(
+                            tokenization.whitespace_tokenize(orig_answer_text))
+                        if actual_text.find(cleaned_answer_text) == -1:
+                            logging.warning("Could not find answer: '%s' vs. '%s'",
+                                            actual_text, cleaned_answer_text)
+                            skipped_mismatch += 1
+                            continue
+                    else:
+                        start_position = -1
+                        end_position = -1
+                        orig_answer_text = ""
+                examples.append(SquadExample(
+                    qas_id=qas_id, question_text=question_text, doc_tokens=doc_tokens,
+                    orig_answer_text=orig_answer_text, start_position=start_position,
+                    end_position=end_position, is_impossible=is_impossible))
+    stats = ReadStats(questions, len(examples), skipped_mismatch, skipped_offset, empty_contexts)
+    if skipped_mismatch or skipped_offset or empty_contexts:
+        logging.warning("SQuAD file %s: %d questions read, %d examples kept; skipped %d whose "
+                        "answer text does not match the context, %d with an answer offset outside "
+                        "the context; %d empty contexts", input_file, questions, len(examples),
+                        skipped_mismatch, skipped_offset, empty_contexts)
+    else:
+        logging.info("SQuAD file %s: %d questions, %d examples", input_file, questions,
+                     len(examples))
+    if return_stats:
+        return examples, stats
+    return examples
+
+
+DocSpan = collections.namedtuple("DocSpan", ["start", "length"])
+
+
+def _improve_answer_span(doc_tokens, input_start, input_end, tokenizer, orig_answer_text):
+    """Returns the sub-token span that matches the tokenized annotated answer, if any."""
+    tok_answer_text = " ".join(tokenizer.tokenize(orig_answer_text))
+    for new_start in range(input_start, input_end + 1):
+        for new_end in range(input_end, new_start - 1, -1):
+            text_span = " ".join(doc_tokens[new_start:(new_end + 1)])
+            if text_span == tok_answer_text:
+                return new_start, new_end
+    return input_start, input_end
+
+
+def _check_is_max_context(doc_spans, cur_span_index, position):
+    """Whether span `cur_span_index` gives token `position` its maximum context."""
+    best_score = None
+    best_span_index = None
+    for span_index, doc_span in enumerate(doc_spans):
+        end = doc_span.start + doc_span.length - 1
+        if position < doc_span.start or position > end:
+            continue
+        num_left_context = position - doc_span.start
+        num_right_context = end - position
+        score = min(num_left_context, num_right_context) + 0.01 * doc_span.length
+        if best_score is None or score > best_score:
+            best_score = score
+            best_span_index = span_index
+    return cur_span_index == best_span_index
+
+
+def make_doc_spans(num_doc_tokens, max_tokens_for_doc, doc_stride):
+    """Sliding windows over the document's sub-tokens."""
+    doc_spans = []
+    start_offset = 0
+    while start_offset < num_doc_tokens:
+        length = min(num_doc_tokens - start_offset, max_tokens_for_doc)
+        doc_spans.append(DocSpan(start=start_offset, length=length))
+        if start_offset + length == num_doc_tokens:
+            break
+        start_offset += min(length, doc_stride)
+    return doc_spans
+
+
+def _tokenize_doc(doc_tokens, tokenizer):
+    tok_to_orig_index = []
+    orig_to_tok_index = []
+    all_doc_tokens = []
+    for i, token in enumerate(doc_tokens):
+        orig_to_tok_index.append(len(all_doc_tokens))
+        for sub_token in tokenizer.tokenize(token):
+            tok_to_orig_index.append(i)
+            all_doc_tokens.append(sub_token)
+    return tok_to_orig_index, orig_to_tok_index, all_doc_tokens
+
+
+def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride,
+                                 max_query_length, is_training, output_fn,
+                                 log_examples=20):
+    """Windows every example into InputFeatures and passes each to `output_fn`.
+
+    Returns the number of features. Questions longer than `max_query_length` sub-tokens are
+    truncated (counted in the log, as the original does silently).
+    """
+    if max_seq_length <= max_query_length + 3:
+        raise ValueError("max_seq_length (%d) must be greater than max_query_length (%d) + 3"
+                         % (max_seq_length, max_query_length))
+    unique_id = 1000000000
+    num_truncated_queries = 0
+    doc_cache = {}
+    for example_index, example in enumerate(examples):
+        query_tokens = tokenizer.tokenize(example.question_text)
+        if len(query_tokens) > max_query_length:
+            query_tokens = query_tokens[0:max_query_length]
+            num_truncated_queries += 1
+
+        # Examples of one paragraph share their doc_tokens list: tokenize it once.
+        cached = doc_cache.get(id(example.doc_tokens))
+        if cached is None or cached[0] is not example.doc_tokens:
+            cached = (example.doc_tokens,) + _tokenize_doc(example.doc_tokens, tokenizer)
+            doc_cache[id(example.doc_tokens)] = cached
+        _, tok_to_orig_index, orig_to_tok_index, all_doc_tokens = cached
+
+        tok_start_position = None
+        tok_end_position = None
+        if is_training and example.is_impossible:
+            tok_start_position = -1
+            tok_end_position = -1
+        if is_training and not example.is_impossible:
+            tok_start_position = orig_to_tok_index[example.start_position]
+            if example.end_position < len(example.doc_tokens) - 1:
+                tok_end_position = orig_to_tok_index[example.end_position + 1] - 1
+            else:
+                tok_end_position = len(all_doc_tokens) - 1
+            tok_start_position, tok_end_position = _improve_answer_span(
+                all_doc_tokens, tok_start_position, tok_end_position, tokenizer,
+                example.orig_answer_text)
+
+        # [CLS], [SEP] and [SEP]
+        max_tokens_for_doc = max_seq_length - len(query_tokens) - 3
+        doc_spans = make_doc_spans(len(all_doc_tokens), max_tokens_for_doc, doc_stride)
+
+        for doc_span_index, doc_span in enumerate(doc_spans):
+            tokens = ["[CLS]"] + query_tokens + ["[SEP]"]
+            segment_ids = [0] * len(tokens)
+            token_to_orig_map = {}
+            token_is_max_context = {}
+            for i in range(doc_span.length):
+                split_token_index = doc_span.start + i
+                token_to_orig_map[len(tokens)] = tok_to_orig_index[split_token_index]
+                token_is_max_context[len(tokens)] = _check_is_max_context(
+                    doc_spans, doc_span_index, split_token_index)
+                tokens.append(all_doc_tokens[split_token_index])
+                segment_ids.append(1)
+            tokens.append("[SEP]")
+            segment_ids.append(1)
+
+            input_ids = tokenizer.convert_tokens_to_ids(tokens)
+            input_mask = [1] * len(input_ids)
+            padding = max_seq_length - len(input_ids)
+            input_ids += [0] * padding
+            input_mask += [0] * padding
+            segment_ids += [0] * padding
+            assert len(input_ids) == max_seq_length
+
+            start_position = None
+            end_position = None
+            if is_training and not example.is_impossible:
+                # A window that does not contain the whole answer is labelled [CLS] (0, 0).
+                doc_start = doc_span.start
+                doc_end = doc_span.start + doc_span.length - 1
+                if tok_start_position >= doc_start and tok_end_position <= doc_end:
+                    doc_offset = len(query_tokens) + 2
+                    start_position = tok_start_position - doc_start + doc_offset
+                    end_position = tok_end_position - doc_start + doc_offset
+                else:
+                    start_position = 0
+                    end_position = 0
+            if is_training and example.is_impossible:
+                start_position = 0
+                end_position = 0
+
+            if example_index < log_examples:
+                _log_feature(unique_id, example_index, doc_span_index, tokens, token_to_orig_map,
+                             token_is_max_context, input_ids, input_mask, segment_ids,
+                             is_training, example.is_impossible, start_position, end_position)
+
+            output_fn(InputFeatures(
+                unique_id=unique_id, example_index=example_index, doc_span_index=doc_span_index,
+                tokens=tokens, token_to_orig_map=token_to_orig_map,
+                token_is_max_context=token_is_max_context, input_ids=input_ids,
+                input_mask=input_mask, segment_ids=segment_ids, start_position=start_position,
+                end_position=end_position, is_impossible=example.is_impossible))
+            unique_id += 1
+    if num_truncated_queries:
+        logging.info("%d of %d questions were longer than max_query_length=%d sub-tokens and were "
+                     "truncated", num_truncated_queries, len(examples), max_query_length)
+    return unique_id - 1000000000
+
+
+def _log_feature(unique_id, example_index, doc_span_index, tokens, token_to_orig_map,
+                 token_is_max_context, input_ids, input_mask, segment_ids, is_training,
+                 is_impossible, start_position, end_position):
+    logging.info("*** Example ***")
+    logging.info("unique_id: %s", unique_id)
+    logging.info("example_index: %s", example_index)
+    logging.info("doc_span_index: %s", doc_span_index)
+    logging.info("tokens: %s", " ".join(tokenization.printable_text(x) for x in tokens))
+    logging.info("token_to_orig_map: %s",
+                 " ".join("%d:%d" % (x, y) for x, y in token_to_orig_map.items()))
+    logging.info("token_is_max_context: %s",
+                 " ".join("%d:%s" % (x, y) for x, y in token_is_max_context.items()))
+    logging.info("input_ids: %s", " ".join(str(x) for x in input_ids))
+    logging.info("input_mask: %s", " ".join(str(x) for x in input_mask))
+    logging.info("segment_ids: %s", " ".join(str(x) for x in segment_ids))
+    if is_training and is_impossible:
+        logging.info("impossible example")
+    if is_training and not is_impossible:
+        answer_text = " ".join(tokens[start_position:(end_position + 1)])
+        logging.info("start_position: %d", start_position)
+        logging.info("end_position: %d", end_position)
+        logging.info("answer: %s", tokenization.printable_text(answer_text))
+
+
+# ---------------------------------------------------------------- decoding
+
+
+RawResult = collections.namedtuple("RawResult", ["unique_id", "start_logits", "end_logits"])
+
+_PrelimPrediction = collections.namedtuple(
+    "PrelimPrediction", ["feature_index", "start_index", "end_index", "start_logit", "end_logit"])
+_NbestPrediction = collections.namedtuple("NbestPrediction", ["text", "start_logit", "end_logit"])
+
+
+def _get_best_indexes(logits, n_best_size):
+    """Indexes of the `n_best_size` largest logits (ties keep their order)."""
+    index_and_score = sorted(enumerate(logits), key=lambda x: x[1], reverse=True)
+    return [index for index, _ in index_and_score[:n_best_size]]
+
+
+def _compute_softmax(scores):
+    if not scores:
+        return []
+    max_score = max(scores)
+    exp_scores = [math.exp(score - max_score) for score in scores]
+    total_sum = 0.0
+    for x in exp_scores:
+        total_sum += x
+    return [x / total_sum for x in exp_scores]
+
+
+def _strip_spaces(text):
+    ns_chars = []
+    ns_to_s_map = collections.OrderedDict()
+    for i, c in enumerate(text):
+        if c == " ":
+            continue
+        ns_to_s_map[len(ns_chars)] = i
+        ns_chars.append(c)
+    return "".join(ns_chars), ns_to_s_map
+
+
+def get_final_text(pred_text, orig_text, do_lower_case, verbose_logging=False):
+    """Projects the normalized predicted text back onto the original text span.
+
+    Aligns `orig_text` run through BasicTokenizer with `orig_text` character by character
+    (spaces removed); when the alignment fails, returns `orig_text` as the original does.
+    """
+    tokenizer = tokenization.BasicTokenizer(do_lower_case=do_lower_case)
+    tok_text = " ".join(tokenizer.tokenize(orig_text))
+
+    start_position = tok_text.find(pred_text)
+    if start_position == -1:
+        if verbose_logging:
+            logging.info("Unable to find text: '%s' in '%s'", pred_text, orig_text)
+        return orig_text
+    end_position = start_position + len(pred_text) - 1
+
+    orig_ns_text, orig_ns_to_s_map = _strip_spaces(orig_text)
+    tok_ns_text, tok_ns_to_s_map = _strip_spaces(tok_text)
+    if len(orig_ns_text) != len(tok_ns_text):
+        if verbose_logging:
+            logging.info("Length not equal after stripping spaces: '%s' vs '%s'",
+                         orig_ns_text, tok_ns_text)
+        return orig_text
+
+    tok_s_to_ns_map = {tok_index: i for i, tok_index in tok_ns_to_s_map.items()}
+
+    orig_start_position = None
+    if start_position in tok_s_to_ns_map:
+        ns_start_position = tok_s_to_ns_map[start_position]
+        if ns_start_position in orig_ns_to_s_map:
+            orig_start_position = orig_ns_to_s_map[ns_start_position]
+    if orig_start_position is None:
+        if verbose_logging:
+            logging.info("Couldn't map start position")
+        return orig_text
+
+    orig_end_position = None
+    if end_position in tok_s_to_ns_map:
+        ns_end_position = tok_s_to_ns_map[end_position]
+        if ns_end_position in orig_ns_to_s_map:
+            orig_end_position = orig_ns_to_s_map[ns_end_position]
+    if orig_end_position is None:
+        if verbose_logging:
+            logging.info("Couldn't map end position")
+        return orig_text
+
+    return orig_text[orig_start_position:(orig_end_position + 1)]
+
+
+def compute_predictions(all_examples, all_features, all_results, n_best_size, max_answer_length,
+                        do_lower_case, version_2_with_negative=False,
+                        null_score_diff_threshold=0.0, verbose_logging=False):
+    """N-best decoding of start/end logits, as the original write_predictions.
+
+    Returns (predictions, nbest, null score diffs) as ordered dicts keyed by question id; the
+    third is empty unless `version_2_with_negative`.
+    """
+    example_index_to_features = collections.defaultdict(list)
+    for feature in all_features:
+        example_index_to_features[feature.example_index].append(feature)
+    unique_id_to_result = {result.unique_id: result for result in all_results}
+    missing = [f.unique_id for f in all_features if f.unique_id not in unique_id_to_result]
+    if missing:
+        raise ValueError("no model result for %d of %d features (first unique_id %d)"
+                         % (len(missing), len(all_features), missing[0]))
+
+    all_predictions = collections.OrderedDict()
+    all_nbest_json = collections.OrderedDict()
+    scores_diff_json = collections.OrderedDict()
+
+    for example_index, example in enumerate(all_examples):
+        features = example_index_to_features[example_index]
+        prelim_predictions = []
+        # The minimum null score ([CLS] start + end) over the example's windows.
+        score_null = 1000000
+        min_null_feature_index = 0
+        null_start_logit = 0
+        null_end_logit = 0
+        for feature_index, feature in enumerate(features):
+            result = unique_id_to_result[feature.unique_id]
+            start_indexes = _get_best_indexes(result.start_logits, n_best_size)
+            end_indexes = _get_best_indexes(result.end_logits, n_best_size)
+            if version_2_with_negative:
+                feature_null_score = result.start_logits[0] + result.end_logits[0]
+                if feature_null_score < score_null:
+                    score_null = feature_null_score
+                    min_null_feature_index = feature_index
+                    null_start_logit = result.start_logits[0]
+                    null_end_logit = result.end_logits[0]
+            num_tokens = len(feature.tokens)
+            for start_index in start_indexes:
+                for end_index in end_indexes:
+                    # Drop spans in the question or padding, outside the max context, reversed
+                    # or too long.
+                    if start_index >= num_tokens or end_index >= num_tokens:
+                        continue
+                    if start_index not in feature.token_to_orig_map:
+                        continue
+                    if end_index not in feature.token_to_orig_map:
+                        continue
+                    if not feature.token_is_max_context.get(start_index, False):
+                        continue
+                    if end_index < start_index:
+                        continue
+                    if end_index - start_index + 1 > max_answer_length:
+                        continue
+                    prelim_predictions.append(_PrelimPrediction(
+                        feature_index=feature_index, start_index=start_index,
+                        end_index=end_index, start_logit=result.start_logits[start_index],
+                        end_logit=result.end_logits[end_index]))
+
+        if version_2_with_negative:
+            prelim_predictions.append(_PrelimPrediction(
+                feature_index=min_null_feature_index, start_index=0, end_index=0,
+                start_logit=null_start_logit, end_logit=null_end_logit))
+        prelim_predictions = sorted(prelim_predictions,
+                                    key=lambda x: (x.start_logit + x.end_logit), reverse=True)
+
+        seen_predictions = {}
+        nbest = []
+        for pred in prelim_predictions:
+            if len(nbest) >= n_best_size:
+                break
+            feature = features[pred.feature_index]
+            if pred.start_index > 0:  # a non-null prediction
+                tok_tokens = feature.tokens[pred.start_index:(pred.end_index + 1)]
+                orig_doc_start = feature.token_to_orig_map[pred.start_index]
+                orig_doc_end = feature.token_to_orig_map[pred.end_index]
+                orig_tokens = example.doc_tokens[orig_doc_start:(orig_doc_end + 1)]
+                tok_text = " ".join(tok_tokens)
+                # De-tokenize WordPieces and clean whitespace.
+                tok_text = tok_text.replace(" ##", "")
+                tok_text = tok_text.replace("##", "")
+                tok_text = tok_text.strip()
+                tok_text = " ".join(tok_text.split())
+                orig_text = " ".join(orig_tokens)
+                final_text = get_final_text(tok_text, orig_text, do_lower_case, verbose_logging)
+                if final_text in seen_predictions:
+                    continue
+                seen_predictions[final_text] = True
+            else:
+                final_text = ""
+                seen_predictions[final_text] = True
+            nbest.append(_NbestPrediction(text=final_text, start_logit=pred.start_logit,
+                                          end_logit=pred.end_logit))
+
+        if version_2_with_negative and "" not in seen_predictions:
+            nbest.append(_NbestPrediction(text="", start_logit=null_start_logit,
+                                          end_logit=null_end_logit))
+        # In rare cases there is no valid span (e.g. an empty context): the original's nonce.
+        if not nbest:
+            logging.warning("question %s: no valid answer span; predicting \"empty\" as the "
+                            "original does", example.qas_id)
+            nbest.append(_NbestPrediction(text="empty", start_logit=0.0, end_logit=0.0))
+
+        total_scores = []
+        best_non_null_entry = None
+        for entry in nbest:
+            total_scores.append(entry.start_logit + entry.end_logit)
+            if not best_non_null_entry and entry.text:
+                best_non_null_entry = entry
+        probs = _compute_softmax(total_scores)
+        if version_2_with_negative and best_non_null_entry is None:
+            # Only the null answer survived (the original fails here): compare the null score
+            # with the original's "empty" nonce of logits 0.
+            logging.warning("question %s: no valid non-null answer span; comparing the null "
+                            "score with an \"empty\" answer of logits 0", example.qas_id)
+            best_non_null_entry = _NbestPrediction(text="empty", start_logit=0.0, end_logit=0.0)
+
+        nbest_json = []
+        for i, entry in enumerate(nbest):
+            output = collections.OrderedDict()
+            output["text"] = entry.text
+            output["probability"] = probs[i]
+            output["start_logit"] = entry.start_logit
+            output["end_logit"] = entry.end_logit
+            nbest_json.append(output)
+
+        if not version_2_with_negative:
+            all_predictions[example.qas_id] = nbest_json[0]["text"]
+        else:
+            # Predict "" iff the null score minus the best non-null score exceeds the threshold.
+            score_diff = (score_null - best_non_null_entry.start_logit
+                          - best_non_null_entry.end_logit)
+            scores_diff_json[example.qas_id] = score_diff
+            if score_diff > null_score_diff_threshold:
+                all_predictions[example.qas_id] = ""
+            else:
+                all_predictions[example.qas_id] = best_non_null_entry.text
+        all_nbest_json[example.qas_id] = nbest_json
+    return all_predictions, all_nbest_json, scores_diff_json
+
+
+def write_predictions(all_examples, all_features, all_results, n_best_size, max_answer_length,
+                      do_lower_case, output_prediction_file, output_nbest_file,
+                      output_null_log_odds_file, version_2_with_negative=False,
+                      null_score_diff_threshold=0.0, verbose_logging=False):
+    """Writes predictions.json, nbest_predictions.json and (2.0) null_odds.json."""
+    logging.info("Writing predictions to: %s", output_prediction_file)
+    logging.info("Writing nbest to: %s", output_nbest_file)
+    predictions, nbest, scores_diff = compute_predictions(
+        all_examples, all_features, all_results, n_best_size, max_answer_length, do_lower_case,
+        version_2_with_negative, null_score_diff_threshold, verbose_logging)
+    _write_json(output_prediction_file, predictions)
+    _write_json(output_nbest_file, nbest)
+    if version_2_with_negative:
+        _write_json(output_null_log_odds_file, scores_diff)
+    return predictions, nbest, scores_diff
+
+
+def _write_json(path, obj):
+    with open(path, "w", encoding="utf-8") as writer:
+        writer.write(json.dumps(obj, indent=4) + "\n")
