@@ -7,7 +7,7 @@ the original rounds them (round(float(x), 6)).
 
 Extra (not in the original): `--sentence_vector=pooled` adds the pooler output ([CLS] through the pooler
 dense layer) and `--sentence_vector=mean` the mean of the last layer over the example's real tokens, as a
-"sentence_vector" list in each line. Batches run through one compiled tf.function.
+"sentence_vector" list in each line. Batches run through training.predict (one compiled tf.function).
 """
 import collections
 import json
@@ -19,7 +19,9 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
+import modeling
 import tokenization
+import training
 
 FLAGS = flags.FLAGS
 
@@ -161,48 +163,76 @@ def round_like_original(values):
     return np.vectorize(lambda x: round(float(x), 6), otypes=[np.float64])(values).tolist()
 
 
-class FeatureExtractor(object):
-    """Runs a BertModel on padded batches in one tf.function and returns the requested layers."""
+class ExtractFeaturesTask(training.Task):
+    """training.Task that predicts the requested encoder layers (and a sentence vector) per example."""
 
-    def __init__(self, model, layer_indexes, sentence_vector="none"):
+    def __init__(self, bert_config, layer_indexes, sentence_vector="none"):
         if sentence_vector not in SENTENCE_VECTORS:
             raise ValueError(f"--sentence_vector must be one of {SENTENCE_VECTORS}, got {sentence_vector!r}")
-        self.model = model
+        self.bert_config = bert_config
         self.layer_indexes = list(layer_indexes)
         self.sentence_vector = sentence_vector
-        self._fn = tf.function(self._compute, reduce_retracing=True)
 
-    def _compute(self, input_ids, input_mask, input_type_ids):
-        outputs = self.model(input_ids, input_mask, input_type_ids, training=False)
+    def build_model(self):
+        model = modeling.BertModel(self.bert_config)
+        dummy = tf.zeros([1, 2], tf.int32)
+        model(dummy, tf.ones_like(dummy), dummy, training=False)
+        return model
+
+    def predict_outputs(self, model, features):
+        input_mask = features["input_mask"]
+        outputs = model(features["input_ids"], input_mask, features["input_type_ids"], training=False)
         all_layers = outputs["all_encoder_layers"]
-        result = {"layers": tf.stack([all_layers[i] for i in self.layer_indexes], axis=1)}
+        result = {"unique_id": features["unique_ids"]}
+        for j, layer_index in enumerate(self.layer_indexes):
+            result["layer_output_%d" % j] = tf.cast(all_layers[layer_index], tf.float32)
         if self.sentence_vector == "pooled":
-            result["sentence_vector"] = outputs["pooled_output"]
+            result["sentence_vector"] = tf.cast(outputs["pooled_output"], tf.float32)
         elif self.sentence_vector == "mean":
             last = tf.cast(all_layers[-1], tf.float32)
-            mask = tf.cast(input_mask, last.dtype)[:, :, None]
+            mask = tf.cast(input_mask, tf.float32)[:, :, None]
             result["sentence_vector"] = tf.reduce_sum(last * mask, axis=1) / tf.maximum(
                 tf.reduce_sum(mask, axis=1), 1.0)
         return result
 
-    def run(self, features, batch_size):
-        """Yields (feature, {"layers": [n_layers, seq, hidden], "sentence_vector": [hidden]?}) in order."""
-        if batch_size < 1:
-            raise ValueError(f"--batch_size must be positive, got {batch_size}")
-        for start in range(0, len(features), batch_size):
-            batch = features[start:start + batch_size]
-            arrays = [tf.constant([getattr(f, name) for f in batch], dtype=tf.int32)
-                      for name in ("input_ids", "input_mask", "input_type_ids")]
-            out = {k: np.asarray(v.numpy(), dtype=np.float32) if v.dtype != tf.float32 else v.numpy()
-                   for k, v in self._fn(*arrays).items()}
-            for i, feature in enumerate(batch):
-                yield feature, {k: v[i] for k, v in out.items()}
+
+def input_fn_builder(features, seq_length):
+    """training.predict input function over in-memory features (in order, last batch kept)."""
+    tensors = {
+        "unique_ids": tf.constant([f.unique_id for f in features], tf.int32, shape=[len(features)]),
+        "input_ids": tf.constant([f.input_ids for f in features], tf.int32, shape=[len(features), seq_length]),
+        "input_mask": tf.constant([f.input_mask for f in features], tf.int32,
+                                  shape=[len(features), seq_length]),
+        "input_type_ids": tf.constant([f.input_type_ids for f in features], tf.int32,
+                                      shape=[len(features), seq_length]),
+    }
+
+    def input_fn(batch_size, input_context=None):
+        return tf.data.Dataset.from_tensor_slices(tensors).batch(batch_size, drop_remainder=False)
+
+    return input_fn
+
+
+def predict_features(features, bert_config, init_checkpoint, layer_indexes, seq_length, batch_size=32,
+                     sentence_vector="none", dtype="float32"):
+    """Yields (feature, result) in input order; result holds `layer_output_j` [seq, hidden] per requested
+    layer and `sentence_vector` when asked for. Runs through training.predict (one compiled step)."""
+    if batch_size < 1:
+        raise ValueError(f"--batch_size must be positive, got {batch_size}")
+    if not features:
+        return
+    config = training.TrainingConfig(init_checkpoint=init_checkpoint, predict_batch_size=batch_size,
+                                     dtype=dtype)
+    task = ExtractFeaturesTask(bert_config, layer_indexes, sentence_vector)
+    by_id = {f.unique_id: f for f in features}
+    for result in training.predict(task, input_fn_builder(features, seq_length), config):
+        yield by_id[int(result["unique_id"])], result
 
 
 def feature_json(feature, result, layer_indexes):
     """One output line (without the newline) in the original's format, plus sentence_vector if computed."""
     n = len(feature.tokens)
-    rounded = round_like_original(result["layers"][:, :n, :])  # [layer][token][hidden]
+    rounded = [round_like_original(result["layer_output_%d" % j][:n]) for j in range(len(layer_indexes))]
     output = collections.OrderedDict()
     output["linex_index"] = feature.unique_id
     all_features = []
@@ -223,35 +253,25 @@ def feature_json(feature, result, layer_indexes):
     return json.dumps(output)
 
 
-def load_model(bert_config_file, init_checkpoint):
-    """BertModel built from the config with all its variables loaded from the checkpoint."""
-    import checkpoints
-    import modeling
-    config = modeling.BertConfig.from_json_file(bert_config_file)
-    model = modeling.BertModel(config)
-    dummy = tf.zeros([1, 2], tf.int32)
-    model(dummy, tf.ones_like(dummy), dummy, training=False)
-    checkpoints.init_from_checkpoint(model.variables_by_name(), init_checkpoint)
-    return config, model
-
-
 def extract_features(input_file, output_file, bert_config_file, init_checkpoint, vocab_file,
                      do_lower_case=True, layers="-1,-2,-3,-4", max_seq_length=128, batch_size=32,
                      sentence_vector="none"):
     """The whole script: reads input_file, writes output_file; returns the number of lines written."""
+    if not init_checkpoint:
+        raise ValueError("--init_checkpoint is required (features of random weights are meaningless)")
     tokenization.validate_case_matches_checkpoint(do_lower_case, init_checkpoint)
-    config, model = load_model(bert_config_file, init_checkpoint)
-    layer_indexes = parse_layers(layers, config.num_hidden_layers)
-    if max_seq_length > config.max_position_embeddings:
+    bert_config = modeling.BertConfig.from_json_file(bert_config_file)
+    layer_indexes = parse_layers(layers, bert_config.num_hidden_layers)
+    if max_seq_length > bert_config.max_position_embeddings:
         raise ValueError(f"--max_seq_length={max_seq_length} exceeds max_position_embeddings="
-                         f"{config.max_position_embeddings} of {bert_config_file}")
+                         f"{bert_config.max_position_embeddings} of {bert_config_file}")
     tokenizer = tokenization.FullTokenizer(vocab_file=vocab_file, do_lower_case=do_lower_case)
     examples = read_examples(input_file)
     features = convert_examples_to_features(examples, max_seq_length, tokenizer)
-    extractor = FeatureExtractor(model, layer_indexes, sentence_vector)
     written = 0
     with tf.io.gfile.GFile(output_file, "w") as writer:
-        for feature, result in extractor.run(features, batch_size):
+        for feature, result in predict_features(features, bert_config, init_checkpoint, layer_indexes,
+                                                max_seq_length, batch_size, sentence_vector):
             writer.write(feature_json(feature, result, layer_indexes) + "\n")
             written += 1
     logging.info("wrote %d lines to %s", written, output_file)
@@ -259,6 +279,7 @@ def extract_features(input_file, output_file, bert_config_file, init_checkpoint,
 
 
 def main(_):
+    logging.set_verbosity(logging.INFO)
     extract_features(FLAGS.input_file, FLAGS.output_file, FLAGS.bert_config_file, FLAGS.init_checkpoint,
                      FLAGS.vocab_file, FLAGS.do_lower_case, FLAGS.layers, FLAGS.max_seq_length,
                      FLAGS.batch_size, FLAGS.sentence_vector)

@@ -264,3 +264,67 @@ def write_tsv(rows, path):
             if "\t" in sentence or "\n" in sentence:
                 raise ValueError(f"sentence for {path} holds a tab or newline: {sentence!r}")
             f.write(f"{label}\t{sentence}\n")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The pipeline: each stage is the project's own script, run with its flags in a child process.
+# ----------------------------------------------------------------------------------------------------------
+ROOT = os.path.dirname(os.path.abspath(__file__))
+
+
+class Progress(object):
+    """Numbered stage headers with elapsed time; child output streamed with a prefix and kept in a log."""
+
+    def __init__(self, num_stages, log_dir):
+        import time
+        self._time = time.time
+        self.start = time.time()
+        self.num_stages = num_stages
+        self.stage = 0
+        self.log_dir = log_dir
+
+    def header(self, title):
+        self.stage += 1
+        print(f"\n[main_job {self.elapsed()}] stage {self.stage}/{self.num_stages}: {title}", flush=True)
+
+    def note(self, text):
+        print(f"[main_job {self.elapsed()}]   {text}", flush=True)
+
+    def elapsed(self):
+        seconds = int(self._time() - self.start)
+        return f"{seconds // 60:02d}:{seconds % 60:02d}"
+
+
+def run_script(progress, name, script, args, show=None):
+    """Runs `python script args` from the repository root; streams lines matching `show` (all if None) and
+    writes everything to LOG_DIR/name.log. Raises RuntimeError naming the log on failure."""
+    import subprocess
+    os.makedirs(progress.log_dir, exist_ok=True)
+    log_path = os.path.join(progress.log_dir, name + ".log")
+    cmd = [sys.executable, os.path.join(ROOT, script)] + [str(a) for a in args]
+    env = dict(os.environ)
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    pattern = re.compile(show) if show else None
+    with open(log_path, "w", encoding="utf-8") as log:
+        log.write(" ".join(cmd) + "\n")
+        log.flush()
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, encoding="utf-8", errors="replace")
+        tail = collections.deque(maxlen=30)
+        for line in proc.stdout:
+            log.write(line)
+            tail.append(line)
+            if pattern is None or pattern.search(line):
+                print("    | " + _strip_log_prefix(line.rstrip()), flush=True)
+        code = proc.wait()
+    if code != 0:
+        raise RuntimeError(f"stage {name!r} failed (exit code {code}); command and output in {log_path}:\n"
+                           + "".join(tail))
+    return log_path
+
+
+def _strip_log_prefix(line):
+    """Drops absl's `I1122 00:21:05.123456 12345 file.py:12]` prefix for the console."""
+    return re.sub(r"^[IWEF]\d{4} [\d:.]+\s+\d+ [^\]]+\] ", "", line)

@@ -108,3 +108,108 @@ def test_parse_layers():
         ef.parse_layers("-7", 6)
     with pytest.raises(ValueError, match="comma-separated integers"):
         ef.parse_layers("-1;-2", 6)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Real weights: MiniLM-L6 (HF safetensors) converted to an original-format checkpoint by checkpoints.py.
+# ---------------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def minilm(tmp_path_factory):
+    import checkpoints
+    from tests.shared_data import minilm_dir
+    hf_dir = minilm_dir()
+    out = str(tmp_path_factory.mktemp("minilm"))
+    prefix = checkpoints.hf_to_original(hf_dir, out)
+    config_file = os.path.join(out, "bert_config.json")
+    with open(config_file, encoding="utf-8") as f:
+        assert json.load(f)["hidden_act"] == "gelu_exact"
+    return {"init_checkpoint": prefix, "bert_config_file": config_file,
+            "vocab_file": os.path.join(out, "vocab.txt")}
+
+
+def _reference_features(reference):
+    features = []
+    for i in range(len(reference["input_ids"])):
+        n = int(reference["input_mask"][i].sum())
+        features.append(ef.InputFeatures(unique_id=i, tokens=["t"] * n,
+                                         input_ids=reference["input_ids"][i].tolist(),
+                                         input_mask=reference["input_mask"][i].tolist(),
+                                         input_type_ids=reference["segment_ids"][i].tolist()))
+    return features
+
+
+def test_minilm_layers_and_sentence_vectors_equal_reference(minilm, reference):
+    import modeling
+    config = modeling.BertConfig.from_json_file(minilm["bert_config_file"])
+    features = _reference_features(reference)
+    masks = reference["input_mask"].astype(bool)
+    for sentence_vector in ("pooled", "mean"):
+        results = list(ef.predict_features(features, config, minilm["init_checkpoint"], [-1, -4, 0], SEQ,
+                                           batch_size=4, sentence_vector=sentence_vector))
+        assert [f.unique_id for f, _ in results] == list(range(6))
+        for i, (feature, result) in enumerate(results):
+            m = masks[i]
+            last = result["layer_output_0"][m]
+            np.testing.assert_allclose(last, reference["sequence_output"][i][m], atol=1e-4, rtol=0)
+            if i < 3:  # all_encoder_layers is stored for the first three examples
+                np.testing.assert_allclose(result["layer_output_1"][m], reference["all_encoder_layers"][2, i][m],
+                                           atol=1e-4, rtol=0)
+                np.testing.assert_allclose(result["layer_output_2"][m], reference["all_encoder_layers"][0, i][m],
+                                           atol=1e-4, rtol=0)
+            if sentence_vector == "pooled":
+                expected = reference["pooled_output"][i]
+            else:
+                expected = reference["sequence_output"][i][m].astype(np.float64).mean(axis=0)
+            np.testing.assert_allclose(result["sentence_vector"], expected, atol=1e-4, rtol=0)
+
+
+@pytest.mark.slow
+def test_cli_on_mrpc_pairs_matches_reference(minilm, reference, tmp_path):
+    input_file = tmp_path / "input.txt"
+    input_file.write_text("\n".join(mrpc_lines()) + "\n", encoding="utf-8")
+    output_file = tmp_path / "output.jsonl"
+    cmd = [sys.executable, os.path.join(ROOT, "extract_features.py"), f"--input_file={input_file}",
+           f"--output_file={output_file}", f"--vocab_file={minilm['vocab_file']}",
+           f"--bert_config_file={minilm['bert_config_file']}", f"--init_checkpoint={minilm['init_checkpoint']}",
+           "--layers=-1,-2", "--max_seq_length=64", "--batch_size=4", "--do_lower_case=True"]
+    env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = output_file.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 6
+    tokenizer = tokenization.FullTokenizer(minilm["vocab_file"], do_lower_case=True)
+    for i, line in enumerate(lines):
+        obj = json.loads(line)
+        assert list(obj) == ["linex_index", "features"] and obj["linex_index"] == i
+        tokens = [f["token"] for f in obj["features"]]
+        assert tokens[0] == "[CLS]" and tokens[-1] == "[SEP]"
+        assert [list(f) for f in obj["features"]] == [["token", "layers"]] * len(tokens)
+        assert all([layer["index"] for layer in f["layers"]] == [-1, -2] for f in obj["features"])
+        values = np.array([f["layers"][0]["values"] for f in obj["features"]])
+        assert values.shape == (len(tokens), 384)
+        # Values are the original's round(float(x), 6): at most 6 decimals.
+        assert all(v == round(v, 6) for v in values[0])
+        if i == 0:
+            continue  # the reference clips this over-long pair differently (see test_features_equal_reference_ids)
+        assert tokenizer.convert_tokens_to_ids(tokens) == reference["input_ids"][i][:len(tokens)].tolist()
+        expected = np.round(reference["sequence_output"][i][:len(tokens)].astype(np.float64), 6)
+        np.testing.assert_allclose(values, expected, atol=1e-4, rtol=0)
+        if i < 3:  # layer -2 of six = all_encoder_layers[4], stored for the first three examples
+            expected = np.round(reference["all_encoder_layers"][4, i][:len(tokens)].astype(np.float64), 6)
+            np.testing.assert_allclose(np.array([f["layers"][1]["values"] for f in obj["features"]]),
+                                       expected, atol=1e-4, rtol=0)
+    assert "*** Example ***" in proc.stderr
+
+
+def test_bad_flags_are_clear_errors(minilm, tmp_path):
+    input_file = tmp_path / "input.txt"
+    input_file.write_text("hello world\n", encoding="utf-8")
+    args = dict(input_file=str(input_file), output_file=str(tmp_path / "o.jsonl"),
+                bert_config_file=minilm["bert_config_file"], init_checkpoint=minilm["init_checkpoint"],
+                vocab_file=minilm["vocab_file"])
+    with pytest.raises(ValueError, match="--layers: index 6"):
+        ef.extract_features(layers="-1,6", **args)
+    with pytest.raises(ValueError, match="--max_seq_length=1024 exceeds max_position_embeddings=512"):
+        ef.extract_features(max_seq_length=1024, **args)
+    with pytest.raises(ValueError, match="--init_checkpoint is required"):
+        ef.extract_features(**dict(args, init_checkpoint=None))
