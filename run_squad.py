@@ -8,14 +8,25 @@ get_final_text, and predictions.json / nbest_predictions.json / null_odds.json i
 """
 
 import collections
+import dataclasses
 import json
 import math
 import os
 import random
 
+from absl import app
+from absl import flags
 from absl import logging
+import keras
+import tensorflow as tf
 
+import checkpoints
+import modeling
+import squad_evaluation
 import tokenization
+import training
+
+FLAGS = flags.FLAGS
 
 # Whitespace of the original reader: space, tab, CR, LF and U+202F (narrow no-break space).
 _READER_WHITESPACE = frozenset(" \t\r\n\u202f")
@@ -659,3 +670,403 @@ def write_predictions(all_examples, all_features, all_results, n_best_size, max_
 def _write_json(path, obj):
     with open(path, "w", encoding="utf-8") as writer:
         writer.write(json.dumps(obj, indent=4) + "\n")
+
+
+# ---------------------------------------------------------------- TFRecords and input
+
+
+class FeatureWriter(object):
+    """Writes InputFeatures to a TFRecord file of tf.train.Example, as the original."""
+
+    def __init__(self, filename, is_training):
+        self.filename = filename
+        self.is_training = is_training
+        self.num_features = 0
+        self._writer = tf.io.TFRecordWriter(filename)
+
+    def process_feature(self, feature):
+        self.num_features += 1
+
+        def int_feature(values):
+            return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
+
+        features = collections.OrderedDict()
+        features["unique_ids"] = int_feature([feature.unique_id])
+        features["input_ids"] = int_feature(feature.input_ids)
+        features["input_mask"] = int_feature(feature.input_mask)
+        features["segment_ids"] = int_feature(feature.segment_ids)
+        if self.is_training:
+            features["start_positions"] = int_feature([feature.start_position])
+            features["end_positions"] = int_feature([feature.end_position])
+            features["is_impossible"] = int_feature([1 if feature.is_impossible else 0])
+        example = tf.train.Example(features=tf.train.Features(feature=features))
+        self._writer.write(example.SerializeToString())
+
+    def close(self):
+        self._writer.close()
+
+
+def input_fn_builder(input_file, seq_length, is_training, drop_remainder, seed=None):
+    """An input function for training.py: (per-replica batch size, input context) -> tf.data.Dataset.
+
+    Training repeats and shuffles with a buffer of 100, as the original; features are int32.
+    """
+    name_to_features = {
+        "unique_ids": tf.io.FixedLenFeature([], tf.int64),
+        "input_ids": tf.io.FixedLenFeature([seq_length], tf.int64),
+        "input_mask": tf.io.FixedLenFeature([seq_length], tf.int64),
+        "segment_ids": tf.io.FixedLenFeature([seq_length], tf.int64),
+    }
+    if is_training:
+        name_to_features["start_positions"] = tf.io.FixedLenFeature([], tf.int64)
+        name_to_features["end_positions"] = tf.io.FixedLenFeature([], tf.int64)
+
+    def decode(record):
+        example = tf.io.parse_single_example(record, name_to_features)
+        return {name: tf.cast(t, tf.int32) for name, t in example.items()}
+
+    def input_fn(batch_size, input_context=None):
+        d = tf.data.TFRecordDataset(input_file)
+        if input_context is not None and input_context.num_input_pipelines > 1:
+            d = d.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+        if is_training:
+            d = d.repeat()
+            d = d.shuffle(buffer_size=100, seed=seed)
+        d = d.map(decode, num_parallel_calls=tf.data.AUTOTUNE)
+        d = d.batch(batch_size, drop_remainder=drop_remainder)
+        return d.prefetch(tf.data.AUTOTUNE)
+
+    return input_fn
+
+
+# ---------------------------------------------------------------- model and task
+
+
+class SquadHead(modeling.NamedLayer):
+    """"cls/squad/output_weights" [2, hidden] (truncated normal 0.02) and "output_bias" [2]."""
+
+    def __init__(self, hidden_size, initializer_range=0.02, **kwargs):
+        super().__init__(**kwargs)
+        self.hidden_size = hidden_size
+        self.initializer_range = initializer_range
+
+    def build(self, input_shape=None):
+        self.output_weights = self.add_named_weight(
+            "output_weights", (2, self.hidden_size), modeling.create_initializer(0.02))
+        self.output_bias = self.add_named_weight("output_bias", (2,), "zeros", autocast=False)
+        self.built = True
+
+    def call(self, final_hidden):
+        """[batch, seq, hidden] -> float32 (start_logits, end_logits), each [batch, seq]."""
+        batch_size = tf.shape(final_hidden)[0]
+        seq_length = tf.shape(final_hidden)[1]
+        final_hidden_matrix = tf.reshape(tf.cast(final_hidden, self.compute_dtype),
+                                         [batch_size * seq_length, self.hidden_size])
+        logits = tf.matmul(final_hidden_matrix, tf.cast(self.output_weights, self.compute_dtype),
+                           transpose_b=True)
+        logits = tf.nn.bias_add(tf.cast(logits, tf.float32), self.output_bias)
+        logits = tf.reshape(logits, [batch_size, seq_length, 2])
+        return logits[:, :, 0], logits[:, :, 1]
+
+
+class SquadModel(keras.Model):
+    """BertModel + the original SQuAD head; call(features) -> (start_logits, end_logits)."""
+
+    def __init__(self, bert_config, name="squad", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.bert_config = bert_config
+        self.bert = modeling.BertModel(bert_config, name="bert")
+        self.head = SquadHead(bert_config.hidden_size, name="cls_squad")
+        self.head.build()
+
+    def variables_by_name(self):
+        out = self.bert.variables_by_name()
+        for name, variable in self.head.variables_by_name().items():
+            out["cls/squad/" + name] = variable
+        return out
+
+    def call(self, features, training=False):
+        outputs = self.bert(features["input_ids"], features["input_mask"], features["segment_ids"],
+                            training=training)
+        return self.head(outputs["sequence_output"])
+
+
+def squad_loss(start_logits, end_logits, start_positions, end_positions):
+    """Mean over the batch of the start and end cross entropies, averaged (the original's loss)."""
+    seq_length = tf.shape(start_logits)[1]
+
+    def compute_loss(logits, positions):
+        one_hot_positions = tf.one_hot(positions, depth=seq_length, dtype=tf.float32)
+        log_probs = tf.nn.log_softmax(logits, axis=-1)
+        return -tf.reduce_mean(tf.reduce_sum(one_hot_positions * log_probs, axis=-1))
+
+    start_loss = compute_loss(start_logits, start_positions)
+    end_loss = compute_loss(end_logits, end_positions)
+    return (start_loss + end_loss) / 2.0
+
+
+class SquadTask(training.Task):
+    """The SQuAD job for training.py: span loss and start/end logits for prediction."""
+
+    def __init__(self, bert_config):
+        self.bert_config = bert_config
+
+    def build_model(self):
+        model = SquadModel(self.bert_config)
+        dummy = tf.zeros([1, 2], tf.int32)
+        model({"input_ids": dummy, "input_mask": dummy, "segment_ids": dummy})
+        return model
+
+    def compute_loss(self, model, features, training):
+        start_logits, end_logits = model(features, training=training)
+        loss = squad_loss(start_logits, end_logits, features["start_positions"],
+                          features["end_positions"])
+        return loss, {"loss": loss}
+
+    def predict_outputs(self, model, features):
+        start_logits, end_logits = model(features, training=False)
+        return {"unique_ids": features["unique_ids"], "start_logits": start_logits,
+                "end_logits": end_logits}
+
+
+# ---------------------------------------------------------------- SavedModel
+
+
+class SquadExport(tf.Module):
+    """What the SavedModel holds: the model and serving_default(input_ids, input_mask, segment_ids:
+    int32 [batch, seq]) -> {"start_logits", "end_logits": float32 [batch, seq]}."""
+
+    def __init__(self, model):
+        super().__init__(name="squad_export")
+        # The layers, not the keras.Model: saving a Model adds Keras's own float32 signature.
+        self.bert = model.bert
+        self.head = model.head
+        spec = tf.TensorSpec([None, None], tf.int32)
+        self.serve = tf.function(self._serve, input_signature=[spec] * 3)
+
+    def _serve(self, input_ids, input_mask, segment_ids):
+        outputs = self.bert(input_ids, input_mask, segment_ids, training=False)
+        start_logits, end_logits = self.head(outputs["sequence_output"])
+        return {"start_logits": start_logits, "end_logits": end_logits}
+
+
+def export_saved_model(export_dir, bert_config, checkpoint_path):
+    """Writes a SavedModel (serving_default on token ids) with the weights of `checkpoint_path`."""
+    model = SquadTask(bert_config).build_model()
+    checkpoints.init_from_checkpoint(model.variables_by_name(), checkpoint_path)
+    module = SquadExport(model)
+    tf.saved_model.save(module, export_dir,
+                        signatures={"serving_default": module.serve.get_concrete_function()})
+    logging.info("Exported %s to %s (signature serving_default)", checkpoint_path, export_dir)
+    return export_dir
+
+
+def checkpoint_for_inference(output_dir, init_checkpoint):
+    """The newest checkpoint in output_dir, else init_checkpoint; an error when there is neither."""
+    latest = None
+    if output_dir and tf.io.gfile.exists(os.path.join(output_dir, checkpoints.STATE_FILE)):
+        latest = checkpoints.CheckpointManager(output_dir).latest_checkpoint()
+    path = latest or init_checkpoint
+    if not path:
+        raise ValueError("no checkpoint to export: --output_dir=%s holds none and --init_checkpoint "
+                         "is not set" % output_dir)
+    return path
+
+
+# ---------------------------------------------------------------- runner
+
+
+def validate_flags_or_throw(bert_config, do_train, do_predict, train_file, predict_file,
+                            max_seq_length, max_query_length, export_dir=None):
+    """The original's checks; errors name the flag."""
+    if not do_train and not do_predict and not export_dir:
+        raise ValueError("At least one of `do_train`, `do_predict` or `export_dir` must be set.")
+    if do_train and not train_file:
+        raise ValueError("If `do_train` is True, then `train_file` must be specified.")
+    if do_predict and not predict_file:
+        raise ValueError("If `do_predict` is True, then `predict_file` must be specified.")
+    if max_seq_length > bert_config.max_position_embeddings:
+        raise ValueError("Cannot use sequence length %d because the BERT model was only trained up to "
+                         "sequence length %d" % (max_seq_length, bert_config.max_position_embeddings))
+    if max_seq_length <= max_query_length + 3:
+        raise ValueError("The max_seq_length (%d) must be greater than max_query_length (%d) + 3"
+                         % (max_seq_length, max_query_length))
+
+
+def _has_gold_answers(input_file):
+    data = load_squad_json(input_file)
+    qas = [qa for entry in data for p in entry.get("paragraphs", []) for qa in p.get("qas", [])]
+    return bool(qas) and all(isinstance(qa, dict) and "answers" in qa for qa in qas)
+
+
+def predict_features(task, features_file, config, strategy, seq_length, num_features):
+    """Runs the model over eval.tf_record; returns RawResults in feature order."""
+    input_fn = input_fn_builder(features_file, seq_length, is_training=False, drop_remainder=False)
+    all_results = []
+    for result in training.predict(task, input_fn, config, strategy):
+        if len(all_results) % 1000 == 0:
+            logging.info("Processing example: %d", len(all_results))
+        all_results.append(RawResult(
+            unique_id=int(result["unique_ids"]),
+            start_logits=[float(x) for x in result["start_logits"].flat],
+            end_logits=[float(x) for x in result["end_logits"].flat]))
+    if len(all_results) != num_features:
+        raise RuntimeError("%s: the model returned %d results for %d features"
+                           % (features_file, len(all_results), num_features))
+    return all_results
+
+
+def run(config, vocab_file, train_file=None, predict_file=None, do_lower_case=True,
+        max_seq_length=384, doc_stride=128, max_query_length=64, do_train=False, do_predict=False,
+        num_train_epochs=3.0, warmup_proportion=0.1, n_best_size=20, max_answer_length=30,
+        verbose_logging=False, version_2_with_negative=False, null_score_diff_threshold=0.0,
+        train_first_answer=False, export_dir=None):
+    """The whole job; `config` is a training.TrainingConfig (output_dir, bert_config_file, ...).
+
+    Returns {"train": ..., "predictions": ..., "eval": ..., "export": ...} for what ran.
+    """
+    for flag, value in (("bert_config_file", config.bert_config_file), ("vocab_file", vocab_file),
+                        ("output_dir", config.output_dir)):
+        if not value:
+            raise ValueError("--%s is required" % flag)
+    tokenization.validate_case_matches_checkpoint(do_lower_case, config.init_checkpoint)
+    bert_config = modeling.BertConfig.from_json_file(config.bert_config_file)
+    validate_flags_or_throw(bert_config, do_train, do_predict, train_file, predict_file,
+                            max_seq_length, max_query_length, export_dir)
+    tf.io.gfile.makedirs(config.output_dir)
+    tokenizer = tokenization.FullTokenizer(vocab_file=vocab_file, do_lower_case=do_lower_case)
+    task = SquadTask(bert_config)
+    strategy = training.create_strategy(config)
+    results = {}
+
+    if do_train:
+        train_examples = read_squad_examples(train_file, is_training=True,
+                                             version_2_with_negative=version_2_with_negative,
+                                             train_first_answer=train_first_answer)
+        num_train_steps = int(len(train_examples) / config.train_batch_size * num_train_epochs)
+        num_warmup_steps = int(num_train_steps * warmup_proportion)
+        config = dataclasses.replace(config, num_train_steps=num_train_steps,
+                                     num_warmup_steps=num_warmup_steps)
+        # Pre-shuffle the examples so that a small shuffle buffer suffices, as the original.
+        random.Random(12345).shuffle(train_examples)
+        train_writer = FeatureWriter(os.path.join(config.output_dir, "train.tf_record"),
+                                     is_training=True)
+        convert_examples_to_features(train_examples, tokenizer, max_seq_length, doc_stride,
+                                     max_query_length, True, train_writer.process_feature)
+        train_writer.close()
+        logging.info("***** Running training *****")
+        logging.info("  Num orig examples = %d", len(train_examples))
+        logging.info("  Num split examples = %d", train_writer.num_features)
+        logging.info("  Batch size = %d", config.train_batch_size)
+        logging.info("  Num steps = %d", num_train_steps)
+        del train_examples
+        input_fn = input_fn_builder(train_writer.filename, max_seq_length, is_training=True,
+                                    drop_remainder=True, seed=config.seed)
+        results["train"] = training.train(task, input_fn, config, strategy)
+
+    if do_predict:
+        eval_examples = read_squad_examples(predict_file, is_training=False)
+        eval_writer = FeatureWriter(os.path.join(config.output_dir, "eval.tf_record"),
+                                    is_training=False)
+        eval_features = []
+
+        def append_feature(feature):
+            eval_features.append(feature)
+            eval_writer.process_feature(feature)
+
+        convert_examples_to_features(eval_examples, tokenizer, max_seq_length, doc_stride,
+                                     max_query_length, False, append_feature)
+        eval_writer.close()
+        logging.info("***** Running predictions *****")
+        logging.info("  Num orig examples = %d", len(eval_examples))
+        logging.info("  Num split examples = %d", len(eval_features))
+        logging.info("  Batch size = %d", config.predict_batch_size)
+        all_results = predict_features(task, eval_writer.filename, config, strategy,
+                                       max_seq_length, len(eval_features))
+        output_prediction_file = os.path.join(config.output_dir, "predictions.json")
+        output_nbest_file = os.path.join(config.output_dir, "nbest_predictions.json")
+        output_null_log_odds_file = os.path.join(config.output_dir, "null_odds.json")
+        predictions, _, _ = write_predictions(
+            eval_examples, eval_features, all_results, n_best_size, max_answer_length,
+            do_lower_case, output_prediction_file, output_nbest_file, output_null_log_odds_file,
+            version_2_with_negative, null_score_diff_threshold, verbose_logging)
+        results["predictions"] = predictions
+        if _has_gold_answers(predict_file):
+            # Score the predictions as the official script would (with null_odds.json for 2.0).
+            result, text = squad_evaluation.run(
+                predict_file, output_prediction_file, version="2.0" if version_2_with_negative
+                else "auto", na_prob_file=output_null_log_odds_file if version_2_with_negative
+                else None)
+            with open(os.path.join(config.output_dir, "eval_results.json"), "w") as writer:
+                writer.write(text + "\n")
+            logging.info("***** Eval results (official SQuAD metrics) *****\n%s", text)
+            results["eval"] = result
+
+    if export_dir:
+        results["export"] = export_saved_model(
+            export_dir, bert_config,
+            checkpoint_for_inference(config.output_dir, config.init_checkpoint))
+    return results
+
+
+def define_flags():
+    """The original's flags (shared ones from training.py) plus export and train_first_answer."""
+    training.define_training_flags(train_batch_size=32, predict_batch_size=8, learning_rate=5e-5,
+                                   save_checkpoints_steps=1000, iterations_per_loop=1000)
+    flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
+    flags.DEFINE_string("train_file", None, "SQuAD json for training. E.g., train-v1.1.json")
+    flags.DEFINE_string("predict_file", None,
+                        "SQuAD json for predictions. E.g., dev-v1.1.json or test-v1.1.json")
+    flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text. Should be True "
+                      "for uncased models and False for cased models.")
+    flags.DEFINE_integer("max_seq_length", 384, "The maximum total input sequence length after "
+                         "WordPiece tokenization. Longer sequences are truncated, shorter padded.")
+    flags.DEFINE_integer("doc_stride", 128, "When splitting up a long document into chunks, how "
+                         "much stride to take between chunks.")
+    flags.DEFINE_integer("max_query_length", 64, "The maximum number of tokens for the question. "
+                         "Questions longer than this will be truncated to this length.")
+    flags.DEFINE_bool("do_train", False, "Whether to run training.")
+    flags.DEFINE_bool("do_predict", False, "Whether to run eval on the dev set.")
+    flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs to perform.")
+    flags.DEFINE_float("warmup_proportion", 0.1, "Proportion of training to perform linear learning "
+                       "rate warmup for. E.g., 0.1 = 10% of training.")
+    flags.DEFINE_integer("n_best_size", 20, "The total number of n-best predictions to generate in "
+                         "the nbest_predictions.json output file.")
+    flags.DEFINE_integer("max_answer_length", 30, "The maximum length of an answer that can be "
+                         "generated. This is needed because the start and end predictions are not "
+                         "conditioned on one another.")
+    flags.DEFINE_bool("verbose_logging", False, "If true, all of the warnings related to data "
+                      "processing will be printed. A number of warnings are expected for a normal "
+                      "SQuAD evaluation.")
+    flags.DEFINE_bool("version_2_with_negative", False,
+                      "If true, the SQuAD examples contain some that do not have an answer.")
+    flags.DEFINE_float("null_score_diff_threshold", 0.0, "If null_score - best_non_null is greater "
+                       "than the threshold predict null.")
+    flags.DEFINE_bool("train_first_answer", False, "Train on the first answer of questions that "
+                      "have several (the original requires exactly one answer per training "
+                      "question, as in train-v1.1.json).")
+    flags.DEFINE_string("export_dir", None, "Write a SavedModel here (serving_default: input_ids, "
+                        "input_mask, segment_ids -> start_logits, end_logits) from the newest "
+                        "checkpoint in output_dir, else init_checkpoint.")
+
+
+def main(_):
+    logging.set_verbosity(logging.INFO)
+    run(training.TrainingConfig.from_flags(FLAGS), FLAGS.vocab_file, train_file=FLAGS.train_file,
+        predict_file=FLAGS.predict_file, do_lower_case=FLAGS.do_lower_case,
+        max_seq_length=FLAGS.max_seq_length, doc_stride=FLAGS.doc_stride,
+        max_query_length=FLAGS.max_query_length, do_train=FLAGS.do_train,
+        do_predict=FLAGS.do_predict, num_train_epochs=FLAGS.num_train_epochs,
+        warmup_proportion=FLAGS.warmup_proportion, n_best_size=FLAGS.n_best_size,
+        max_answer_length=FLAGS.max_answer_length, verbose_logging=FLAGS.verbose_logging,
+        version_2_with_negative=FLAGS.version_2_with_negative,
+        null_score_diff_threshold=FLAGS.null_score_diff_threshold,
+        train_first_answer=FLAGS.train_first_answer, export_dir=FLAGS.export_dir)
+
+
+if __name__ == "__main__":
+    define_flags()
+    flags.mark_flag_as_required("vocab_file")
+    flags.mark_flag_as_required("bert_config_file")
+    flags.mark_flag_as_required("output_dir")
+    app.run(main)
