@@ -1,0 +1,1236 @@
+# coding=utf-8
+"""Creates masked-LM / next-sentence TFRecords for BERT pre-training, with the original's algorithm.
+
+Input: UTF-8 text, one sentence per line, blank lines between documents. Output: tf.train.Example records
+with the original's features: input_ids, input_mask, segment_ids, masked_lm_positions, masked_lm_ids
+(int64, zero padded), masked_lm_weights (float) and next_sentence_labels (int64).
+
+Exact mode (default, --num_workers=0) is the original create_pretraining_data.py call for call: it draws from
+`random.Random(--random_seed)` in the same order, so the same flags give the same instances in the same
+order. Like the original it holds the corpus and all instances in memory (as token ids and spans).
+
+Fast mode (--num_workers=N >= 1) runs the same algorithm on big corpora in N processes:
+  * the input files (their concatenation) are cut into N byte ranges, each snapped to a document boundary;
+    worker w streams its range and writes its own output shard(s). In fast mode the end of a file always
+    ends a document (exact mode, like the original, runs a document on into the next file when a file does
+    not end with a blank line).
+  * A worker fills a window with about --window_tokens tokens of consecutive documents of its range (the last
+    window may hold up to 1.5x that), then makes instances from the window the way the original makes them
+    from the whole corpus: documents shuffled, --dupe_factor passes, random next sentences drawn from any
+    document of the window, and all instances of the window shuffled before they are written.
+  * Masking is vectorized with numpy (same rules: masked_lm_prob, 80/10/10, whole-word groups) and records
+    are serialized and framed (TFRecord, CRC32C) with numpy, without TensorFlow.
+  * Memory per worker is bounded by its window: about 4 bytes per window token plus 17 bytes per instance of
+    the window (~60 MB at the default window and dupe_factor), plus a tokenizer cache of at most
+    --tokenizer_cache_size words. It does not grow with corpus size or dupe_factor beyond that.
+  * The output depends only on the flags, --random_seed and --num_workers x --num_tasks; it is not equal to
+    exact mode's output (different random streams), only distributed the same way.
+
+Output files in fast mode: with one --output_file PATH and more than one worker in all, worker g of G writes
+PATH-0000g-of-0000G; otherwise the number of --output_file paths must be a multiple of --num_workers and
+worker w writes its consecutive share of them (instances round-robin over its files, as in the original).
+
+Sharding a corpus across K machines: give every machine the same --input_file list and flags, with
+--num_tasks=K and its own --task_index=k (0..K-1). Machine k runs workers k*N .. k*N+N-1 of the K*N byte
+ranges, so the K machines together write exactly the shards that one machine with --num_workers=K*N would.
+Use one --output_file PATH on every machine (shard names carry the global worker number), or per-machine paths.
+
+Tokenization uses the exact `tokenization` BasicTokenizer and WordpieceTokenizer behind a per-word cache
+(a line is tokenized as the concatenation of its space-separated words, which the original's rules
+guarantee), in both modes.
+"""
+
+import array
+import glob
+import math
+import multiprocessing
+import os
+import random
+import resource
+import time
+
+import numpy as np
+from absl import app
+from absl import flags
+from absl import logging
+
+import tokenization
+
+FLAGS = flags.FLAGS
+
+NUM_EXAMPLES_TO_LOG = 20
+PROGRESS_SECONDS = 10.0
+BATCH_SIZE = 4096
+FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids",
+                 "masked_lm_weights", "next_sentence_labels")
+
+
+def define_flags():
+    """Defines the original's flags (same names, defaults and meanings) and the fast-mode flags."""
+    flags.DEFINE_string("input_file", None, "Input raw text file (or comma-separated list of files or globs).")
+    flags.DEFINE_string("output_file", None, "Output TF example file (or comma-separated list of files).")
+    flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
+    flags.DEFINE_bool("do_lower_case", True,
+                      "Whether to lower case the input text. Should be True for uncased models and False "
+                      "for cased models.")
+    flags.DEFINE_bool("do_whole_word_mask", False,
+                      "Whether to use whole word masking rather than per-WordPiece masking.")
+    flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.")
+    flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum number of masked LM predictions per sequence.")
+    flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation.")
+    flags.DEFINE_integer("dupe_factor", 10, "Number of times to duplicate the input data (with different masks).")
+    flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
+    flags.DEFINE_float("short_seq_prob", 0.1,
+                       "Probability of creating sequences which are shorter than the maximum length.")
+    flags.DEFINE_integer("num_workers", 0,
+                         "0: exact mode (the original's output, single process, in memory). N >= 1: fast "
+                         "streaming mode with N worker processes, each writing its own output shard(s).")
+    flags.DEFINE_integer("window_tokens", 10_000_000,
+                         "Fast mode: tokens of consecutive documents a worker holds at once; random next "
+                         "sentences and the instance shuffle span one window.")
+    flags.DEFINE_integer("num_tasks", 1, "Fast mode: number of machines sharing the corpus (see module doc).")
+    flags.DEFINE_integer("task_index", 0, "Fast mode: this machine's index in 0..num_tasks-1.")
+    flags.DEFINE_integer("tokenizer_cache_size", 500_000,
+                         "Words whose token ids are cached (the cache is cleared when it is full).")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Settings, vocabulary and tokenizer.
+
+class Settings(object):
+    """The generation parameters, validated."""
+
+    def __init__(self, max_seq_length=128, max_predictions_per_seq=20, random_seed=12345, dupe_factor=10,
+                 masked_lm_prob=0.15, short_seq_prob=0.1, do_whole_word_mask=False):
+        if max_seq_length < 5:
+            raise ValueError("--max_seq_length=%d is too small: it must be at least 5 ([CLS], [SEP], [SEP] and "
+                             "one token of each segment)" % max_seq_length)
+        if max_predictions_per_seq < 1:
+            raise ValueError("--max_predictions_per_seq=%d: expected at least 1" % max_predictions_per_seq)
+        if dupe_factor < 1:
+            raise ValueError("--dupe_factor=%d: expected at least 1" % dupe_factor)
+        if not 0.0 <= masked_lm_prob <= 1.0:
+            raise ValueError("--masked_lm_prob=%r: expected a probability in [0, 1]" % masked_lm_prob)
+        if not 0.0 <= short_seq_prob <= 1.0:
+            raise ValueError("--short_seq_prob=%r: expected a probability in [0, 1]" % short_seq_prob)
+        self.max_seq_length = int(max_seq_length)
+        self.max_predictions_per_seq = int(max_predictions_per_seq)
+        self.random_seed = int(random_seed)
+        self.dupe_factor = int(dupe_factor)
+        self.masked_lm_prob = float(masked_lm_prob)
+        self.short_seq_prob = float(short_seq_prob)
+        self.do_whole_word_mask = bool(do_whole_word_mask)
+
+
+def _is_remote(path):
+    return "://" in path
+
+
+def _load_vocab(vocab_file):
+    """The original's vocab: token -> line index, in file order (tokenization.load_vocab's rules)."""
+    if not vocab_file:
+        raise ValueError("--vocab_file is required: the vocab.txt the BERT model was trained with")
+    if _is_remote(vocab_file):
+        return tokenization.load_vocab(vocab_file)
+    if not os.path.isfile(vocab_file):
+        raise ValueError("--vocab_file %s does not exist: expected a vocab.txt file, one token per line"
+                         % vocab_file)
+    with open(vocab_file, "rb") as reader:
+        data = reader.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError("--vocab_file %s is not valid UTF-8: %s" % (vocab_file, err)) from err
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    vocab = {}
+    for index, line in enumerate(lines):
+        vocab[line.strip()] = index
+    if not vocab:
+        raise ValueError("--vocab_file %s is empty: expected one token per line" % vocab_file)
+    return vocab
+
+
+class Vocab(object):
+    """What generation needs from the vocabulary: special ids, random words, '##' pieces, id -> token."""
+
+    def __init__(self, vocab):
+        for token in ("[CLS]", "[SEP]", "[MASK]", tokenization.UNK_TOKEN):
+            if token not in vocab:
+                raise ValueError("the vocabulary has no %s token: expected it on a line of its own" % token)
+        self.vocab = vocab
+        self.cls_id = vocab["[CLS]"]
+        self.sep_id = vocab["[SEP]"]
+        self.mask_id = vocab["[MASK]"]
+        self.size = max(vocab.values()) + 1
+        # The original draws random words from list(vocab.keys()) and maps them back through the vocab.
+        self.random_word_ids = [vocab[token] for token in vocab]
+        self.random_word_ids_np = np.array(self.random_word_ids, np.int64)
+        self.is_subword = [False] * self.size
+        self.inv_vocab = {}
+        for token, index in vocab.items():
+            self.is_subword[index] = token.startswith("##")
+            self.inv_vocab[index] = token
+        self.is_subword_np = np.array(self.is_subword, bool)
+
+    def tokens(self, ids):
+        return [self.inv_vocab.get(int(i), "[?%d]" % int(i)) for i in ids]
+
+
+class CachedTokenizer(object):
+    """The original FullTokenizer (BasicTokenizer + WordpieceTokenizer) to ids, cached per space-separated word.
+
+    tokenize(a + " " + b) == tokenize(a) + tokenize(b) holds for the original's rules (cleaning and CJK
+    spacing are per character, everything after the whitespace split is per word), so caching per word is exact.
+    """
+
+    def __init__(self, vocab, do_lower_case, cache_size=500_000):
+        self.vocab = vocab
+        self.basic_tokenizer = tokenization.BasicTokenizer(do_lower_case=do_lower_case)
+        self.wordpiece_tokenizer = tokenization.WordpieceTokenizer(vocab=vocab)
+        self.cache_size = max(1, int(cache_size))
+        self._cache = {}
+
+    def tokenize_word(self, word):
+        ids = []
+        vocab = self.vocab
+        for token in self.basic_tokenizer.tokenize(word):
+            for piece in self.wordpiece_tokenizer.tokenize(token):
+                ids.append(vocab[piece])
+        return tuple(ids)
+
+    def ids(self, line):
+        """Token ids of one stripped line."""
+        cache = self._cache
+        out = []
+        for word in line.split(" "):
+            if not word:
+                continue
+            ids = cache.get(word)
+            if ids is None:
+                ids = self.tokenize_word(word)
+                if len(cache) >= self.cache_size:
+                    cache.clear()
+                cache[word] = ids
+            out.extend(ids)
+        return out
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Files.
+
+def expand_input_files(input_file):
+    """Comma-separated files or globs -> file list (each glob sorted); errors name the flag and pattern."""
+    if not input_file:
+        raise ValueError("--input_file is required: text files (comma-separated, globs allowed)")
+    files = []
+    for pattern in input_file.split(","):
+        pattern = pattern.strip()
+        if not pattern:
+            continue
+        if _is_remote(pattern):
+            import tensorflow as tf
+            matches = sorted(tf.io.gfile.glob(pattern))
+        else:
+            matches = sorted(p for p in glob.glob(pattern) if os.path.isfile(p))
+        if not matches:
+            raise ValueError("--input_file pattern %r matches no file" % pattern)
+        files.extend(matches)
+    return files
+
+
+def _open(path, mode):
+    if _is_remote(path):
+        import tensorflow as tf
+        return tf.io.gfile.GFile(path, mode)
+    return open(path, mode)
+
+
+def _file_size(path):
+    if _is_remote(path):
+        import tensorflow as tf
+        return tf.io.gfile.stat(path).length
+    return os.path.getsize(path)
+
+
+def _decode_line(raw, path, line_number):
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError("%s:%d: invalid UTF-8 at byte %d of the line (%s); input files must be UTF-8 text"
+                         % (path, line_number, err.start, err.reason)) from err
+
+
+class Corpus(object):
+    """Documents as flat token ids: sentence s is tokens[starts[s]:starts[s + 1]], document d is
+    sentences docs[d][0] .. docs[d][0] + docs[d][1] - 1."""
+
+    def __init__(self):
+        self.tokens = array.array("i")
+        self.starts = [0]
+        self.docs = []
+        self._doc_first = 0
+
+    def add_sentence(self, ids):
+        self.tokens.extend(ids)
+        self.starts.append(len(self.tokens))
+
+    def end_document(self):
+        """Closes the current document (nothing happens when it has no sentence)."""
+        num = len(self.starts) - 1 - self._doc_first
+        if num > 0:
+            self.docs.append((self._doc_first, num))
+        self._doc_first = len(self.starts) - 1
+
+    @property
+    def num_tokens(self):
+        return len(self.tokens)
+
+
+class ReadStats(object):
+    def __init__(self):
+        self.lines = 0
+        self.bytes = 0
+        self.tokenless_lines = 0
+
+
+def _log_tokenless(stats, source):
+    if stats.tokenless_lines:
+        logging.info("%s: %d non-blank lines gave no tokens and were skipped, as in the original",
+                     source, stats.tokenless_lines)
+
+
+def read_corpus_exact(input_files, tokenizer, progress=None):
+    """Reads all files like the original: blank lines end documents, documents run on across files."""
+    corpus = Corpus()
+    stats = ReadStats()
+    for path in input_files:
+        with _open(path, "rb") as reader:
+            for line_number, raw in enumerate(reader, 1):
+                stats.lines += 1
+                stats.bytes += len(raw)
+                line = _decode_line(raw, path, line_number).strip()
+                if not line:
+                    corpus.end_document()
+                    continue
+                ids = tokenizer.ids(line)
+                if ids:
+                    corpus.add_sentence(ids)
+                else:
+                    stats.tokenless_lines += 1
+                if progress is not None:
+                    progress(stats, corpus)
+    corpus.end_document()
+    _log_tokenless(stats, "input")
+    return corpus, stats
+
+
+def _iter_range_lines(path, start, end):
+    """Yields (line_start_offset, raw_line) for the lines of `path` from byte `start` on (start snapped to the
+    next line start); stops after the first line starting at or after `end` has been yielded."""
+    with _open(path, "rb") as reader:
+        pos = 0
+        if start > 0:
+            reader.seek(start - 1)
+            pos = start - 1
+            previous = reader.read(1)
+            pos += len(previous)
+            if previous != b"\n":
+                pos += len(reader.readline())
+        for raw in reader:
+            yield pos, raw
+            if pos >= end:
+                return
+            pos += len(raw)
+
+
+def read_documents_in_range(path, start, end, tokenizer, stats):
+    """Yields the documents (lists of id lists) of `path` that begin in byte range [start, end).
+
+    A document begins at the file start or after a blank line; a worker whose range starts inside the file
+    skips to just after the first blank line at or after `start`, and stops at the first blank line at or after
+    `end` (where the next worker begins), so every document is read by exactly one worker.
+    """
+    lines = _iter_range_lines(path, start, end)
+    if start > 0:
+        for pos, raw in lines:
+            stats.bytes += len(raw)
+            if not raw.decode("utf-8", "replace").strip():
+                if pos >= end:
+                    return
+                break
+        else:
+            return
+    document = []
+    for pos, raw in lines:
+        stats.lines += 1
+        stats.bytes += len(raw)
+        try:
+            line = raw.decode("utf-8").strip()
+        except UnicodeDecodeError as err:
+            raise ValueError("%s: invalid UTF-8 in the line at byte offset %d (position %d of the line, %s); "
+                             "input files must be UTF-8 text" % (path, pos, err.start, err.reason)) from err
+        if not line:
+            if document:
+                yield document
+                document = []
+            if pos >= end:
+                return
+            continue
+        ids = tokenizer.ids(line)
+        if ids:
+            document.append(ids)
+        else:
+            stats.tokenless_lines += 1
+    if document:
+        yield document
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The original's algorithm.
+
+def document_instance_spans(starts, docs, document_index, max_seq_length, short_seq_prob, rng, emit):
+    """The original create_instances_from_document, on token spans: same decisions, same rng calls.
+
+    `starts` are sentence start offsets into the flat token ids, `docs` (first sentence, sentence count) in
+    the shuffled document order. For every instance, calls emit(a_lo, a_hi, b_lo, b_hi, is_random_next),
+    where tokens_a = tokens[a_lo:a_hi] and tokens_b = tokens[b_lo:b_hi] after truncation; the caller masks
+    it right away, as the original does, before the next instance draws from `rng`.
+    """
+    first, count = docs[document_index]
+    num_docs = len(docs)
+    max_num_tokens = max_seq_length - 3
+    target_seq_length = max_num_tokens
+    if rng.random() < short_seq_prob:
+        target_seq_length = rng.randint(2, max_num_tokens)
+    chunk_first = first
+    chunk_size = 0
+    current_length = 0
+    i = 0
+    while i < count:
+        sentence = first + i
+        if chunk_size == 0:
+            chunk_first = sentence
+        chunk_size += 1
+        current_length += starts[sentence + 1] - starts[sentence]
+        if i == count - 1 or current_length >= target_seq_length:
+            a_end = 1
+            if chunk_size >= 2:
+                a_end = rng.randint(1, chunk_size - 1)
+            a_lo = starts[chunk_first]
+            a_hi = starts[chunk_first + a_end]
+            if chunk_size == 1 or rng.random() < 0.5:
+                is_random_next = True
+                target_b_length = target_seq_length - (a_hi - a_lo)
+                for _ in range(10):
+                    random_document_index = rng.randint(0, num_docs - 1)
+                    if random_document_index != document_index:
+                        break
+                random_first, random_count = docs[random_document_index]
+                random_start = rng.randint(0, random_count - 1)
+                b_lo = b_hi = starts[random_first + random_start]
+                for j in range(random_first + random_start, random_first + random_count):
+                    b_hi = starts[j + 1]
+                    if b_hi - b_lo >= target_b_length:
+                        break
+                # The unused sentences of the chunk go back, as in the original.
+                i -= chunk_size - a_end
+            else:
+                is_random_next = False
+                b_lo = a_hi
+                b_hi = starts[chunk_first + chunk_size]
+            # truncate_seq_pair: trim the longer side (B on ties) from a random end.
+            len_a = a_hi - a_lo
+            len_b = b_hi - b_lo
+            while len_a + len_b > max_num_tokens:
+                front = rng.random() < 0.5
+                if len_a > len_b:
+                    if front:
+                        a_lo += 1
+                    else:
+                        a_hi -= 1
+                    len_a -= 1
+                else:
+                    if front:
+                        b_lo += 1
+                    else:
+                        b_hi -= 1
+                    len_b -= 1
+            emit(a_lo, a_hi, b_lo, b_hi, is_random_next)
+            chunk_size = 0
+            current_length = 0
+        i += 1
+
+
+def masked_lm_predictions(tokens, len_a, settings, vocab, rng):
+    """The original create_masked_lm_predictions on ids: returns (positions, replacement ids), by position.
+
+    tokens = [CLS] A [SEP] B [SEP]; candidates are all A and B positions (grouped into whole words when
+    do_whole_word_mask: a '##' piece joins the previous candidate's group, even across the middle [SEP]).
+    """
+    num_tokens = len(tokens)
+    candidates = list(range(1, len_a + 1))
+    candidates.extend(range(len_a + 2, num_tokens - 1))
+    num_to_predict = min(settings.max_predictions_per_seq,
+                         max(1, int(round(num_tokens * settings.masked_lm_prob))))
+    random_ = rng.random
+    randint = rng.randint
+    mask_id = vocab.mask_id
+    random_words = vocab.random_word_ids
+    last_word = len(random_words) - 1
+    chosen = []
+    replacements = []
+    if settings.do_whole_word_mask:
+        is_subword = vocab.is_subword
+        groups = []
+        for index in candidates:
+            if groups and is_subword[tokens[index]]:
+                groups[-1].append(index)
+            else:
+                groups.append([index])
+        rng.shuffle(groups)
+        selected = []
+        for group in groups:
+            if len(selected) >= num_to_predict:
+                break
+            if len(selected) + len(group) > num_to_predict:
+                continue
+            selected.extend(group)
+    else:
+        rng.shuffle(candidates)
+        selected = candidates[:num_to_predict]
+    for index in selected:
+        if random_() < 0.8:
+            token = mask_id
+        elif random_() < 0.5:
+            token = tokens[index]
+        else:
+            token = random_words[randint(0, last_word)]
+        chosen.append(index)
+        replacements.append(token)
+    order = sorted(range(len(chosen)), key=chosen.__getitem__)
+    return [chosen[k] for k in order], [replacements[k] for k in order]
+
+
+def create_training_instances(corpus, vocab, settings, rng, progress=None):
+    """The original create_training_instances after reading: shuffle documents, dupe_factor passes, shuffle.
+
+    Returns instances (a_lo, a_hi, b_lo, b_hi, is_random_next, positions, replacement_ids) in output order.
+    """
+    docs = list(corpus.docs)
+    rng.shuffle(docs)
+    flat = corpus.tokens.tolist()
+    starts = corpus.starts
+    cls_id, sep_id = vocab.cls_id, vocab.sep_id
+    instances = []
+
+    def emit(a_lo, a_hi, b_lo, b_hi, is_random_next):
+        tokens = [cls_id]
+        tokens += flat[a_lo:a_hi]
+        tokens.append(sep_id)
+        tokens += flat[b_lo:b_hi]
+        tokens.append(sep_id)
+        positions, replacements = masked_lm_predictions(tokens, a_hi - a_lo, settings, vocab, rng)
+        instances.append((a_lo, a_hi, b_lo, b_hi, is_random_next, positions, replacements))
+
+    for pass_index in range(settings.dupe_factor):
+        for document_index in range(len(docs)):
+            document_instance_spans(starts, docs, document_index, settings.max_seq_length,
+                                    settings.short_seq_prob, rng, emit)
+        if progress is not None:
+            progress(pass_index + 1, len(instances))
+    rng.shuffle(instances)
+    return instances
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Fast-mode masking (numpy, the same rules).
+
+def mask_batch(input_ids, lengths, len_a, settings, vocab, rng):
+    """Masks a batch like masked_lm_predictions, with numpy randomness.
+
+    Returns (positions, replacements, counts): [B, max_predictions_per_seq] int64 sorted by position, and the
+    number of predictions per row.
+    """
+    batch, width = input_ids.shape
+    pred = settings.max_predictions_per_seq
+    col = np.arange(width)[None, :]
+    candidate = (col >= 1) & (col < lengths[:, None] - 1) & (col != len_a[:, None] + 1)
+    if settings.do_whole_word_mask:
+        continues = vocab.is_subword_np[input_ids] & (col > 1)
+        group_start = candidate & ~continues
+    else:
+        group_start = candidate
+    group_id = np.cumsum(group_start, axis=1) - 1
+    num_groups = group_start.sum(axis=1)
+    max_groups = max(int(num_groups.max()), 1)
+    rows = np.repeat(np.arange(batch), width).reshape(batch, width)
+    flat_group = (rows * max_groups + np.maximum(group_id, 0))[candidate]
+    sizes = np.bincount(flat_group, minlength=batch * max_groups).reshape(batch, max_groups)
+    keys = rng.random((batch, max_groups))
+    keys[np.arange(max_groups)[None, :] >= num_groups[:, None]] = 2.0
+    order = np.argsort(keys, axis=1)
+    sorted_sizes = np.take_along_axis(sizes, order, axis=1)
+    num_to_predict = np.minimum(pred, np.maximum(1, np.rint(lengths * settings.masked_lm_prob).astype(np.int64)))
+    if settings.do_whole_word_mask:
+        taken = np.zeros((batch, max_groups), bool)
+        count = np.zeros(batch, np.int64)
+        for rank in range(max_groups):
+            size = sorted_sizes[:, rank]
+            ok = (size > 0) & (count < num_to_predict) & (count + size <= num_to_predict)
+            if not ok.any() and (size == 0).all():
+                break
+            taken[:, rank] = ok
+            count += size * ok
+    else:
+        taken = np.arange(max_groups)[None, :] < np.minimum(num_to_predict, num_groups)[:, None]
+    chosen_group = np.zeros((batch, max_groups), bool)
+    np.put_along_axis(chosen_group, order, taken, axis=1)
+    selected = candidate & np.take_along_axis(chosen_group, np.maximum(group_id, 0), axis=1)
+    counts = selected.sum(axis=1)
+    positions = np.sort(np.where(selected, col, width), axis=1)[:, :pred]
+    if positions.shape[1] < pred:
+        positions = np.pad(positions, ((0, 0), (0, pred - positions.shape[1])), constant_values=width)
+    valid = np.arange(pred)[None, :] < counts[:, None]
+    positions = np.where(valid, positions, 0)
+    labels = np.take_along_axis(input_ids, positions, axis=1)
+    draw_mask = rng.random((batch, pred)) < 0.8
+    draw_keep = rng.random((batch, pred)) < 0.5
+    random_words = vocab.random_word_ids_np[rng.integers(0, len(vocab.random_word_ids_np), (batch, pred))]
+    replacements = np.where(draw_mask, vocab.mask_id, np.where(draw_keep, labels, random_words))
+    replacements = np.where(valid, replacements, 0)
+    return positions.astype(np.int64), replacements.astype(np.int64), counts.astype(np.int64)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Features, tf.train.Example serialization and TFRecord framing (numpy, no TensorFlow).
+
+def assemble_input_ids(tokens, a_lo, a_hi, b_lo, b_hi, max_seq_length, cls_id, sep_id):
+    """[CLS] A [SEP] B [SEP] + zero padding for a batch of spans -> (ids [B, L], lengths, len_a)."""
+    len_a = a_hi - a_lo
+    len_b = b_hi - b_lo
+    lengths = len_a + len_b + 3
+    col = np.arange(max_seq_length)[None, :]
+    in_a = (col >= 1) & (col <= len_a[:, None])
+    b_first = len_a[:, None] + 2
+    in_b = (col >= b_first) & (col < b_first + len_b[:, None])
+    source = np.where(in_a, a_lo[:, None] + col - 1, np.where(in_b, b_lo[:, None] + col - b_first, 0))
+    ids = np.where(in_a | in_b, tokens[source], 0).astype(np.int64)
+    rows = np.arange(len(a_lo))
+    ids[:, 0] = cls_id
+    ids[rows, len_a + 1] = sep_id
+    ids[rows, lengths - 1] = sep_id
+    return ids, lengths, len_a
+
+
+def build_features(ids, lengths, len_a, is_random_next, positions, replacements, counts, settings):
+    """Feature arrays of a batch, as the original's write_instance_to_example_files builds them.
+
+    `ids` are the unmasked input ids (changed in place: replacements go in at the masked positions).
+    """
+    batch = len(ids)
+    col = np.arange(settings.max_seq_length)[None, :]
+    valid = np.arange(settings.max_predictions_per_seq)[None, :] < counts[:, None]
+    masked_lm_ids = np.where(valid, np.take_along_axis(ids, positions, axis=1), 0)
+    rows = np.repeat(np.arange(batch), settings.max_predictions_per_seq).reshape(valid.shape)
+    ids[rows[valid], positions[valid]] = replacements[valid]
+    return {
+        "input_ids": ids,
+        "input_mask": (col < lengths[:, None]).astype(np.int64),
+        "segment_ids": ((col >= len_a[:, None] + 2) & (col < lengths[:, None])).astype(np.int64),
+        "masked_lm_positions": positions,
+        "masked_lm_ids": masked_lm_ids,
+        "masked_lm_weights": valid.astype(np.float32),
+        "next_sentence_labels": np.asarray(is_random_next, np.int64)[:, None],
+    }
+
+
+def _varint_rows(values):
+    """Protobuf varints of a [B, K] array of non-negative ints -> (flat uint8 bytes, bytes per row)."""
+    values = np.asarray(values, np.int64)
+    if values.size and values.min() < 0:
+        raise ValueError("negative value in an int64 feature; expected token ids, positions or labels")
+    top = int(values.max()) if values.size else 0
+    slots = 1
+    while top >= 1 << (7 * slots):
+        slots += 1
+    if slots == 1:
+        return values.astype(np.uint8).ravel(), np.full(len(values), values.shape[1], np.int64)
+    shifts = 7 * np.arange(slots, dtype=np.int64)
+    nbytes = np.ones(values.shape, np.int64)
+    for k in range(1, slots):
+        nbytes += values >= (1 << (7 * k))
+    groups = (values[..., None] >> shifts) & 0x7F
+    slot = np.arange(slots)[None, None, :]
+    groups |= (slot < nbytes[..., None] - 1) * 0x80
+    flat = groups[slot < nbytes[..., None]].astype(np.uint8)
+    return flat, nbytes.sum(axis=1)
+
+
+def _varint_column(values):
+    return _varint_rows(np.asarray(values, np.int64)[:, None])
+
+
+def _varint_len(values):
+    values = np.asarray(values, np.int64)
+    out = np.ones(values.shape, np.int64)
+    for k in range(1, 10):
+        out += values >= (1 << (7 * k))
+    return out
+
+
+def _concat_rows(parts, batch):
+    """Row-wise concatenation: parts are (flat bytes, bytes per row) or constant bytes -> (flat, row lengths)."""
+    lens = []
+    for part in parts:
+        if isinstance(part, bytes):
+            lens.append(np.full(batch, len(part), np.int64))
+        else:
+            lens.append(np.asarray(part[1], np.int64))
+    lens = np.stack(lens, axis=1)
+    row_len = lens.sum(axis=1)
+    row_start = np.cumsum(row_len) - row_len
+    seg_start = row_start[:, None] + np.cumsum(lens, axis=1) - lens
+    out = np.empty(int(row_len.sum()), np.uint8)
+    for s, part in enumerate(parts):
+        if isinstance(part, bytes):
+            if part:
+                dest = seg_start[:, s][:, None] + np.arange(len(part))[None, :]
+                out[dest] = np.frombuffer(part, np.uint8)[None, :]
+            continue
+        flat, part_len = part
+        if flat.size == 0:
+            continue
+        part_len = np.asarray(part_len, np.int64)
+        src_start = np.cumsum(part_len) - part_len
+        dest = np.repeat(seg_start[:, s] - src_start, part_len) + np.arange(flat.size)
+        out[dest] = flat
+    return out, row_len
+
+
+def serialize_examples(features):
+    """tf.train.Example wire bytes for a batch of feature arrays -> (flat bytes, record lengths)."""
+    batch = len(features["input_ids"])
+    feature_parts = []
+    for name in FEATURE_NAMES:
+        values = features[name]
+        if values.dtype == np.float32:
+            payload = (values.astype("<f4").view(np.uint8).ravel(), np.full(batch, 4 * values.shape[1], np.int64))
+            kind_tag = b"\x12"  # Feature.float_list
+        else:
+            payload = _varint_rows(values)
+            kind_tag = b"\x1a"  # Feature.int64_list
+        packed_len = payload[1]
+        list_len = 1 + _varint_len(packed_len) + packed_len          # Int64List / FloatList
+        feature_len = 1 + _varint_len(list_len) + list_len            # Feature
+        key = name.encode("ascii")
+        entry_len = 2 + len(key) + 1 + _varint_len(feature_len) + feature_len  # map entry
+        feature_parts.extend([
+            b"\x0a", _varint_column(entry_len),
+            b"\x0a" + bytes([len(key)]) + key + b"\x12", _varint_column(feature_len),
+            kind_tag, _varint_column(list_len),
+            b"\x0a", _varint_column(packed_len),
+            payload,
+        ])
+    body, body_len = _concat_rows(feature_parts, batch)
+    return _concat_rows([b"\x0a", _varint_column(body_len), (body, body_len)], batch)
+
+
+_CRC_TABLES = None
+
+
+def _crc_tables():
+    """CRC32C (Castagnoli) tables: the byte table and two 16-bit tables for 4-bytes-at-a-time steps."""
+    global _CRC_TABLES
+    if _CRC_TABLES is None:
+        table = np.arange(256, dtype=np.uint32)
+        for _ in range(8):
+            table = np.where(table & 1, (table >> 1) ^ np.uint32(0x82F63B78), table >> 1).astype(np.uint32)
+        t1 = (table >> 8) ^ table[table & 0xFF]
+        t2 = (t1 >> 8) ^ table[t1 & 0xFF]
+        t3 = (t2 >> 8) ^ table[t2 & 0xFF]
+        low = np.arange(1 << 16, dtype=np.uint32)
+        table_low = t3[low & 0xFF] ^ t2[low >> 8]
+        table_high = t1[low & 0xFF] ^ table[low >> 8]
+        _CRC_TABLES = (table, table_low, table_high)
+    return _CRC_TABLES
+
+
+def crc32c_rows(flat, lengths):
+    """CRC32C of each row of a row-concatenated byte array (vectorized across rows)."""
+    table, table_low, table_high = _crc_tables()
+    lengths = np.asarray(lengths, np.int64)
+    batch = len(lengths)
+    if batch == 0:
+        return np.zeros(0, np.uint32)
+    order = np.argsort(-lengths, kind="stable")
+    sorted_len = lengths[order]
+    src_start = (np.cumsum(lengths) - lengths)[order]
+    width = int(-(-int(sorted_len[0]) // 4) * 4) or 4
+    matrix = np.zeros((batch, width), np.uint8)
+    if flat.size:
+        row_of = np.repeat(np.arange(batch), sorted_len)
+        within = np.arange(int(sorted_len.sum())) - np.repeat(np.cumsum(sorted_len) - sorted_len, sorted_len)
+        matrix[row_of, within] = flat[np.repeat(src_start, sorted_len) + within]
+    words = np.ascontiguousarray(matrix.view("<u4").T)
+    num_words = sorted_len // 4
+    crc = np.full(batch, 0xFFFFFFFF, np.uint32)
+    for w in range(int(num_words[0])):
+        active = int(np.searchsorted(-num_words, -w, side="left"))  # rows with more than w words
+        c = crc[:active] ^ words[w, :active]
+        crc[:active] = table_low[c & 0xFFFF] ^ table_high[c >> 16]
+    tail_start = num_words * 4
+    for t in range(3):
+        rows = np.nonzero(sorted_len - tail_start > t)[0]
+        if rows.size == 0:
+            break
+        byte = matrix[rows, tail_start[rows] + t].astype(np.uint32)
+        c = crc[rows]
+        crc[rows] = table[(c ^ byte) & 0xFF] ^ (c >> 8)
+    crc ^= np.uint32(0xFFFFFFFF)
+    out = np.empty(batch, np.uint32)
+    out[order] = crc
+    return out
+
+
+def _masked_crc(crc):
+    crc = crc.astype(np.uint64)
+    return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def frame_records(flat, lengths):
+    """TFRecord framing: length (uint64), masked CRC32C of the length, data, masked CRC32C of the data."""
+    lengths = np.asarray(lengths, np.int64)
+    batch = len(lengths)
+    length_bytes = lengths.astype("<u8").view(np.uint8)
+    length_crc = _masked_crc(crc32c_rows(length_bytes, np.full(batch, 8)))
+    data_crc = _masked_crc(crc32c_rows(flat, lengths))
+    four = np.full(batch, 4, np.int64)
+    return _concat_rows([
+        (length_bytes, np.full(batch, 8, np.int64)),
+        (length_crc.astype("<u4").view(np.uint8), four),
+        (flat, lengths),
+        (data_crc.astype("<u4").view(np.uint8), four),
+    ], batch)
+
+
+class RecordWriters(object):
+    """Output files, opened up front; records go round-robin over them, as in the original."""
+
+    def __init__(self, paths):
+        if not paths:
+            raise ValueError("--output_file is required: comma-separated TFRecord paths")
+        self.paths = list(paths)
+        self.counts = [0] * len(self.paths)
+        self._files = []
+        self._opened = []
+        self._next = 0
+        for path in self.paths:
+            try:
+                self._files.append(_open(path, "wb"))
+                self._opened.append(path)
+            except Exception as err:  # OSError locally, tf errors remotely
+                self.abort()
+                raise ValueError("--output_file %s cannot be opened for writing: %s" % (path, err)) from err
+
+    def write(self, flat, lengths):
+        """Writes framed records (row-concatenated) in order, round-robin over the files."""
+        lengths = np.asarray(lengths, np.int64)
+        batch = len(lengths)
+        if batch == 0:
+            return
+        num_files = len(self._files)
+        if num_files == 1:
+            self._files[0].write(flat.tobytes())
+            self.counts[0] += batch
+            return
+        starts = np.cumsum(lengths) - lengths
+        which = (self._next + np.arange(batch)) % num_files
+        for f in range(num_files):
+            rows = np.nonzero(which == f)[0]
+            if rows.size == 0:
+                continue
+            sel_len = lengths[rows]
+            within = np.arange(int(sel_len.sum())) - np.repeat(np.cumsum(sel_len) - sel_len, sel_len)
+            self._files[f].write(flat[np.repeat(starts[rows], sel_len) + within].tobytes())
+            self.counts[f] += rows.size
+        self._next = (self._next + batch) % num_files
+
+    def close(self):
+        for handle in self._files:
+            handle.close()
+        self._files = []
+
+    def abort(self):
+        """Closes and deletes the files written so far (after an error), so no partial output is left."""
+        for handle in self._files:
+            try:
+                handle.close()
+            except Exception:  # pylint: disable=broad-except
+                pass
+        self._files = []
+        for path in self._opened:
+            try:
+                if _is_remote(path):
+                    import tensorflow as tf
+                    if tf.io.gfile.exists(path):
+                        tf.io.gfile.remove(path)
+                elif os.path.exists(path):
+                    os.remove(path)
+                    logging.info("removed incomplete output %s", path)
+            except Exception:  # pylint: disable=broad-except
+                logging.warning("could not remove incomplete output %s", path)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Logging.
+
+def log_examples(features, vocab, limit):
+    """Logs the first `limit` instances of a batch readably, as the original does."""
+    for row in range(min(limit, len(features["input_ids"]))):
+        length = int(features["input_mask"][row].sum())
+        num_masked = int(features["masked_lm_weights"][row].sum())
+        logging.info("*** Example ***")
+        logging.info("tokens: %s", " ".join(vocab.tokens(features["input_ids"][row, :length])))
+        logging.info("masked_lm_labels: %s", " ".join(vocab.tokens(features["masked_lm_ids"][row, :num_masked])))
+        for name in FEATURE_NAMES:
+            logging.info("%s: %s", name, " ".join(str(x) for x in features[name][row].tolist()))
+
+
+def _duration(seconds):
+    seconds = int(max(seconds, 0))
+    return "%d:%02d:%02d" % (seconds // 3600, seconds // 60 % 60, seconds % 60)
+
+
+class ProgressLog(object):
+    """Logs `done` of `total` with rate and ETA, at most every PROGRESS_SECONDS (or when forced)."""
+
+    def __init__(self, label, unit):
+        self.label = label
+        self.unit = unit
+        self.start = time.time()
+        self._last = self.start
+
+    def update(self, done, total=None, extra="", force=False):
+        now = time.time()
+        if not force and now - self._last < PROGRESS_SECONDS:
+            return
+        self._last = now
+        elapsed = max(now - self.start, 1e-9)
+        text = "%s: %s %s" % (self.label, "{:,}".format(done), self.unit)
+        if total:
+            text += " of %s (%.1f%%)" % ("{:,}".format(total), 100.0 * done / total)
+        text += ", %.0f %s/s" % (done / elapsed, self.unit)
+        if total and done:
+            text += ", elapsed %s, ETA %s" % (_duration(elapsed), _duration(elapsed * (total - done) / done))
+        if extra:
+            text += ", " + extra
+        logging.info("%s", text)
+
+
+def _peak_rss_mb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _no_documents_error(input_files):
+    return ValueError("no documents in --input_file (%s): expected UTF-8 text with one sentence per line and "
+                      "blank lines between documents" % ", ".join(input_files))
+
+
+def _write_batches(tokens, spans, masker, writers, settings, vocab, log_limit, progress=None, total=None):
+    """Assembles, masks, serializes and writes the instances `spans` [n, 5] in order, BATCH_SIZE at a time.
+
+    masker(ids, lengths, len_a, batch_rows) -> (positions, replacements, counts). Returns how many were logged.
+    """
+    logged = 0
+    num = len(spans)
+    for start in range(0, num, BATCH_SIZE):
+        batch = spans[start:start + BATCH_SIZE]
+        ids, lengths, len_a = assemble_input_ids(tokens, batch[:, 0], batch[:, 1], batch[:, 2], batch[:, 3],
+                                                 settings.max_seq_length, vocab.cls_id, vocab.sep_id)
+        positions, replacements, counts = masker(ids, lengths, len_a, start, start + len(batch))
+        features = build_features(ids, lengths, len_a, batch[:, 4], positions, replacements, counts, settings)
+        if logged < log_limit:
+            log_examples(features, vocab, log_limit - logged)
+            logged = min(log_limit, logged + len(batch))
+        writers.write(*frame_records(*serialize_examples(features)))
+        if progress is not None:
+            progress(start + len(batch))
+    return logged
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Exact mode.
+
+def run_exact(input_files, output_files, vocab_file, do_lower_case, settings, cache_size=500_000):
+    """The original create_pretraining_data.py main(): returns {output path: instances written}."""
+    vocab_dict = _load_vocab(vocab_file)
+    vocab = Vocab(vocab_dict)
+    tokenizer = CachedTokenizer(vocab_dict, do_lower_case, cache_size)
+    total_bytes = sum(_file_size(path) for path in input_files)
+    writers = RecordWriters(output_files)
+    try:
+        read_log = ProgressLog("read", "bytes")
+        corpus, stats = read_corpus_exact(
+            input_files, tokenizer,
+            progress=lambda st, co: read_log.update(st.bytes, total_bytes,
+                                                    "%d documents" % len(co.docs)))
+        if not corpus.docs:
+            raise _no_documents_error(input_files)
+        logging.info("read %d documents, %d sentences, %d tokens (%d lines) from %d files",
+                     len(corpus.docs), len(corpus.starts) - 1, corpus.num_tokens, stats.lines, len(input_files))
+        if len(corpus.docs) == 1:
+            logging.warning("only one document: random next sentences come from the same document, as in the "
+                            "original")
+        rng = random.Random(settings.random_seed)
+        gen_log = ProgressLog("instances", "passes")
+        instances = create_training_instances(
+            corpus, vocab, settings, rng,
+            progress=lambda done, made: gen_log.update(done, settings.dupe_factor, "%d instances" % made,
+                                                       force=True))
+        logging.info("*** Writing to output files ***")
+        for path in output_files:
+            logging.info("  %s", path)
+        spans = np.array([inst[:5] for inst in instances], np.int64).reshape(-1, 5)
+        tokens = np.frombuffer(corpus.tokens, np.int32) if corpus.num_tokens else np.zeros(1, np.int32)
+        pred = settings.max_predictions_per_seq
+
+        def masker(ids, lengths, len_a, lo, hi):
+            chunk = instances[lo:hi]
+            counts = np.array([len(inst[5]) for inst in chunk], np.int64)
+            rows = np.repeat(np.arange(len(chunk)), counts)
+            cols = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+            positions = np.zeros((len(chunk), pred), np.int64)
+            replacements = np.zeros((len(chunk), pred), np.int64)
+            positions[rows, cols] = [p for inst in chunk for p in inst[5]]
+            replacements[rows, cols] = [r for inst in chunk for r in inst[6]]
+            return positions, replacements, counts
+
+        write_log = ProgressLog("wrote", "instances")
+        _write_batches(tokens, spans, masker, writers, settings, vocab, NUM_EXAMPLES_TO_LOG,
+                       progress=lambda done: write_log.update(done, len(instances)))
+        writers.close()
+    except BaseException:
+        writers.abort()
+        raise
+    result = dict(zip(writers.paths, writers.counts))
+    for path, count in result.items():
+        logging.info("%s: %d instances", path, count)
+    logging.info("Wrote %d total instances", sum(result.values()))
+    return result
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Fast mode.
+
+def byte_ranges(sizes, num_parts):
+    """Splits the concatenation of files of `sizes` bytes into `num_parts` ranges: [(start, end)]."""
+    total = sum(sizes)
+    return [(total * k // num_parts, total * (k + 1) // num_parts) for k in range(num_parts)]
+
+
+def range_parts(input_files, sizes, start, end):
+    """The (path, local start, local end) pieces of files that global byte range [start, end) covers."""
+    parts = []
+    offset = 0
+    for path, size in zip(input_files, sizes):
+        lo = max(start - offset, 0)
+        hi = min(end - offset, size)
+        if lo < hi:
+            parts.append((path, lo, hi))
+        offset += size
+    return parts
+
+
+def fast_output_paths(output_files, num_workers, num_tasks, task_index):
+    """Output paths of each local worker (see the module docstring)."""
+    total_workers = num_workers * num_tasks
+    if len(output_files) == 1 and total_workers > 1:
+        return [["%s-%05d-of-%05d" % (output_files[0], task_index * num_workers + w, total_workers)]
+                for w in range(num_workers)]
+    if len(output_files) % num_workers:
+        raise ValueError("--output_file has %d paths and --num_workers=%d: give one path (shards are named "
+                         "PATH-0000k-of-0000n) or a multiple of num_workers paths"
+                         % (len(output_files), num_workers))
+    share = len(output_files) // num_workers
+    return [output_files[w * share:(w + 1) * share] for w in range(num_workers)]
+
+
+_FAST_SHARED = {}
+
+
+def _window_seeds(random_seed, worker, total_workers, window_index):
+    seq = np.random.SeedSequence([random_seed & 0xFFFFFFFFFFFFFFFF, worker, total_workers, window_index])
+    python_seed = int.from_bytes(seq.generate_state(4, np.uint32).tobytes(), "little")
+    return random.Random(python_seed), np.random.default_rng(seq)
+
+
+def fast_worker(job):
+    """One fast-mode worker: streams its byte range window by window and writes its shard(s)."""
+    vocab_dict, vocab = _FAST_SHARED["vocab"]
+    settings = job["settings"]
+    worker = job["worker"]
+    label = "worker %d/%d" % (worker, job["total_workers"])
+    tokenizer = CachedTokenizer(vocab_dict, job["do_lower_case"], job["cache_size"])
+    writers = RecordWriters(job["paths"])
+    stats = ReadStats()
+    range_bytes = sum(hi - lo for _, lo, hi in job["parts"])
+    state = {"documents": 0, "instances": 0, "windows": 0, "logged": 0, "single_doc_warned": False}
+    progress = ProgressLog(label, "instances")
+
+    def report(force=False):
+        progress.update(state["instances"], None, "%d documents, %.1f%% of its %.1f MB read, ETA %s" % (
+            state["documents"], 100.0 * stats.bytes / max(range_bytes, 1), range_bytes / 1e6,
+            _duration((time.time() - progress.start) * (range_bytes - stats.bytes) / max(stats.bytes, 1))),
+            force=force)
+
+    def process(window):
+        if not window.docs:
+            return
+        rng, rng_np = _window_seeds(settings.random_seed, worker, job["total_workers"], state["windows"])
+        state["windows"] += 1
+        if len(window.docs) == 1 and not state["single_doc_warned"]:
+            state["single_doc_warned"] = True
+            logging.warning("%s: a window holds a single document; its random next sentences come from the "
+                            "same document", label)
+        docs = list(window.docs)
+        rng.shuffle(docs)
+        spans = array.array("q")
+        emit = lambda *span: spans.extend(span)
+        for _ in range(settings.dupe_factor):
+            for document_index in range(len(docs)):
+                document_instance_spans(window.starts, docs, document_index, settings.max_seq_length,
+                                        settings.short_seq_prob, rng, emit)
+        spans = np.frombuffer(spans, np.int64).reshape(-1, 5)
+        spans = spans[rng_np.permutation(len(spans))]
+        tokens = np.frombuffer(window.tokens, np.int32)
+        masker = lambda ids, lengths, len_a, lo, hi: mask_batch(ids, lengths, len_a, settings, vocab, rng_np)
+        base = state["instances"]
+
+        def written(done):
+            state["instances"] = base + done
+            report()
+
+        limit = job["log_examples"] - state["logged"]
+        state["logged"] += _write_batches(tokens, spans, masker, writers, settings, vocab, max(limit, 0),
+                                          progress=written)
+
+    try:
+        window = Corpus()
+        for path, lo, hi in job["parts"]:
+            for document in read_documents_in_range(path, lo, hi, tokenizer, stats):
+                for ids in document:
+                    window.add_sentence(ids)
+                window.end_document()
+                state["documents"] += 1
+                if window.num_tokens >= job["window_tokens"]:
+                    tokens_per_byte = window.num_tokens / max(stats.bytes - job.get("_window_bytes", 0), 1)
+                    remaining = (range_bytes - stats.bytes) * tokens_per_byte
+                    if remaining >= job["window_tokens"] / 2:
+                        process(window)
+                        job["_window_bytes"] = stats.bytes
+                        window = Corpus()
+                report()
+        process(window)
+        writers.close()
+    except BaseException:
+        writers.abort()
+        raise
+    report(force=True)
+    _log_tokenless(stats, label)
+    if state["documents"] == 0:
+        logging.warning("%s: no document begins in its byte range; its output %s is empty",
+                        label, ", ".join(job["paths"]))
+    return {"worker": worker, "paths": writers.paths, "counts": writers.counts, "documents": state["documents"],
+            "instances": state["instances"], "peak_rss_mb": _peak_rss_mb()}
+
+
+def run_fast(input_files, output_files, vocab_file, do_lower_case, settings, num_workers, window_tokens=10_000_000,
+             num_tasks=1, task_index=0, cache_size=500_000):
+    """Fast mode (see the module docstring): returns {output path: instances written}."""
+    if num_workers < 1:
+        raise ValueError("--num_workers=%d: fast mode needs at least 1 worker" % num_workers)
+    if num_tasks < 1 or not 0 <= task_index < num_tasks:
+        raise ValueError("--task_index=%d, --num_tasks=%d: expected 0 <= task_index < num_tasks"
+                         % (task_index, num_tasks))
+    if window_tokens < 1:
+        raise ValueError("--window_tokens=%d: expected a positive number of tokens" % window_tokens)
+    vocab_dict = _load_vocab(vocab_file)
+    _FAST_SHARED["vocab"] = (vocab_dict, Vocab(vocab_dict))
+    sizes = [_file_size(path) for path in input_files]
+    total_workers = num_workers * num_tasks
+    paths = fast_output_paths(output_files, num_workers, num_tasks, task_index)
+    ranges = byte_ranges(sizes, total_workers)
+    jobs = []
+    for w in range(num_workers):
+        worker = task_index * num_workers + w
+        start, end = ranges[worker]
+        jobs.append({"worker": worker, "total_workers": total_workers, "settings": settings,
+                     "parts": range_parts(input_files, sizes, start, end), "paths": paths[w],
+                     "do_lower_case": do_lower_case, "cache_size": cache_size, "window_tokens": window_tokens,
+                     "log_examples": NUM_EXAMPLES_TO_LOG if w == 0 else 0})
+    logging.info("fast mode: %d workers (%d of %d in all), %.1f MB of input, windows of %d tokens",
+                 num_workers, num_workers, total_workers, sum(sizes) / 1e6, window_tokens)
+    if num_workers == 1:
+        results = [fast_worker(jobs[0])]
+    else:
+        with multiprocessing.get_context("fork").Pool(num_workers) as pool:
+            results = pool.map(fast_worker, jobs, chunksize=1)
+    result = {}
+    for res in results:
+        result.update(zip(res["paths"], res["counts"]))
+    if sum(result.values()) == 0 and task_index == 0 and num_tasks == 1:
+        for path in result:
+            if not _is_remote(path) and os.path.exists(path):
+                os.remove(path)
+        raise _no_documents_error(input_files)
+    for res in results:
+        logging.info("worker %d: %d documents, %d instances, peak RSS %.0f MB", res["worker"], res["documents"],
+                     res["instances"], res["peak_rss_mb"])
+    for path, count in result.items():
+        logging.info("%s: %d instances", path, count)
+    logging.info("Wrote %d total instances (peak RSS of this process %.0f MB)", sum(result.values()),
+                 _peak_rss_mb())
+    return result
+
+
+# ----------------------------------------------------------------------------------------------------------
+
+def run(input_file, output_file, vocab_file, do_lower_case=True, num_workers=0, window_tokens=10_000_000,
+        num_tasks=1, task_index=0, cache_size=500_000, **settings):
+    """Flag values in, output files written; returns {output path: instances written}."""
+    settings = Settings(**settings)
+    input_files = expand_input_files(input_file)
+    output_files = [path.strip() for path in (output_file or "").split(",") if path.strip()]
+    if not output_files:
+        raise ValueError("--output_file is required: comma-separated TFRecord paths")
+    logging.info("*** Reading from input files ***")
+    for path in input_files:
+        logging.info("  %s", path)
+    if num_workers == 0:
+        if num_tasks != 1:
+            raise ValueError("--num_tasks=%d needs fast mode (--num_workers >= 1)" % num_tasks)
+        return run_exact(input_files, output_files, vocab_file, do_lower_case, settings, cache_size)
+    return run_fast(input_files, output_files, vocab_file, do_lower_case, settings, num_workers, window_tokens,
+                    num_tasks, task_index, cache_size)
+
+
+def main(argv):
+    del argv
+    start = time.time()
+    run(FLAGS.input_file, FLAGS.output_file, FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,
+        num_workers=FLAGS.num_workers, window_tokens=FLAGS.window_tokens, num_tasks=FLAGS.num_tasks,
+        task_index=FLAGS.task_index, cache_size=FLAGS.tokenizer_cache_size,
+        max_seq_length=FLAGS.max_seq_length, max_predictions_per_seq=FLAGS.max_predictions_per_seq,
+        random_seed=FLAGS.random_seed, dupe_factor=FLAGS.dupe_factor, masked_lm_prob=FLAGS.masked_lm_prob,
+        short_seq_prob=FLAGS.short_seq_prob, do_whole_word_mask=FLAGS.do_whole_word_mask)
+    logging.info("done in %.1f s", time.time() - start)
+
+
+if __name__ == "__main__":
+    define_flags()
+    flags.mark_flag_as_required("input_file")
+    flags.mark_flag_as_required("output_file")
+    flags.mark_flag_as_required("vocab_file")
+    app.run(main)
