@@ -1,0 +1,275 @@
+"""The original BERT optimizer (AdamWeightDecay), LAMB, the learning-rate schedule and gradient accumulation.
+
+Public API (stable):
+  LinearWarmupDecay(init_lr, num_train_steps, num_warmup_steps): callable(global_step) -> float32 lr,
+    the original's polynomial (power 1) decay to 0 with linear warm-up.
+  create_optimizer(init_lr, num_train_steps, num_warmup_steps, optimizer_type="adamw"|"lamb",
+    weight_decay_rate=0.01, clip_norm=1.0, global_step=None, ...) -> AdamWeightDecay or Lamb.
+  optimizer.build(variables_by_name): creates `global_step` (unless one was given) and the slots
+    NAME/adam_m, NAME/adam_v for each trainable variable; call it under the distribution strategy's scope.
+  optimizer.apply_gradients(grads_and_vars): in replica context (plain code, tf.function, XLA, or inside
+    strategy.run) all-reduces the gradients (mean over replicas), clips them to global norm `clip_norm`,
+    applies the update (learning rate: see below), then increments global_step, as the original
+    train_op. Returns the global norm before clipping.
+  optimizer.variables_by_name() -> {"global_step", "NAME/adam_m", "NAME/adam_v", ...} (original order);
+    optimizer.global_step; optimizer.learning_rate(step) (the schedule); optimizer.current_learning_rate()
+    (the rate the next apply_gradients uses).
+  GradientAccumulator(variables): accumulate(grads) sums micro-batch gradients (IndexedSlices densified),
+    gradients() returns their mean, reset() zeroes them; usable inside tf.function and strategy.run.
+    The mean over N micro-batches of a mean-reduced loss equals the gradient of one N-times larger batch.
+
+Learning-rate step: the original train_op groups the update with `global_step.assign(global_step + 1)` and
+reads global_step for the schedule without ordering the two; the original's recorded step (reference
+checkpoint, global_step 30 -> 31) used the rate of the incremented step, lr(31). `lr_step_offset=1` (default)
+reproduces that; `lr_step_offset=0` uses the rate of the step before the increment.
+"""
+import collections
+import re
+
+import keras
+import tensorflow as tf
+from absl import logging
+
+DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
+
+
+class LinearWarmupDecay(object):
+    """Original learning rate: linear warm-up for num_warmup_steps, then linear decay to 0 at num_train_steps."""
+
+    def __init__(self, init_lr, num_train_steps, num_warmup_steps=0, end_learning_rate=0.0):
+        if num_train_steps is None or num_train_steps <= 0:
+            raise ValueError(f"num_train_steps must be positive, got {num_train_steps}")
+        if num_warmup_steps is None or num_warmup_steps < 0:
+            raise ValueError(f"num_warmup_steps must be >= 0, got {num_warmup_steps}")
+        if init_lr <= 0:
+            raise ValueError(f"init_lr (learning_rate) must be positive, got {init_lr}")
+        self.init_lr = float(init_lr)
+        self.num_train_steps = int(num_train_steps)
+        self.num_warmup_steps = int(num_warmup_steps)
+        self.end_learning_rate = float(end_learning_rate)
+
+    def __call__(self, global_step):
+        step = tf.cast(global_step, tf.float32)
+        decay_steps = tf.constant(float(self.num_train_steps), tf.float32)
+        p = tf.minimum(step, decay_steps) / decay_steps
+        lr = tf.constant(self.init_lr - self.end_learning_rate, tf.float32) * tf.pow(1.0 - p, 1.0) + \
+            self.end_learning_rate
+        if self.num_warmup_steps:
+            steps_int = tf.cast(global_step, tf.int32)
+            warmup_int = tf.constant(self.num_warmup_steps, tf.int32)
+            warmup_lr = self.init_lr * (tf.cast(steps_int, tf.float32) / tf.cast(warmup_int, tf.float32))
+            is_warmup = tf.cast(steps_int < warmup_int, tf.float32)
+            lr = (1.0 - is_warmup) * lr + is_warmup * warmup_lr
+        return lr
+
+
+def _tf_variable(variable):
+    """The tf.Variable (possibly distributed) behind a Keras variable."""
+    if isinstance(variable, keras.Variable):
+        return variable.value
+    return variable
+
+
+def _dense(grad):
+    if isinstance(grad, tf.IndexedSlices):
+        return tf.convert_to_tensor(grad)
+    return grad
+
+
+class _WeightDecayOptimizer(object):
+    """Shared machinery: slots, global step, all-reduce, clipping, distributed update."""
+
+    def __init__(self, learning_rate, weight_decay_rate=0.01, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
+                 exclude_from_weight_decay=DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY, clip_norm=1.0, global_step=None,
+                 increment_global_step=True, lr_step_offset=1):
+        self.learning_rate = learning_rate if callable(learning_rate) else (lambda step, lr=learning_rate: lr)
+        self.weight_decay_rate = weight_decay_rate
+        self.beta_1 = beta_1
+        self.beta_2 = beta_2
+        self.epsilon = epsilon
+        self.exclude_from_weight_decay = list(exclude_from_weight_decay or [])
+        self.clip_norm = clip_norm
+        self.increment_global_step = increment_global_step
+        self.lr_step_offset = int(lr_step_offset)
+        self.global_step = global_step
+        self._names = {}
+        self._slots = collections.OrderedDict()
+        self.built = False
+
+    def _do_use_weight_decay(self, name):
+        if not self.weight_decay_rate:
+            return False
+        return not any(re.search(pattern, name) is not None for pattern in self.exclude_from_weight_decay)
+
+    def build(self, variables_by_name):
+        """Creates global_step (if needed) and zero slots NAME/adam_m, NAME/adam_v for trainable variables."""
+        if self.built:
+            return
+        if self.global_step is None:
+            self.global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
+                                           aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+        for name, variable in variables_by_name.items():
+            if not getattr(variable, "trainable", True):
+                continue
+            self._names[id(variable)] = name
+            self._names[id(_tf_variable(variable))] = name
+            shape = tuple(int(d) for d in variable.shape)
+            with tf.init_scope():
+                m = tf.Variable(tf.zeros(shape, tf.float32), trainable=False, name=name.replace("/", "__") + "__m")
+                v = tf.Variable(tf.zeros(shape, tf.float32), trainable=False, name=name.replace("/", "__") + "__v")
+            self._slots[name] = (variable, m, v)
+        self.built = True
+
+    def current_learning_rate(self):
+        """The learning rate the next apply_gradients uses."""
+        return self.learning_rate(self.global_step.read_value() + self.lr_step_offset)
+
+    def variables_by_name(self):
+        """{"global_step": ..., "NAME/adam_m": ..., "NAME/adam_v": ...}."""
+        out = collections.OrderedDict()
+        if self.global_step is not None:
+            out["global_step"] = self.global_step
+        for name, (_, m, v) in self._slots.items():
+            out[name + "/adam_m"] = m
+            out[name + "/adam_v"] = v
+        return out
+
+    def _name_of(self, variable):
+        name = self._names.get(id(variable))
+        if name is None:
+            raise ValueError(f"Variable {getattr(variable, 'path', getattr(variable, 'name', variable))} was not "
+                             f"passed to optimizer.build()")
+        return name
+
+    def apply_gradients(self, grads_and_vars):
+        """All-reduce (mean), clip to global norm, update, increment global_step; returns the global norm."""
+        grads_and_vars = [(g, v) for g, v in grads_and_vars]
+        if not self.built:
+            raise ValueError("Call optimizer.build(variables_by_name) (under the strategy scope) first")
+        missing = [self._name_of(v) for g, v in grads_and_vars if g is None]
+        if missing:
+            logging.warning("No gradient for %s", missing)
+        grads_and_vars = [(g, v) for g, v in grads_and_vars if g is not None]
+        grads = [g for g, _ in grads_and_vars]
+        variables = [v for _, v in grads_and_vars]
+        ctx = tf.distribute.get_replica_context()
+        if ctx is None:
+            raise ValueError("apply_gradients must run in replica context (inside strategy.run or plain code)")
+        if ctx.num_replicas_in_sync > 1:
+            grads = ctx.all_reduce(tf.distribute.ReduceOp.MEAN, grads)
+        if self.clip_norm:
+            grads, global_norm = tf.clip_by_global_norm(grads, clip_norm=self.clip_norm)
+        else:
+            global_norm = tf.linalg.global_norm(grads)
+        names = [self._name_of(v) for v in variables]
+        ctx.merge_call(self._apply_cross_replica, args=(grads, names))
+        return global_norm
+
+    def _apply_cross_replica(self, strategy, grads, names):
+        lr = self.learning_rate(self.global_step.read_value() + self.lr_step_offset)
+        updates = []
+        for grad, name in zip(grads, names):
+            variable, m, v = self._slots[name]
+            updates.append(strategy.extended.update(
+                _tf_variable(variable), self._update_one, args=(grad, m, v, lr, name), group=True))
+        with tf.control_dependencies(updates):
+            if self.increment_global_step:
+                return self.global_step.assign_add(1)
+            return tf.no_op()
+
+    def _update_one(self, param, grad, m, v, lr, name):
+        raise NotImplementedError
+
+
+class AdamWeightDecay(_WeightDecayOptimizer):
+    """The original AdamWeightDecayOptimizer: Adam without bias correction, decoupled weight decay."""
+
+    def _update_one(self, param, grad, m, v, lr, name):
+        grad = _dense(grad)
+        next_m = tf.multiply(self.beta_1, m) + tf.multiply(1.0 - self.beta_1, grad)
+        next_v = tf.multiply(self.beta_2, v) + tf.multiply(1.0 - self.beta_2, tf.square(grad))
+        update = next_m / (tf.sqrt(next_v) + self.epsilon)
+        if self._do_use_weight_decay(name):
+            update += self.weight_decay_rate * param
+        next_param = param - lr * update
+        return tf.group(param.assign(next_param), m.assign(next_m), v.assign(next_v))
+
+
+class Lamb(_WeightDecayOptimizer):
+    """LAMB (You et al. 2019): bias-corrected Adam direction scaled by the trust ratio ||w|| / ||update||."""
+
+    def __init__(self, learning_rate, exclude_from_layer_adaptation=None, **kwargs):
+        super().__init__(learning_rate, **kwargs)
+        self.exclude_from_layer_adaptation = list(
+            exclude_from_layer_adaptation if exclude_from_layer_adaptation is not None
+            else self.exclude_from_weight_decay)
+
+    def _update_one(self, param, grad, m, v, lr, name):
+        grad = _dense(grad)
+        t = tf.cast(self.global_step.read_value() + 1, tf.float32)
+        next_m = tf.multiply(self.beta_1, m) + tf.multiply(1.0 - self.beta_1, grad)
+        next_v = tf.multiply(self.beta_2, v) + tf.multiply(1.0 - self.beta_2, tf.square(grad))
+        m_hat = next_m / (1.0 - tf.pow(self.beta_1, t))
+        v_hat = next_v / (1.0 - tf.pow(self.beta_2, t))
+        update = m_hat / (tf.sqrt(v_hat) + self.epsilon)
+        if self._do_use_weight_decay(name):
+            update += self.weight_decay_rate * param
+        ratio = 1.0
+        if not any(re.search(p, name) is not None for p in self.exclude_from_layer_adaptation):
+            w_norm = tf.norm(param)
+            u_norm = tf.norm(update)
+            ratio = tf.where(w_norm > 0.0, tf.where(u_norm > 0.0, w_norm / u_norm, 1.0), 1.0)
+        next_param = param - ratio * lr * update
+        return tf.group(param.assign(next_param), m.assign(next_m), v.assign(next_v))
+
+
+def create_optimizer(init_lr, num_train_steps, num_warmup_steps, optimizer_type="adamw", weight_decay_rate=0.01,
+                     clip_norm=1.0, global_step=None, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
+                     exclude_from_weight_decay=DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY, lr_step_offset=1):
+    """The original optimizer setup (schedule + AdamWeightDecay, or LAMB); call .build() on it next."""
+    schedule = LinearWarmupDecay(init_lr, num_train_steps, num_warmup_steps)
+    kwargs = dict(weight_decay_rate=weight_decay_rate, beta_1=beta_1, beta_2=beta_2, epsilon=epsilon,
+                  exclude_from_weight_decay=exclude_from_weight_decay, clip_norm=clip_norm, global_step=global_step,
+                  lr_step_offset=lr_step_offset)
+    if optimizer_type == "adamw":
+        return AdamWeightDecay(schedule, **kwargs)
+    if optimizer_type == "lamb":
+        return Lamb(schedule, **kwargs)
+    raise ValueError(f"optimizer_type must be 'adamw' or 'lamb', got {optimizer_type!r}")
+
+
+class GradientAccumulator(object):
+    """Sums gradients of N micro-batches in variables; gradients() gives their mean."""
+
+    def __init__(self, variables):
+        self._variables = list(variables)
+        with tf.init_scope():
+            self._sums = [tf.Variable(tf.zeros([int(d) for d in v.shape], tf.float32), trainable=False,
+                                      synchronization=tf.VariableSynchronization.ON_READ,
+                                      aggregation=tf.VariableAggregation.SUM,
+                                      name=f"accum_{i}") for i, v in enumerate(self._variables)]
+            self._count = tf.Variable(0, dtype=tf.int64, trainable=False, name="accum_count",
+                                      synchronization=tf.VariableSynchronization.ON_READ,
+                                      aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+
+    @property
+    def count(self):
+        return self._count
+
+    def accumulate(self, grads):
+        """Adds one micro-batch's gradients (None counts as zero)."""
+        if len(grads) != len(self._sums):
+            raise ValueError(f"Expected {len(self._sums)} gradients, got {len(grads)}")
+        ops = [s.assign_add(tf.cast(_dense(g), tf.float32)) for s, g in zip(self._sums, grads) if g is not None]
+        with tf.control_dependencies(ops):
+            return self._count.assign_add(1)
+
+    def gradients(self):
+        """Mean of the accumulated gradients (this replica's), ready for apply_gradients."""
+        count = tf.cast(tf.maximum(self._count.read_value(), 1), tf.float32)
+        return [s.read_value() / count for s in self._sums]
+
+    def reset(self):
+        ops = [s.assign(tf.zeros_like(s)) for s in self._sums]
+        with tf.control_dependencies(ops):
+            return self._count.assign(0)
