@@ -580,8 +580,8 @@ def compute_predictions(all_examples, all_features, all_results, n_best_size, ma
         for pred in prelim_predictions:
             if len(nbest) >= n_best_size:
                 break
-            feature = features[pred.feature_index]
             if pred.start_index > 0:  # a non-null prediction
+                feature = features[pred.feature_index]
                 tok_tokens = feature.tokens[pred.start_index:(pred.end_index + 1)]
                 orig_doc_start = feature.token_to_orig_map[pred.start_index]
                 orig_doc_end = feature.token_to_orig_map[pred.end_index]
