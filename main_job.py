@@ -161,12 +161,15 @@ def stdlib_documents(root=None):
 
 
 def write_corpus(documents, path, exclude=()):
-    """Writes documents as one sentence per line, a blank line between documents (create_pretraining_data's
-    input format). Sentences in `exclude` are left out (logged); returns (documents, sentences) written."""
+    """Writes documents (lists of sentences, or a {name: sentences} dict) as one sentence per line, a blank
+    line between documents (create_pretraining_data's input format). Sentences in `exclude` are left out
+    (logged); returns (documents, sentences) written."""
     exclude = set(exclude)
     n_docs = n_sent = n_excluded = 0
+    if isinstance(documents, dict):
+        documents = documents.values()
     with open(path, "w", encoding="utf-8") as f:
-        for sentences in documents.values():
+        for sentences in documents:
             kept = [s for s in sentences if s not in exclude]
             n_excluded += len(sentences) - len(kept)
             if not kept:
@@ -267,64 +270,435 @@ def write_tsv(rows, path):
 
 
 # ----------------------------------------------------------------------------------------------------------
-# The pipeline: each stage is the project's own script, run with its flags in a child process.
+# Progress display.
 # ----------------------------------------------------------------------------------------------------------
 ROOT = os.path.dirname(os.path.abspath(__file__))
 
 
-class Progress(object):
-    """Numbered stage headers with elapsed time; child output streamed with a prefix and kept in a log."""
+# Console lines kept from the stages' INFO logs (module, message prefix); everything goes to the log file.
+_CONSOLE_INFO = (
+    ("training", ("step ", "Training done", "Resumed from")),
+    ("create_pretraining_data", ("read ", "instances: ", "Wrote ")),
+    ("run_classifier", ("  Num examples", "  Num steps")),
+)
 
-    def __init__(self, num_stages, log_dir):
+
+def _console_filter(record):
+    if record.levelno >= 30:  # WARNING and above
+        return True
+    for module, prefixes in _CONSOLE_INFO:
+        if record.module == module:
+            return record.getMessage().startswith(prefixes)
+    return False
+
+
+def setup_logging(log_path, verbose=False):
+    """All log records go to log_path; the console gets warnings and the progress lines only (all if verbose)."""
+    import logging as pylogging
+    handler = logging.get_absl_handler()
+    if not verbose:
+        handler.addFilter(_console_filter)
+    file_handler = pylogging.FileHandler(log_path, mode="w", encoding="utf-8")
+    file_handler.setFormatter(logging.PythonFormatter())
+    pylogging.getLogger().addHandler(file_handler)
+    return file_handler
+
+
+class Progress(object):
+    """Numbered stage headers and notes with the elapsed time."""
+
+    def __init__(self, num_stages):
         import time
         self._time = time.time
         self.start = time.time()
         self.num_stages = num_stages
         self.stage = 0
-        self.log_dir = log_dir
 
     def header(self, title):
         self.stage += 1
-        print(f"\n[main_job {self.elapsed()}] stage {self.stage}/{self.num_stages}: {title}", flush=True)
+        self.line(f"\n[main_job {self.elapsed()}] stage {self.stage}/{self.num_stages}: {title}")
 
     def note(self, text):
-        print(f"[main_job {self.elapsed()}]   {text}", flush=True)
+        self.line(f"[main_job {self.elapsed()}]   {text}")
+
+    @staticmethod
+    def line(text):
+        """Prints to the console and logs (the console filter keeps main_job's INFO records off the console)."""
+        print(text, flush=True)
+        logging.info("%s", text.strip("\n"))
 
     def elapsed(self):
         seconds = int(self._time() - self.start)
         return f"{seconds // 60:02d}:{seconds % 60:02d}"
 
 
-def run_script(progress, name, script, args, show=None):
-    """Runs `python script args` from the repository root; streams lines matching `show` (all if None) and
-    writes everything to LOG_DIR/name.log. Raises RuntimeError naming the log on failure."""
+# ----------------------------------------------------------------------------------------------------------
+# Stages. Each calls the project's own script functions.
+# ----------------------------------------------------------------------------------------------------------
+def hold_out_documents(documents, every=20):
+    """Splits a list of documents into (train, eval): every `every`-th document is held out for the masked-LM
+    evaluation; with fewer than 2 * every documents nothing is held out and eval uses the training text."""
+    if len(documents) < 2 * every:
+        logging.info("corpus has %d documents (< %d): masked-LM eval uses the training text",
+                     len(documents), 2 * every)
+        return list(documents), list(documents)
+    train = [d for i, d in enumerate(documents) if i % every != every - 1]
+    held = [d for i, d in enumerate(documents) if i % every == every - 1]
+    return train, held
+
+
+def make_vocab(corpus_files, vocab_size, do_lower_case, path):
+    """WordPiece vocab of the corpus files through build_vocab.py; returns its size."""
+    import build_vocab
+
+    def lines():
+        for corpus_file in corpus_files:
+            with open(corpus_file, encoding="utf-8") as f:
+                for line in f:
+                    if line.strip():
+                        yield line.strip()
+
+    tokens = build_vocab.build_vocab(lines(), vocab_size, do_lower_case)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("".join(token + "\n" for token in tokens))
+    return len(tokens)
+
+
+def small_bert_config(vocab_size, hidden_size, num_layers, num_heads, max_seq_length):
+    """A small BertConfig for pre-training from scratch (original defaults otherwise)."""
+    import modeling
+    return modeling.BertConfig(vocab_size=vocab_size, hidden_size=hidden_size, num_hidden_layers=num_layers,
+                               num_attention_heads=num_heads, intermediate_size=4 * hidden_size,
+                               max_position_embeddings=max(128, max_seq_length))
+
+
+def pretraining_config(output_dir, bert_config_file, init_checkpoint, steps, batch_size, learning_rate,
+                       save_every, seed):
+    import training
+    return training.TrainingConfig(
+        output_dir=output_dir, bert_config_file=bert_config_file, init_checkpoint=init_checkpoint,
+        train_batch_size=batch_size, eval_batch_size=batch_size, learning_rate=learning_rate,
+        num_train_steps=steps, num_warmup_steps=max(1, steps // 10), save_checkpoints_steps=save_every,
+        iterations_per_loop=min(save_every, 50), keep_checkpoint_max=steps // save_every + 2, seed=seed)
+
+
+def evaluate_checkpoints(pretrain_dir, bert_config, eval_records, max_seq_length, max_predictions_per_seq,
+                         batch_size, max_eval_steps, on_result=None):
+    """Masked-LM / next-sentence eval of every checkpoint in pretrain_dir (run_pretraining --do_eval with the
+    checkpoint as init_checkpoint); returns [(step, results)], calling on_result(step, results) for each."""
+    import checkpoints
+    import run_pretraining
+    import training
+    manager = checkpoints.CheckpointManager(pretrain_dir)
+    rows = []
+    for path in manager.checkpoints:
+        step = int(path.rsplit("-", 1)[1])
+        config = training.TrainingConfig(output_dir=os.path.join(pretrain_dir, f"eval_step_{step}"),
+                                         init_checkpoint=path, eval_batch_size=batch_size)
+        result = run_pretraining.run_pretraining(
+            config, bert_config, eval_records, max_seq_length, max_predictions_per_seq, do_eval=True,
+            max_eval_steps=max_eval_steps)["eval"]
+        rows.append((step, result))
+        if on_result:
+            on_result(step, result)
+    return rows
+
+
+MLM_TABLE_HEADER = "  step  masked_lm_accuracy  masked_lm_loss  next_sentence_accuracy"
+
+
+def format_mlm_row(step, r):
+    return (f"{step:6d}  {r['masked_lm_accuracy']:18.4f}  {r['masked_lm_loss']:14.4f}  "
+            f"{r['next_sentence_accuracy']:22.4f}")
+
+
+def answer_requests(export_dir, texts):
+    """Loads the exported classifier (TensorFlow + tensorflow_text only) and returns [(text, label, prob)]."""
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (registers the tokenizer ops the SavedModel uses)
+    loaded = tf.saved_model.load(export_dir)
+    with open(os.path.join(export_dir, "assets.extra", "labels.txt"), encoding="utf-8") as f:
+        labels = [line.rstrip("\n") for line in f]
+    serve = loaded.signatures["serving_text"]
+    probabilities = serve(text_a=tf.constant(texts))["probabilities"].numpy()
+    return [(text, labels[int(p.argmax())], float(p.max())) for text, p in zip(texts, probabilities)]
+
+
+def answer_in_fresh_process(export_dir, texts, cwd):
+    """Runs answer_requests in a new Python process (cwd outside the repository); returns its stdout."""
     import subprocess
-    os.makedirs(progress.log_dir, exist_ok=True)
-    log_path = os.path.join(progress.log_dir, name + ".log")
-    cmd = [sys.executable, os.path.join(ROOT, script)] + [str(a) for a in args]
+    cmd = [sys.executable, os.path.abspath(__file__), f"--answer_export_dir={export_dir}"]
+    cmd += [f"--request={t}" for t in texts]
     env = dict(os.environ)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    env["PYTHONUNBUFFERED"] = "1"
-    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-    pattern = re.compile(show) if show else None
-    with open(log_path, "w", encoding="utf-8") as log:
-        log.write(" ".join(cmd) + "\n")
-        log.flush()
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, encoding="utf-8", errors="replace")
-        tail = collections.deque(maxlen=30)
-        for line in proc.stdout:
-            log.write(line)
-            tail.append(line)
-            if pattern is None or pattern.search(line):
-                print("    | " + _strip_log_prefix(line.rstrip()), flush=True)
-        code = proc.wait()
-    if code != 0:
-        raise RuntimeError(f"stage {name!r} failed (exit code {code}); command and output in {log_path}:\n"
-                           + "".join(tail))
-    return log_path
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        raise RuntimeError(f"answering from the SavedModel {export_dir} in a fresh process failed:\n"
+                           f"{proc.stderr[-3000:]}")
+    return proc.stdout
 
 
-def _strip_log_prefix(line):
-    """Drops absl's `I1122 00:21:05.123456 12345 file.py:12]` prefix for the console."""
-    return re.sub(r"^[IWEF]\d{4} [\d:.]+\s+\d+ [^\]]+\] ", "", line)
+# ----------------------------------------------------------------------------------------------------------
+# The whole job.
+# ----------------------------------------------------------------------------------------------------------
+DEFAULT_REQUESTS = (
+    "Schedule the callback to run soon on the event loop and return a handle that can cancel it.",
+    "Parse the message headers and return the payload decoded with the charset given in the header.",
+    "Record the failure of this test case and show the difference between the two values.",
+)
+
+
+def run_main_job(output_dir, corpus_file=None, vocab_file=None, init_checkpoint=None, bert_config_file=None,
+                 task_data_dir=None, labels=DEFAULT_LABELS, do_lower_case=True, vocab_size=8000,
+                 hidden_size=128, num_layers=2, num_heads=2, max_seq_length=64, max_predictions_per_seq=10,
+                 dupe_factor=3, pretrain_steps=300, pretrain_batch_size=32, pretrain_learning_rate=1e-3,
+                 eval_every=100, max_eval_steps=20, classifier_epochs=3.0, classifier_batch_size=32,
+                 classifier_learning_rate=1e-4, requests=DEFAULT_REQUESTS, seed=12345):
+    """Runs every stage into output_dir; returns {artifact name: path} plus the measured results."""
+    import json
+    import create_pretraining_data
+    import modeling
+    import run_classifier
+    import run_pretraining
+    import training
+
+    if init_checkpoint and not (bert_config_file and vocab_file):
+        raise ValueError("--init_checkpoint needs --bert_config_file and --vocab_file (the checkpoint's own)")
+    if bert_config_file and not init_checkpoint:
+        raise ValueError("--bert_config_file is only used with --init_checkpoint")
+    if eval_every < 1 or pretrain_steps < 0:
+        raise ValueError(f"--eval_every={eval_every} must be positive and --pretrain_steps={pretrain_steps} "
+                         "non-negative")
+    output_dir = os.path.abspath(output_dir)
+    os.makedirs(output_dir, exist_ok=True)
+    out = collections.OrderedDict(output_dir=output_dir, log=os.path.join(output_dir, "main_job.log"))
+    progress = Progress(6)
+
+    # 1. Corpus and classification data.
+    progress.header("corpus and classification data")
+    held_out, docs = set(), None
+    if task_data_dir is None:
+        task_data_dir = os.path.join(output_dir, "classifier_data")
+        os.makedirs(task_data_dir, exist_ok=True)
+        docs = stdlib_documents()
+        splits = build_classification_splits(docs, labels, seed=seed)
+        for name, rows in splits.items():
+            write_tsv(rows, os.path.join(task_data_dir, f"{name}.tsv"))
+            if name != "train":
+                held_out.update(sentence for sentence, _ in rows)
+        progress.note(f"classification task (which package a docstring sentence documents, {len(labels)} "
+                      f"classes: {', '.join(labels)}): " +
+                      ", ".join(f"{name} {len(rows)}" for name, rows in splits.items()) + f" -> {task_data_dir}")
+    else:
+        labels = None
+        progress.note(f"classification data: {task_data_dir} (label<TAB>sentence TSVs with a header)")
+    if corpus_file:
+        documents = read_corpus(corpus_file)
+        source = corpus_file
+    else:
+        if docs is None:
+            docs = stdlib_documents()
+        documents = [[s for s in doc if s not in held_out] for doc in docs.values()]
+        documents = [doc for doc in documents if doc]
+        source = f"docstrings of the Python standard library in {stdlib_dir()}"
+        if held_out:
+            logging.info("left %d classifier dev/test sentences out of the pre-training corpus", len(held_out))
+    train_docs, eval_docs = hold_out_documents(documents)
+    corpus_path = os.path.join(output_dir, "corpus_train.txt")
+    eval_corpus_path = os.path.join(output_dir, "corpus_eval.txt")
+    n_docs, n_sent = write_corpus(train_docs, corpus_path)
+    write_corpus(eval_docs, eval_corpus_path)
+    n_words = sum(len(s.split()) for d in train_docs for s in d)
+    progress.note(f"pre-training corpus from {source}: {n_docs} documents, {n_sent} sentences, {n_words} words "
+                  f"-> {corpus_path} (+ {len(eval_docs)} held-out documents -> {eval_corpus_path})")
+    out["corpus"] = corpus_path
+    out["classifier_data"] = task_data_dir
+
+    # 2. Vocabulary.
+    progress.header("WordPiece vocabulary (build_vocab.py)")
+    if vocab_file:
+        progress.note(f"using --vocab_file {vocab_file}")
+    else:
+        vocab_file = os.path.join(output_dir, "vocab.txt")
+        size = make_vocab([corpus_path], vocab_size, do_lower_case, vocab_file)
+        progress.note(f"{size} tokens -> {vocab_file}")
+    out["vocab"] = vocab_file
+
+    # 3. Pre-training data.
+    progress.header("masked-LM / next-sentence records (create_pretraining_data.py)")
+    data_dir = os.path.join(output_dir, "pretraining_data")
+    os.makedirs(data_dir, exist_ok=True)
+    records = os.path.join(data_dir, "train.tfrecord")
+    eval_records = os.path.join(data_dir, "eval.tfrecord")
+    counts = {}
+    for src, dst, dupe in ((corpus_path, records, dupe_factor), (eval_corpus_path, eval_records, 1)):
+        written = create_pretraining_data.run(
+            src, dst, vocab_file, do_lower_case=do_lower_case, max_seq_length=max_seq_length,
+            max_predictions_per_seq=max_predictions_per_seq, random_seed=seed, dupe_factor=dupe)
+        counts[dst] = sum(written.values()) if isinstance(written, dict) else written
+    progress.note(", ".join(f"{n} instances -> {path}" for path, n in counts.items()))
+    out["pretraining_data"] = data_dir
+
+    # 4. Pre-training.
+    pretrain_dir = os.path.join(output_dir, "pretrain")
+    if init_checkpoint:
+        bert_config = modeling.BertConfig.from_json_file(bert_config_file)
+    else:
+        with open(vocab_file, encoding="utf-8") as f:
+            n_vocab = sum(1 for _ in f)
+        bert_config = small_bert_config(n_vocab, hidden_size, num_layers, num_heads, max_seq_length)
+    os.makedirs(pretrain_dir, exist_ok=True)
+    bert_config_file = os.path.join(pretrain_dir, "bert_config.json")
+    bert_config.to_json_file(bert_config_file)
+    progress.header(f"pre-training {bert_config.num_hidden_layers} layers x {bert_config.hidden_size} hidden "
+                    f"for {pretrain_steps} steps (run_pretraining.py on training.py)")
+    if pretrain_steps:
+        config = pretraining_config(pretrain_dir, bert_config_file, init_checkpoint, pretrain_steps,
+                                    pretrain_batch_size, pretrain_learning_rate, eval_every, seed)
+        result = run_pretraining.run_pretraining(config, bert_config, records, max_seq_length,
+                                                 max_predictions_per_seq, do_train=True)
+        progress.note(f"trained to global step {result['train']['global_step']}")
+        progress.note("masked-LM accuracy on the held-out documents, per checkpoint:")
+        progress.line(MLM_TABLE_HEADER)
+        rows = evaluate_checkpoints(pretrain_dir, bert_config, eval_records, max_seq_length,
+                                    max_predictions_per_seq, pretrain_batch_size, max_eval_steps,
+                                    on_result=lambda step, r: progress.line(format_mlm_row(step, r)))
+        out["pretraining_eval"] = [(step, {k: float(v) for k, v in r.items()}) for step, r in rows]
+        with open(os.path.join(pretrain_dir, "mlm_accuracy_by_step.json"), "w", encoding="utf-8") as f:
+            json.dump(out["pretraining_eval"], f, indent=1)
+        pretrained = training_latest_checkpoint(pretrain_dir)
+    else:
+        if not init_checkpoint:
+            raise ValueError("--pretrain_steps=0 needs --init_checkpoint (nothing to fine-tune otherwise)")
+        pretrained = init_checkpoint
+        progress.note(f"skipped (--pretrain_steps=0): fine-tuning {init_checkpoint}")
+    out["pretrained_checkpoint"] = pretrained
+    out["bert_config"] = bert_config_file
+
+    # 5. Fine-tuning, evaluation, test predictions and export.
+    progress.header("fine-tuning, evaluating and exporting the classifier (run_classifier.py, custom TSV task)")
+    classifier_dir = os.path.join(output_dir, "classifier")
+    export_dir = os.path.join(output_dir, "export")
+    config = training.TrainingConfig(
+        output_dir=classifier_dir, bert_config_file=bert_config_file, init_checkpoint=pretrained,
+        train_batch_size=classifier_batch_size, eval_batch_size=classifier_batch_size,
+        predict_batch_size=classifier_batch_size, learning_rate=classifier_learning_rate,
+        save_checkpoints_steps=1000, iterations_per_loop=10, seed=seed)
+    processor_args = dict(text_a_column="sentence", label_column="label",
+                          label_list=list(labels) if labels else None)
+    results = run_classifier.run("custom", task_data_dir, vocab_file, config, do_lower_case=do_lower_case,
+                                 max_seq_length=max_seq_length, do_train=True, do_eval=True, do_predict=True,
+                                 num_train_epochs=classifier_epochs, export_dir=export_dir,
+                                 processor_args=processor_args)
+    evaluation = {k: float(v) for k, v in results["eval"].items()}
+    progress.note("dev set: " + ", ".join(f"{k} = {v:.4g}" for k, v in sorted(evaluation.items())))
+    progress.note(f"SavedModel (serving_default on token ids, serving_text on raw text) -> {export_dir}")
+    out["classifier"] = classifier_dir
+    out["classifier_eval"] = evaluation
+    out["export"] = export_dir
+
+    # 6. A raw-text request answered by the exported model in a fresh process.
+    progress.header("raw-text requests answered by the SavedModel in a fresh Python process")
+    answer = answer_in_fresh_process(export_dir, list(requests), cwd=output_dir)
+    progress.line(answer.rstrip("\n"))
+    out["answers"] = answer
+    return out
+
+
+def training_latest_checkpoint(directory):
+    import checkpoints
+    latest = checkpoints.CheckpointManager(directory).latest_checkpoint()
+    if latest is None:
+        raise FileNotFoundError(f"no checkpoint written in {directory}")
+    return latest
+
+
+def summary(out):
+    """Where each artifact is and how to look at it."""
+    d = out["output_dir"]
+    lines = [
+        "",
+        "=" * 100,
+        f"Main job done. Everything is under {d}:",
+        f"  corpus (pre-training text)        {out['corpus']}",
+        f"  classification data (TSV)         {out['classifier_data']}",
+        f"  WordPiece vocab                   {out['vocab']}",
+        f"  pre-training records              {out['pretraining_data']}",
+        f"  BERT config                       {out['bert_config']}",
+        f"  pre-trained checkpoint            {out['pretrained_checkpoint']}",
+        f"  classifier checkpoints            {out['classifier']}  (eval_results.txt, test_results.tsv)",
+        f"  SavedModel                        {out['export']}  (labels in assets.extra/labels.txt)",
+        f"  full log                          {out['log']}",
+        "",
+        "Look at the training curves (losses, learning rate, examples/s) in TensorBoard:",
+        f"  tensorboard --logdir {d}",
+        "  then open http://localhost:6006",
+        "Inspect the SavedModel's signatures:",
+        f"  saved_model_cli show --dir {out['export']} --all",
+        "Ask it about your own sentences (fresh process, TensorFlow + tensorflow_text only):",
+        f"  python main_job.py --answer_export_dir={out['export']} --request='Return the absolute path.'",
+        "=" * 100,
+    ]
+    return "\n".join(lines)
+
+
+def define_flags():
+    """Flags of the main job; every default runs the built-in demo."""
+    flags.DEFINE_string("output_dir", "output/main_job", "Where every artifact goes.")
+    flags.DEFINE_string("corpus_file", None, "Your own pre-training corpus: one sentence per line, blank lines "
+                        "between documents (default: the standard library's docstrings).")
+    flags.DEFINE_string("vocab_file", None, "Your own WordPiece vocab (default: built from the corpus).")
+    flags.DEFINE_string("init_checkpoint", None, "Your own BERT checkpoint to continue pre-training from "
+                        "(needs --bert_config_file and --vocab_file).")
+    flags.DEFINE_string("bert_config_file", None, "Config of --init_checkpoint.")
+    flags.DEFINE_string("task_data_dir", None, "Your own classification data: train.tsv, dev.tsv, test.tsv with "
+                        "a `label<TAB>sentence` header (default: the standard-library package task).")
+    flags.DEFINE_list("labels", list(DEFAULT_LABELS), "Packages of the built-in classification task.")
+    flags.DEFINE_bool("do_lower_case", True, "Lower-case the text (uncased vocab).")
+    flags.DEFINE_integer("vocab_size", 8000, "Size of the vocab built from the corpus.")
+    flags.DEFINE_integer("hidden_size", 128, "Hidden size of the BERT pre-trained from scratch.")
+    flags.DEFINE_integer("num_layers", 2, "Layers of the BERT pre-trained from scratch.")
+    flags.DEFINE_integer("num_heads", 2, "Attention heads of the BERT pre-trained from scratch.")
+    flags.DEFINE_integer("max_seq_length", 64, "Sequence length of pre-training and fine-tuning.")
+    flags.DEFINE_integer("max_predictions_per_seq", 10, "Masked positions per pre-training sequence.")
+    flags.DEFINE_integer("dupe_factor", 3, "Passes over the corpus with different masks.")
+    flags.DEFINE_integer("pretrain_steps", 300, "Pre-training steps (0: fine-tune --init_checkpoint as is).")
+    flags.DEFINE_integer("pretrain_batch_size", 32, "Pre-training batch size.")
+    flags.DEFINE_float("pretrain_learning_rate", 1e-3, "Pre-training peak learning rate.")
+    flags.DEFINE_integer("eval_every", 100, "Evaluate the masked-LM accuracy every this many steps.")
+    flags.DEFINE_integer("max_eval_steps", 20, "Batches of each masked-LM evaluation.")
+    flags.DEFINE_float("classifier_epochs", 3.0, "Fine-tuning epochs.")
+    flags.DEFINE_integer("classifier_batch_size", 32, "Fine-tuning batch size.")
+    flags.DEFINE_float("classifier_learning_rate", 1e-4, "Fine-tuning peak learning rate.")
+    flags.DEFINE_integer("seed", 12345, "Seed of data splits, masking and training.")
+    flags.DEFINE_multi_string("request", list(DEFAULT_REQUESTS), "Raw text sent to the exported model.")
+    flags.DEFINE_string("answer_export_dir", None, "Only answer --request with this exported SavedModel.")
+    flags.DEFINE_bool("verbose", False, "Show every log line of the stages (they always go to main_job.log).")
+
+
+def main(_):
+    logging.set_verbosity(logging.INFO)
+    if FLAGS.answer_export_dir:
+        for text, label, probability in answer_requests(FLAGS.answer_export_dir, FLAGS.request):
+            print(f"  {label:>12s} ({probability:.2f})  <- {text}")
+        return
+    os.makedirs(FLAGS.output_dir, exist_ok=True)
+    setup_logging(os.path.join(os.path.abspath(FLAGS.output_dir), "main_job.log"), FLAGS.verbose)
+    out = run_main_job(
+        FLAGS.output_dir, corpus_file=FLAGS.corpus_file, vocab_file=FLAGS.vocab_file,
+        init_checkpoint=FLAGS.init_checkpoint, bert_config_file=FLAGS.bert_config_file,
+        task_data_dir=FLAGS.task_data_dir, labels=tuple(FLAGS.labels), do_lower_case=FLAGS.do_lower_case,
+        vocab_size=FLAGS.vocab_size, hidden_size=FLAGS.hidden_size, num_layers=FLAGS.num_layers,
+        num_heads=FLAGS.num_heads, max_seq_length=FLAGS.max_seq_length,
+        max_predictions_per_seq=FLAGS.max_predictions_per_seq, dupe_factor=FLAGS.dupe_factor,
+        pretrain_steps=FLAGS.pretrain_steps, pretrain_batch_size=FLAGS.pretrain_batch_size,
+        pretrain_learning_rate=FLAGS.pretrain_learning_rate, eval_every=FLAGS.eval_every,
+        max_eval_steps=FLAGS.max_eval_steps, classifier_epochs=FLAGS.classifier_epochs,
+        classifier_batch_size=FLAGS.classifier_batch_size,
+        classifier_learning_rate=FLAGS.classifier_learning_rate, requests=tuple(FLAGS.request), seed=FLAGS.seed)
+    Progress.line(summary(out))
+
+
+if __name__ == "__main__":
+    define_flags()
+    app.run(main)

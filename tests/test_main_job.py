@@ -77,3 +77,55 @@ def test_corpus_file_round_trip(documents, tmp_path):
     empty.write_text("\n\n", encoding="utf-8")
     with pytest.raises(ValueError, match="holds no text"):
         main_job.read_corpus(str(empty))
+
+
+def _run_main_job(args, cwd, timeout=900):
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    proc = subprocess.run([sys.executable, os.path.join(root, "main_job.py")] + args, cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    return proc.stdout
+
+
+@pytest.mark.slow
+def test_reduced_main_job_end_to_end(tmp_path):
+    """The main job's code path with fewer steps, then again on the user's own corpus, vocab and checkpoint."""
+    import json
+    out = tmp_path / "job"
+    stdout = _run_main_job([f"--output_dir={out}", "--vocab_size=3000", "--pretrain_steps=30", "--eval_every=15",
+                            "--max_eval_steps=3", "--dupe_factor=1", "--classifier_epochs=1",
+                            "--request=Return the number of log records handled by this logger."], str(tmp_path))
+    for stage in range(1, 7):
+        assert f"stage {stage}/6" in stdout
+    # Artifacts.
+    vocab = (out / "vocab.txt").read_text(encoding="utf-8").split("\n")
+    assert vocab[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] or {"[PAD]", "[UNK]", "[CLS]", "[SEP]",
+                                                                          "[MASK]"} <= set(vocab)
+    assert (out / "pretraining_data" / "train.tfrecord").stat().st_size > 0
+    for name in ("train.tsv", "dev.tsv", "test.tsv"):
+        assert (out / "classifier_data" / name).exists()
+    evals = json.loads((out / "pretrain" / "mlm_accuracy_by_step.json").read_text())
+    assert [step for step, _ in evals] == [0, 15, 30]
+    assert evals[-1][1]["masked_lm_loss"] < evals[0][1]["masked_lm_loss"]
+    assert evals[-1][1]["masked_lm_accuracy"] > evals[0][1]["masked_lm_accuracy"]
+    assert (out / "classifier" / "eval_results.txt").exists() and (out / "classifier" / "test_results.tsv").exists()
+    assert (out / "export" / "saved_model.pb").exists()
+    assert any(name.startswith("events.out.tfevents") for name in os.listdir(out / "pretrain"))
+    assert "Return the number of log records handled by this logger." in stdout
+    assert f"tensorboard --logdir {out}" in stdout
+    assert "main_job.log" in stdout and (out / "main_job.log").stat().st_size > 0
+
+    # The same command on the user's own corpus, vocab, checkpoint and task data (no pre-training steps).
+    own = tmp_path / "own"
+    stdout = _run_main_job([f"--output_dir={own}", f"--corpus_file={out / 'corpus_eval.txt'}",
+                            f"--vocab_file={out / 'vocab.txt'}", f"--init_checkpoint={out / 'pretrain' / 'model.ckpt-30'}",
+                            f"--bert_config_file={out / 'pretrain' / 'bert_config.json'}",
+                            f"--task_data_dir={out / 'classifier_data'}", "--pretrain_steps=0",
+                            "--classifier_epochs=0.2", "--dupe_factor=1"], str(tmp_path))
+    assert f"using --vocab_file {out / 'vocab.txt'}" in stdout
+    assert f"fine-tuning {out / 'pretrain' / 'model.ckpt-30'}" in stdout
+    assert (own / "export" / "saved_model.pb").exists()
+    assert not (own / "vocab.txt").exists() and not (own / "classifier_data").exists()
