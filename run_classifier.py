@@ -19,6 +19,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+import checkpoints
 import modeling
 import tokenization
 import training
@@ -731,6 +732,11 @@ class ClassifierModel(keras.Model):
         out.update(self.head.variables_by_name())
         return out
 
+    @property
+    def _default_save_signature(self):
+        # Keras would trace a float-input signature; ClassifierExport defines the serving functions.
+        return None
+
     def call(self, features, training=False):
         outputs = self.bert(features["input_ids"], features["input_mask"], features["segment_ids"],
                             training=training)
@@ -775,45 +781,39 @@ class ClassifierTask(training.Task):
         loss, _ = classifier_loss(logits, features["label_ids"], self.is_regression)
         return loss, {"loss": loss}
 
-    def eval_metrics(self, model, features):
+    def evaluate_batch(self, model, features):
         logits = model(features, training=False)
-        _, per_example_loss = classifier_loss(logits, features["label_ids"], self.is_regression)
+        loss, per_example_loss = classifier_loss(logits, features["label_ids"], self.is_regression)
         weights = tf.cast(features["is_real_example"], tf.float32)
         count = tf.reduce_sum(weights)
         result = {"eval_loss": (tf.reduce_sum(per_example_loss * weights), count)}
         if self.is_regression:
-            x, y = logits[:, 0], tf.cast(features["label_ids"], tf.float32)
-            # Moments for Pearson; Spearman needs every prediction and is added from a prediction pass.
-            for name, value in (("x", x), ("y", y), ("xx", x * x), ("yy", y * y), ("xy", x * y)):
-                result["moment_" + name] = (tf.reduce_sum(value * weights), count)
-            return result
+            # Pearson and Spearman need every prediction: evaluate_on_examples adds them.
+            return loss, result
         predictions = tf.argmax(logits, axis=-1, output_type=tf.int32)
         labels = tf.cast(features["label_ids"], tf.int32)
         correct = tf.cast(tf.equal(predictions, labels), tf.float32)
         result["eval_accuracy"] = (tf.reduce_sum(correct * weights), count)
         if self.num_labels == 2:
-            p, l = tf.cast(predictions == 1, tf.float32), tf.cast(labels == 1, tf.float32)
-            for name, value in (("tp", p * l), ("fp", p * (1 - l)), ("fn", (1 - p) * l),
-                                ("tn", (1 - p) * (1 - l))):
+            p, t = tf.cast(predictions == 1, tf.float32), tf.cast(labels == 1, tf.float32)
+            for name, value in (("tp", p * t), ("fp", p * (1 - t)), ("fn", (1 - p) * t),
+                                ("tn", (1 - p) * (1 - t))):
                 result["confusion_" + name] = (tf.reduce_sum(value * weights), count)
-        return result
+        return loss, result
+
+    def eval_metrics(self, model, features):
+        return self.evaluate_batch(model, features)[1]
 
     def final_eval_results(self, results):
         results = dict(results)
-        moments = {k[len("moment_"):]: results.pop(k) for k in list(results) if k.startswith("moment_")}
         confusion = {k[len("confusion_"):]: results.pop(k) for k in list(results) if k.startswith("confusion_")}
-        if "f1" in self.metric_names and confusion:
-            tp, fp, fn = confusion["tp"], confusion["fp"], confusion["fn"]
-            results["eval_f1"] = 2 * tp / (2 * tp + fp + fn) if tp > 0 else 0.0
-        if "mcc" in self.metric_names and confusion:
+        if confusion:
             tp, fp, fn, tn = confusion["tp"], confusion["fp"], confusion["fn"], confusion["tn"]
-            denominator = math.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
-            results["eval_mcc"] = (tp * tn - fp * fn) / denominator if denominator else 0.0
-        if moments:
-            var_x = moments["xx"] - moments["x"] ** 2
-            var_y = moments["yy"] - moments["y"] ** 2
-            cov = moments["xy"] - moments["x"] * moments["y"]
-            results["eval_pearson"] = cov / math.sqrt(var_x * var_y) if var_x > 0 and var_y > 0 else 0.0
+            if "f1" in self.metric_names:
+                results["eval_f1"] = 2 * tp / (2 * tp + fp + fn) if tp > 0 else 0.0
+            if "mcc" in self.metric_names:
+                denominator = math.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
+                results["eval_mcc"] = (tp * tn - fp * fn) / denominator if denominator else 0.0
         return results
 
     def predict_outputs(self, model, features):
@@ -857,3 +857,390 @@ def pack_inputs(ids_a, ids_b, max_seq_length, cls_id, sep_id):
     input_mask = tf.ones_like(tokens).to_tensor(default_value=0, shape=shape)
     segment_ids = segments.to_tensor(default_value=0, shape=shape)
     return input_ids, input_mask, segment_ids
+
+
+# ----------------------------------------------------------------------------------------------
+# Runner: train / eval / predict through training.py, streaming prediction, SavedModel export.
+
+
+def dataset_fn_builder(input_file, seq_length, is_training, drop_remainder, is_regression, seed=None):
+    """An input function for training.py: (per-replica batch size, input context) -> tf.data.Dataset."""
+
+    def input_fn(batch_size, input_context=None):
+        d = file_based_dataset(input_file, seq_length, is_training, batch_size, drop_remainder,
+                               is_regression=is_regression, seed=seed)
+        if input_context is not None and input_context.num_input_pipelines > 1:
+            d = d.unbatch().shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+            d = d.batch(batch_size, drop_remainder=drop_remainder)
+        return d
+
+    return input_fn
+
+
+def num_train_steps_for(num_examples, train_batch_size, num_train_epochs, warmup_proportion):
+    """(num_train_steps, num_warmup_steps) as the original computes them."""
+    num_train_steps = int(num_examples / train_batch_size * num_train_epochs)
+    return num_train_steps, int(num_train_steps * warmup_proportion)
+
+
+def _feature_file(examples, label_list, max_seq_length, tokenizer, path):
+    file_based_convert_examples_to_features(examples, label_list, max_seq_length, tokenizer, path)
+    return path
+
+
+def evaluate_on_examples(task, examples, label_list, max_seq_length, tokenizer, config, strategy,
+                         output_dir, metric_names, checkpoint_path=None):
+    """Writes eval.tf_record, evaluates through training.py and writes eval_results.txt; returns results."""
+    num_actual = len(examples)
+    if config.use_tpu:
+        examples = pad_examples(examples, config.eval_batch_size)
+    eval_file = _feature_file(examples, label_list, max_seq_length, tokenizer,
+                              os.path.join(output_dir, "eval.tf_record"))
+    logging.info("***** Running evaluation *****")
+    logging.info("  Num examples = %d (%d actual, %d padding)", len(examples), num_actual,
+                 len(examples) - num_actual)
+    logging.info("  Batch size = %d", config.eval_batch_size)
+    is_regression = label_list is None
+    input_fn = dataset_fn_builder(eval_file, max_seq_length, False, config.use_tpu, is_regression)
+    result = training.evaluate(task, input_fn, config, strategy, checkpoint_path=checkpoint_path,
+                               results_file=None)
+    if is_regression:
+        scores, labels = [], []
+        for prediction, example in zip(
+                training.predict(task, input_fn, _predict_config(config, config.eval_batch_size), strategy,
+                                 checkpoint_path=checkpoint_path), examples):
+            if prediction["is_real_example"]:
+                scores.append(float(prediction["score"]))
+                labels.append(float(example.label))
+        result.update(compute_metrics(metric_names, scores, labels))
+    training.write_eval_results(os.path.join(output_dir, "eval_results.txt"), result)
+    return result
+
+
+def _predict_config(config, batch_size):
+    import dataclasses
+    return dataclasses.replace(config, predict_batch_size=batch_size)
+
+
+def format_prediction(prediction, is_regression):
+    """One test_results.tsv row: class probabilities (or the score) tab separated, as the original."""
+    if is_regression:
+        return str(prediction["score"])
+    return "\t".join(str(p) for p in prediction["probabilities"])
+
+
+def predict_on_examples(task, examples, label_list, max_seq_length, tokenizer, config, strategy,
+                        output_dir, checkpoint_path=None):
+    """Writes predict.tf_record and test_results.tsv (one row per real example); returns the rows."""
+    num_actual = len(examples)
+    if config.use_tpu:
+        examples = pad_examples(examples, config.predict_batch_size)
+    predict_file = _feature_file(examples, label_list, max_seq_length, tokenizer,
+                                 os.path.join(output_dir, "predict.tf_record"))
+    logging.info("***** Running prediction*****")
+    logging.info("  Num examples = %d (%d actual, %d padding)", len(examples), num_actual,
+                 len(examples) - num_actual)
+    logging.info("  Batch size = %d", config.predict_batch_size)
+    is_regression = label_list is None
+    input_fn = dataset_fn_builder(predict_file, max_seq_length, False, config.use_tpu, is_regression)
+    rows = []
+    output_path = os.path.join(output_dir, "test_results.tsv")
+    with tf.io.gfile.GFile(output_path, "w") as writer:
+        logging.info("***** Predict results *****")
+        for i, prediction in enumerate(training.predict(task, input_fn, config, strategy,
+                                                        checkpoint_path=checkpoint_path)):
+            if i >= num_actual:
+                break
+            row = format_prediction(prediction, is_regression)
+            writer.write(row + "\n")
+            rows.append(row)
+    if len(rows) != num_actual:
+        raise RuntimeError("%s: wrote %d rows for %d test examples" % (output_path, len(rows), num_actual))
+    return rows
+
+
+def read_prediction_lines(stream, is_pair, source="<stdin>"):
+    """Yields (text_a, text_b) from lines `text_a` or `text_a<TAB>text_b`; a bad line is an error."""
+    for line_number, line in enumerate(stream, 1):
+        line = tokenization.convert_to_unicode(line).rstrip("\r\n")
+        fields = line.split("\t")
+        if is_pair and len(fields) != 2:
+            raise ValueError("%s line %d: expected text_a<TAB>text_b for a sentence-pair task, found %d "
+                             "field(s)" % (source, line_number, len(fields)))
+        if not is_pair and len(fields) != 1:
+            raise ValueError("%s line %d: expected one text without tabs for a single-sentence task, found "
+                             "%d fields" % (source, line_number, len(fields)))
+        yield fields[0], (fields[1] if is_pair else None)
+
+
+def predict_stream(task, lines, max_seq_length, tokenizer, config, strategy, writer,
+                   checkpoint_path=None):
+    """Predicts every (text_a, text_b) of `lines` with the model loaded once; writes a row per input as soon
+    as its batch is done (use --predict_batch_size=1 for interactive use). Returns the number of rows."""
+    is_regression = task.is_regression
+
+    errors = []
+
+    def generate():
+        # An error inside tf.data would come back wrapped; keep it, end the input, raise it afterwards.
+        try:
+            for ex_index, (text_a, text_b) in enumerate(lines):
+                example = InputExample("input-%d" % (ex_index + 1), text_a, text_b,
+                                       0.0 if is_regression else "0")
+                feature = convert_single_example(ex_index, example, None if is_regression else ["0"],
+                                                 max_seq_length, tokenizer)
+                yield {"input_ids": feature.input_ids, "input_mask": feature.input_mask,
+                       "segment_ids": feature.segment_ids, "is_real_example": 1}
+        except Exception as err:  # pylint: disable=broad-except
+            errors.append(err)
+
+    signature = {name: tf.TensorSpec([max_seq_length], tf.int32)
+                 for name in ("input_ids", "input_mask", "segment_ids")}
+    signature["is_real_example"] = tf.TensorSpec([], tf.int32)
+
+    def input_fn(batch_size, input_context=None):
+        return tf.data.Dataset.from_generator(generate, output_signature=signature).batch(batch_size)
+
+    count = 0
+    for prediction in training.predict(task, input_fn, config, strategy, checkpoint_path=checkpoint_path):
+        writer.write(format_prediction(prediction, is_regression) + "\n")
+        writer.flush()
+        count += 1
+    if errors:
+        raise errors[0]
+    return count
+
+
+SERVING_TEXT = "serving_text"
+
+
+class ClassifierExport(tf.Module):
+    """What the SavedModel holds: the classifier, the in-graph tokenizer and two serving functions.
+
+    serving_default(input_ids, input_mask, segment_ids: int32 [batch, seq]) and serving_text(text_a[, text_b]:
+    string [batch]) both return {"probabilities": [batch, num_labels]} (or {"score": [batch]} for
+    regression).
+    """
+
+    def __init__(self, model, vocab_file, do_lower_case, max_seq_length, is_regression, is_pair):
+        super().__init__(name="classifier_export")
+        self.model = model
+        self.tokenizer = tokenization.FastBertTokenizer(vocab_file, do_lower_case)
+        vocab = tokenization.load_vocab(vocab_file)
+        for token in ("[CLS]", "[SEP]"):
+            if token not in vocab:
+                raise ValueError("vocab_file %s has no %s token" % (vocab_file, token))
+        self.cls_id, self.sep_id = vocab["[CLS]"], vocab["[SEP]"]
+        self.max_seq_length = max_seq_length
+        self.is_regression = is_regression
+        self.is_pair = is_pair
+        self.max_seq_length_value = tf.constant(max_seq_length, tf.int32)
+        ids_spec = tf.TensorSpec([None, None], tf.int32)
+        self.serve_ids = tf.function(self._serve_ids, input_signature=[ids_spec] * 3)
+        text_spec = tf.TensorSpec([None], tf.string)
+        if is_pair:
+            self.serve_text = tf.function(self._serve_pair, input_signature=[text_spec, text_spec])
+        else:
+            self.serve_text = tf.function(self._serve_single, input_signature=[text_spec])
+
+    def _outputs(self, input_ids, input_mask, segment_ids):
+        logits = self.model({"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids},
+                            training=False)
+        return model_outputs(logits, self.is_regression)
+
+    def _serve_ids(self, input_ids, input_mask, segment_ids):
+        return self._outputs(input_ids, input_mask, segment_ids)
+
+    def _pack(self, text_a, text_b):
+        ids_a = self.tokenizer.tokenize(text_a)
+        ids_b = None if text_b is None else self.tokenizer.tokenize(text_b)
+        return pack_inputs(ids_a, ids_b, self.max_seq_length, self.cls_id, self.sep_id)
+
+    def _serve_single(self, text_a):
+        return self._outputs(*self._pack(text_a, None))
+
+    def _serve_pair(self, text_a, text_b):
+        return self._outputs(*self._pack(text_a, text_b))
+
+
+def checkpoint_for_inference(output_dir, init_checkpoint):
+    """The newest checkpoint in output_dir, else init_checkpoint; an error when there is neither."""
+    latest = None
+    if output_dir and tf.io.gfile.exists(os.path.join(output_dir, checkpoints.STATE_FILE)):
+        latest = checkpoints.CheckpointManager(output_dir).latest_checkpoint()
+    path = latest or init_checkpoint
+    if not path:
+        raise ValueError("no checkpoint to use: --output_dir=%s holds none and --init_checkpoint is not set"
+                         % output_dir)
+    return path
+
+
+def export_saved_model(export_dir, bert_config, num_labels, is_regression, is_pair, vocab_file,
+                       do_lower_case, max_seq_length, checkpoint_path, label_list=None):
+    """Writes a SavedModel with serving_default (token ids) and serving_text (raw strings) signatures.
+
+    Loading it needs TensorFlow and `import tensorflow_text` (for the tokenizer's ops), not this code.
+    """
+    model = ClassifierTask(bert_config, num_labels, is_regression).build_model()
+    checkpoints.init_from_checkpoint(model.variables_by_name(), checkpoint_path)
+    module = ClassifierExport(model, vocab_file, do_lower_case, max_seq_length, is_regression, is_pair)
+    signatures = {"serving_default": module.serve_ids.get_concrete_function(),
+                  SERVING_TEXT: module.serve_text.get_concrete_function()}
+    tf.saved_model.save(module, export_dir, signatures=signatures)
+    if label_list is not None:
+        tf.io.gfile.makedirs(os.path.join(export_dir, "assets.extra"))
+        with tf.io.gfile.GFile(os.path.join(export_dir, "assets.extra", "labels.txt"), "w") as f:
+            f.write("".join("%s\n" % label for label in label_list))
+    logging.info("Exported %s to %s (signatures: serving_default, %s)", checkpoint_path, export_dir,
+                 SERVING_TEXT)
+    return export_dir
+
+
+def run(task_name, data_dir, vocab_file, config, do_lower_case=True, max_seq_length=128, do_train=False,
+        do_eval=False, do_predict=False, num_train_epochs=3.0, warmup_proportion=0.1, export_dir=None,
+        predict_input=None, predict_output=None, processor_args=None, stdin=None, stdout=None):
+    """The whole job; `config` is a training.TrainingConfig (output_dir, bert_config_file, batch sizes, ...).
+
+    Returns {"train": ..., "eval": ..., "predict": rows, "export": dir, "streamed": count} for what ran.
+    """
+    tokenization.validate_case_matches_checkpoint(do_lower_case, config.init_checkpoint)
+    if not (do_train or do_eval or do_predict or export_dir or predict_input):
+        raise ValueError("At least one of `do_train`, `do_eval`, `do_predict`, `export_dir` or `predict_input` "
+                         "must be set.")
+    for flag, value in (("bert_config_file", config.bert_config_file), ("vocab_file", vocab_file),
+                        ("output_dir", config.output_dir)):
+        if not value:
+            raise ValueError("--%s is required" % flag)
+    if (do_train or do_eval or do_predict) and not data_dir:
+        raise ValueError("--data_dir is required for do_train, do_eval and do_predict")
+    bert_config = modeling.BertConfig.from_json_file(config.bert_config_file)
+    if max_seq_length > bert_config.max_position_embeddings:
+        raise ValueError("Cannot use sequence length %d because the BERT model was only trained up to sequence "
+                         "length %d" % (max_seq_length, bert_config.max_position_embeddings))
+    if max_seq_length < 3:
+        raise ValueError("--max_seq_length=%d: expected at least 3 ([CLS] a [SEP] b [SEP])" % max_seq_length)
+    tf.io.gfile.makedirs(config.output_dir)
+
+    processor_args = dict(processor_args or {})
+    if (task_name or "").lower() == "custom":
+        processor_args.setdefault("data_dir", data_dir)
+    processor = get_processor(task_name, **processor_args)
+    label_list = processor.get_labels()
+    num_labels = 1 if processor.is_regression else len(label_list)
+    tokenizer = tokenization.FullTokenizer(vocab_file=vocab_file, do_lower_case=do_lower_case)
+    task = ClassifierTask(bert_config, num_labels, processor.is_regression, processor.metric_names)
+    strategy = training.create_strategy(config)
+    results = {}
+
+    if do_train:
+        train_examples = processor.get_train_examples(data_dir)
+        num_train_steps, num_warmup_steps = num_train_steps_for(
+            len(train_examples), config.train_batch_size, num_train_epochs, warmup_proportion)
+        import dataclasses
+        config = dataclasses.replace(config, num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps)
+        train_file = _feature_file(train_examples, label_list, max_seq_length, tokenizer,
+                                   os.path.join(config.output_dir, "train.tf_record"))
+        logging.info("***** Running training *****")
+        logging.info("  Num examples = %d", len(train_examples))
+        logging.info("  Batch size = %d", config.train_batch_size)
+        logging.info("  Num steps = %d", num_train_steps)
+        input_fn = dataset_fn_builder(train_file, max_seq_length, True, True, processor.is_regression,
+                                      seed=config.seed)
+        results["train"] = training.train(task, input_fn, config, strategy)
+
+    if do_eval:
+        results["eval"] = evaluate_on_examples(
+            task, processor.get_dev_examples(data_dir), label_list, max_seq_length, tokenizer, config, strategy,
+            config.output_dir, processor.metric_names)
+
+    if do_predict:
+        results["predict"] = predict_on_examples(
+            task, processor.get_test_examples(data_dir), label_list, max_seq_length, tokenizer, config,
+            strategy, config.output_dir)
+
+    if predict_input:
+        source = "<stdin>" if predict_input == "-" else predict_input
+        reader = (stdin or sys.stdin) if predict_input == "-" else open(predict_input, encoding="utf-8")
+        writer = (stdout or sys.stdout) if not predict_output or predict_output == "-" else \
+            open(predict_output, "w", encoding="utf-8")
+        try:
+            results["streamed"] = predict_stream(
+                task, read_prediction_lines(reader, processor.is_pair, source), max_seq_length, tokenizer,
+                config, strategy, writer)
+        finally:
+            if reader is not (stdin or sys.stdin):
+                reader.close()
+            if writer is not (stdout or sys.stdout):
+                writer.close()
+        logging.info("Predicted %d inputs from %s", results["streamed"], source)
+
+    if export_dir:
+        results["export"] = export_saved_model(
+            export_dir, bert_config, num_labels, processor.is_regression, processor.is_pair, vocab_file,
+            do_lower_case, max_seq_length, checkpoint_for_inference(config.output_dir, config.init_checkpoint),
+            label_list)
+    return results
+
+
+def define_flags():
+    """The original's flags (shared ones from training.py) plus export, streaming and custom-task flags."""
+    training.define_training_flags(train_batch_size=32, eval_batch_size=8, predict_batch_size=8,
+                                   learning_rate=5e-5, save_checkpoints_steps=1000, iterations_per_loop=1000)
+    flags.DEFINE_string("data_dir", None, "The input data dir. Should contain the .tsv files (or other data "
+                        "files) for the task.")
+    flags.DEFINE_string("task_name", None, "The name of the task to train: " + ", ".join(PROCESSORS) + ".")
+    flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
+    flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text. Should be True for uncased "
+                      "models and False for cased models.")
+    flags.DEFINE_integer("max_seq_length", 128, "The maximum total input sequence length after WordPiece "
+                         "tokenization. Longer sequences are truncated, shorter ones padded.")
+    flags.DEFINE_bool("do_train", False, "Whether to run training.")
+    flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.")
+    flags.DEFINE_bool("do_predict", False, "Whether to run the model in inference mode on the test set.")
+    flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs to perform.")
+    flags.DEFINE_float("warmup_proportion", 0.1, "Proportion of training to perform linear learning rate "
+                       "warmup for. E.g., 0.1 = 10% of training.")
+    flags.DEFINE_string("export_dir", None, "Write a SavedModel here (serving_default on token ids, "
+                        "serving_text on raw strings) from the newest checkpoint in output_dir.")
+    flags.DEFINE_string("predict_input", None, "Predict every line of this file ('-': stdin), text_a or "
+                        "text_a<TAB>text_b, with the model loaded once.")
+    flags.DEFINE_string("predict_output", None, "Where --predict_input rows go (default: stdout).")
+    flags.DEFINE_string("xnli_language", "zh", "XNLI: the language to train and evaluate on.")
+    flags.DEFINE_string("text_a_column", None, "custom task: the text column (header name or 0-based index).")
+    flags.DEFINE_string("text_b_column", None, "custom task: the optional second text column.")
+    flags.DEFINE_string("label_column", None, "custom task: the label column.")
+    flags.DEFINE_list("label_list", None, "custom task: the labels in id order (default: sorted labels of "
+                      "the train file).")
+    flags.DEFINE_string("delimiter", "\t", "custom task: the field separator (',' reads CSV with quoting).")
+    flags.DEFINE_bool("has_header", True, "custom task: whether the first line is a header.")
+    flags.DEFINE_bool("regression", False, "custom task: the label is a number (one output, squared error).")
+    flags.DEFINE_string("train_file", "train.tsv", "custom task: training file in data_dir.")
+    flags.DEFINE_string("dev_file", "dev.tsv", "custom task: evaluation file in data_dir.")
+    flags.DEFINE_string("test_file", "test.tsv", "custom task: prediction file in data_dir.")
+
+
+def main(_):
+    logging.set_verbosity(logging.INFO)
+    processor_args = {}
+    if (FLAGS.task_name or "").lower() == "custom":
+        processor_args = dict(
+            text_a_column=FLAGS.text_a_column, text_b_column=FLAGS.text_b_column,
+            label_column=FLAGS.label_column, label_list=FLAGS.label_list, delimiter=FLAGS.delimiter,
+            has_header=FLAGS.has_header, is_regression=FLAGS.regression, train_file=FLAGS.train_file,
+            dev_file=FLAGS.dev_file, test_file=FLAGS.test_file)
+    elif (FLAGS.task_name or "").lower() == "xnli":
+        processor_args = {"xnli_language": FLAGS.xnli_language}
+    run(FLAGS.task_name, FLAGS.data_dir, FLAGS.vocab_file, training.TrainingConfig.from_flags(FLAGS),
+        do_lower_case=FLAGS.do_lower_case, max_seq_length=FLAGS.max_seq_length, do_train=FLAGS.do_train,
+        do_eval=FLAGS.do_eval, do_predict=FLAGS.do_predict, num_train_epochs=FLAGS.num_train_epochs,
+        warmup_proportion=FLAGS.warmup_proportion, export_dir=FLAGS.export_dir,
+        predict_input=FLAGS.predict_input, predict_output=FLAGS.predict_output, processor_args=processor_args)
+
+
+if __name__ == "__main__":
+    define_flags()
+    flags.mark_flag_as_required("task_name")
+    flags.mark_flag_as_required("vocab_file")
+    flags.mark_flag_as_required("bert_config_file")
+    flags.mark_flag_as_required("output_dir")
+    app.run(main)
