@@ -248,3 +248,94 @@ def test_pack_inputs_equals_convert_single_example(tokenizer):
             assert row.tolist() == want + [0] * (max_seq_length - len(want))
     single = rc.pack_inputs(_ragged(a_rows[:5]), None, 6, 101, 102)[2].numpy()
     assert (single == 0).all()
+
+
+def _subset(folder, target, counts):
+    """Copies the first lines of a GLUE folder's files (header included) into `target`."""
+    import itertools
+    target.mkdir()
+    for name, n in counts.items():
+        with open(os.path.join(glue(folder), name), encoding="utf-8") as f:
+            (target / name).write_text("".join(itertools.islice(f, n)), encoding="utf-8")
+    return str(target)
+
+
+def _tiny_bert_config(path):
+    import modeling
+    modeling.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=64, type_vocab_size=2).to_json_file(path)
+    return path
+
+
+def _read_results(path):
+    out = {}
+    for line in open(path, encoding="utf-8"):
+        key, value = line.rstrip("\n").split(" = ")
+        out[key] = float(value)
+    return out
+
+
+@pytest.mark.slow
+def test_fine_tune_tiny_model_on_mrpc_end_to_end(tmp_path):
+    """Trains a tiny model a few steps, evaluates and predicts: the original's output files appear."""
+    import training
+    data_dir = _subset("MRPC", tmp_path / "mrpc", {"train.tsv": 97, "dev.tsv": 41, "test.tsv": 31})
+    output_dir = str(tmp_path / "out")
+    config = training.TrainingConfig(
+        output_dir=output_dir, bert_config_file=_tiny_bert_config(str(tmp_path / "bert_config.json")),
+        train_batch_size=16, eval_batch_size=8, predict_batch_size=8, learning_rate=1e-3,
+        save_checkpoints_steps=4, iterations_per_loop=2)
+    results = rc.run("MRPC", data_dir, shared_path("vocab", "uncased", "vocab.txt"), config,
+                     max_seq_length=32, do_train=True, do_eval=True, do_predict=True, num_train_epochs=1.0)
+    assert results["train"]["global_step"] == 6  # int(96 / 16 * 1.0)
+    for name in ("train.tf_record", "eval.tf_record", "predict.tf_record", "eval_results.txt",
+                 "test_results.tsv", "model.ckpt-6.index", "checkpoint"):
+        assert os.path.exists(os.path.join(output_dir, name)), name
+    written = _read_results(os.path.join(output_dir, "eval_results.txt"))
+    assert sorted(written) == ["eval_accuracy", "eval_f1", "eval_loss", "global_step", "loss"]
+    assert written["global_step"] == 6 and 0.0 <= written["eval_accuracy"] <= 1.0
+    # The written metrics equal the ones recomputed from the model's predictions on the dev set.
+    dev = rc.MrpcProcessor().get_dev_examples(data_dir)
+    task = rc.ClassifierTask(__import__("modeling").BertConfig.from_json_file(config.bert_config_file), 2)
+    eval_input = rc.dataset_fn_builder(os.path.join(output_dir, "eval.tf_record"), 32, False, False, False)
+    probs = np.array([p["probabilities"] for p in training.predict(task, eval_input, config)])
+    labels = np.array([int(e.label) for e in dev])
+    assert written["eval_accuracy"] == pytest.approx(rc.accuracy(probs.argmax(1), labels), abs=1e-6)
+    assert written["eval_f1"] == pytest.approx(rc.f1_score(probs.argmax(1), labels), abs=1e-6)
+    loss = -np.log(probs[np.arange(40), labels]).mean()
+    assert written["eval_loss"] == pytest.approx(loss, rel=1e-4)
+    rows = open(os.path.join(output_dir, "test_results.tsv")).read().splitlines()
+    assert len(rows) == 30 and all(len(r.split("\t")) == 2 for r in rows)
+    np.testing.assert_allclose(np.array([r.split("\t") for r in rows], float).sum(1), 1.0, atol=1e-6)
+    # The trained head differs from its initialisation and is saved under the original names.
+    reader = tf.train.load_checkpoint(os.path.join(output_dir, "model.ckpt-6"))
+    assert reader.get_variable_to_shape_map()["output_weights"] == [2, 32]
+    assert np.abs(reader.get_tensor("output_bias")).max() > 0
+
+
+@pytest.mark.slow
+def test_fine_tune_tiny_regression_on_stsb(tmp_path):
+    """STS-B: one output, squared error, Pearson and Spearman in eval_results.txt, a score per test row."""
+    import training
+    data_dir = _subset("STS-B", tmp_path / "stsb", {"train.tsv": 49, "dev.tsv": 61, "test.tsv": 11})
+    output_dir = str(tmp_path / "out")
+    config = training.TrainingConfig(
+        output_dir=output_dir, bert_config_file=_tiny_bert_config(str(tmp_path / "bert_config.json")),
+        train_batch_size=16, eval_batch_size=16, predict_batch_size=16, learning_rate=1e-3)
+    rc.run("sts-b", data_dir, shared_path("vocab", "uncased", "vocab.txt"), config, max_seq_length=32,
+           do_train=True, do_eval=True, do_predict=True, num_train_epochs=1.0)
+    written = _read_results(os.path.join(output_dir, "eval_results.txt"))
+    assert sorted(written) == ["eval_corr", "eval_loss", "eval_pearson", "eval_spearman", "global_step", "loss"]
+    rows = open(os.path.join(output_dir, "test_results.tsv")).read().splitlines()
+    assert len(rows) == 10
+    reader = tf.train.load_checkpoint(os.path.join(output_dir, "model.ckpt-3"))
+    assert reader.get_variable_to_shape_map()["output_weights"] == [1, 32]
+    dev = rc.StsbProcessor().get_dev_examples(data_dir)
+    task = rc.ClassifierTask(__import__("modeling").BertConfig.from_json_file(config.bert_config_file), 1,
+                             is_regression=True)
+    eval_input = rc.dataset_fn_builder(os.path.join(output_dir, "eval.tf_record"), 32, False, False, True)
+    scores = np.array([p["score"] for p in training.predict(task, eval_input, config)])
+    gold = np.array([e.label for e in dev])
+    assert written["eval_pearson"] == pytest.approx(rc.pearson_corrcoef(scores, gold), abs=1e-6)
+    assert written["eval_spearman"] == pytest.approx(rc.spearman_corrcoef(scores, gold), abs=1e-6)
+    assert written["eval_loss"] == pytest.approx(np.mean((scores - gold) ** 2), rel=1e-4)
