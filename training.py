@@ -209,7 +209,13 @@ def set_precision_policy(dtype):
 
 
 class Task:
-    """What a runner supplies. Subclass and override; methods run inside the strategy's replica context."""
+    """What a runner supplies. Subclass and override; methods run inside the strategy's replica context.
+
+    The step functions are traced with autograph off (much faster tracing): write tensor-dependent control
+    flow with tf.cond / tf.while_loop, or set `autograph = True` on the task.
+    """
+
+    autograph = False
 
     def build_model(self):
         """Returns the model with its variables created (called under the strategy scope).
@@ -318,7 +324,7 @@ class _LossScale:
 
 
 def _apply_gradients(optimizer, grads, variables):
-    """Applies gradients that are already averaged over micro-batches and replicas."""
+    """Applies micro-batch-averaged gradients; the optimizer averages them over replicas, clips, updates."""
     optimizer.apply_gradients(list(zip(grads, variables)))
 
 
@@ -341,10 +347,12 @@ def _learning_rate(optimizer, step):
 
 
 def _setup_run(config):
+    """Dtype policy, op determinism and seeds (fresh runs initialise identically for the same seed)."""
+    import keras
     set_precision_policy(config.dtype)
     if config.deterministic:
         tf.config.experimental.enable_op_determinism()
-    tf.random.set_seed(config.seed)
+    keras.utils.set_random_seed(config.seed)
 
 
 def _checkpoint_manager(config):
@@ -361,7 +369,7 @@ def _format_eta(seconds):
 
 def _build_replica_step(task, model, optimizer, config, loss_scale, num_replicas):
     k = config.gradient_accumulation_steps
-    variables = list(model.trainable_variables)
+    variables = [v for v in model.variables_by_name().values() if getattr(v, "trainable", True)]
 
     def micro_grads(features):
         with tf.GradientTape() as tape:
@@ -380,14 +388,15 @@ def _build_replica_step(task, model, optimizer, config, loss_scale, num_replicas
             logs, grads = micro_grads(features)
         else:
             logs, grads = micro_grads(_split_micro_batches(features, k, 0))
-            for i in tf.range(1, k):
+
+            def accumulate(i, grads, logs):
                 micro_logs, micro = micro_grads(_split_micro_batches(features, k, i))
-                grads = [a + b for a, b in zip(grads, micro)]
-                logs = {name: logs[name] + micro_logs[name] for name in logs}
+                return (i + 1, [a + b for a, b in zip(grads, micro)],
+                        {name: logs[name] + micro_logs[name] for name in logs})
+
+            _, grads, logs = tf.while_loop(lambda i, *_: i < k, accumulate, (tf.constant(1), grads, logs))
             grads = [g / float(k) for g in grads]
             logs = {name: value / float(k) for name, value in logs.items()}
-        if num_replicas > 1:
-            grads = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.MEAN, grads)
         if loss_scale is None:
             _apply_gradients(optimizer, grads, variables)
         else:
@@ -401,21 +410,25 @@ def _build_replica_step(task, model, optimizer, config, loss_scale, num_replicas
     return replica_step
 
 
-def _make_train_loop(strategy, replica_step, use_xla):
+def _make_train_loop(strategy, replica_step, use_xla, autograph=False):
     """tf.function running n steps from the iterator; returns the mean of the logged values."""
-    step_fn = tf.function(replica_step, jit_compile=True) if use_xla else replica_step
+    # Traced once, called twice below. Autograph is off (Task.autograph) as it triples the tracing time.
+    step_fn = tf.function(replica_step, jit_compile=bool(use_xla), autograph=autograph)
 
     def one_step(iterator):
         logs = strategy.run(step_fn, args=(next(iterator),))
         return {name: strategy.reduce(tf.distribute.ReduceOp.MEAN, value, axis=None)
                 for name, value in logs.items()}
 
-    @tf.function
+    def more_steps(i, total, iterator):
+        logs = one_step(iterator)
+        return i + 1, {name: total[name] + logs[name] for name in total}
+
+    @tf.function(autograph=False)
     def train_loop(iterator, n):
         total = one_step(iterator)
-        for _ in tf.range(n - 1):
-            logs = one_step(iterator)
-            total = {name: total[name] + logs[name] for name in total}
+        _, total = tf.while_loop(lambda i, _: i < n, lambda i, t: more_steps(i, t, iterator),
+                                 (tf.constant(1), total))
         return {name: value / tf.cast(n, tf.float32) for name, value in total.items()}
 
     return train_loop
@@ -426,8 +439,7 @@ def build_training_state(task, config, strategy):
     with strategy.scope():
         model = task.build_model()
         optimizer = create_optimizer(config)
-        if hasattr(optimizer, "build"):
-            optimizer.build(list(model.trainable_variables))
+        optimizer.build(model.variables_by_name())
         loss_scale = _LossScale() if config.dtype == "float16" else None
     state = named_state(model, optimizer, loss_scale.named() if loss_scale is not None else None)
     return model, optimizer, loss_scale, state
@@ -490,7 +502,7 @@ def train(task, input_fn, config, strategy=None, max_steps=None):
     while step < total_steps:
         if train_loop is None or step % config.save_checkpoints_steps == 0:
             tf.random.set_seed(config.seed + step)
-            train_loop = _make_train_loop(strategy, replica_step, config.use_xla)
+            train_loop = _make_train_loop(strategy, replica_step, config.use_xla, task.autograph)
         next_save = (step // config.save_checkpoints_steps + 1) * config.save_checkpoints_steps
         n = min(config.iterations_per_loop, next_save - step, total_steps - step)
         loop_start = time.time()
@@ -561,7 +573,7 @@ def evaluate(task, input_fn, config, strategy=None, max_steps=None, checkpoint_p
         return tf.cast(loss, tf.float32), {name: (tf.cast(num, tf.float64), tf.cast(den, tf.float64))
                                            for name, (num, den) in metrics.items()}
 
-    @tf.function
+    @tf.function(autograph=task.autograph)
     def eval_step(features):
         loss, metrics = strategy.run(replica_eval, args=(features,))
         loss = strategy.reduce(tf.distribute.ReduceOp.MEAN, loss, axis=None)
@@ -612,7 +624,7 @@ def predict(task, input_fn, config, strategy=None, checkpoint_path=None):
     _restore_for_inference(model, config, checkpoint_path)
     dist = strategy.experimental_distribute_dataset(input_fn(config.predict_batch_size, None))
 
-    @tf.function
+    @tf.function(autograph=task.autograph)
     def predict_step(features):
         return strategy.run(lambda f: task.predict_outputs(model, f), args=(features,))
 

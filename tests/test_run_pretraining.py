@@ -1,0 +1,325 @@
+"""run_pretraining: input pipeline, the original's losses and update, convergence, resume, multi-worker."""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import checkpoints
+import modeling
+import run_pretraining as rp
+import training
+from tests.shared_data import shared_path
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PYTHON = sys.executable
+
+
+def sample_records():
+    return shared_path("reference", "pretraining_data", "sample_text_default.tfrecord")
+
+
+def reference_dir():
+    return shared_path("reference", "original_checkpoint_tiny")
+
+
+def tiny_config(dropout=0.1):
+    return modeling.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                               intermediate_size=64, hidden_dropout_prob=dropout,
+                               attention_probs_dropout_prob=dropout)
+
+
+def reference_batch():
+    ref = np.load(os.path.join(reference_dir(), "reference_outputs.npz"))
+    return ref, {name: ref["in_" + name] for name in rp.FEATURE_NAMES}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Input pipeline.
+
+
+def test_eval_input_is_the_records_in_order():
+    ref, batch = reference_batch()
+    input_fn = rp.make_input_fn([sample_records()], 128, 20, is_training=False)
+    batches = list(input_fn(8, None))
+    assert sum(int(b["input_ids"].shape[0]) for b in batches) == 118
+    for name, expected in batch.items():
+        got = batches[0][name].numpy().reshape(expected.shape)
+        np.testing.assert_array_equal(got, expected)
+        assert batches[0][name].dtype == (tf.float32 if name == "masked_lm_weights" else tf.int32)
+
+
+def test_training_input_is_deterministic_and_repeats():
+    input_fn = rp.make_input_fn([sample_records()], 128, 20, is_training=True, seed=7)
+    first = [b["input_ids"].numpy() for b in input_fn(32, None).take(6)]
+    second = [b["input_ids"].numpy() for b in input_fn(32, None).take(6)]
+    for a, b in zip(first, second):
+        np.testing.assert_array_equal(a, b)
+    assert all(a.shape == (32, 128) for a in first)  # 6 x 32 > 118 records: repeats, full batches only
+    assert not np.array_equal(first[0], first[1])
+
+
+def test_record_not_matching_flags_names_file_and_feature():
+    with pytest.raises(ValueError, match=r"sample_text_default.tfrecord.*masked_lm_positions.*10.*"
+                                         r"max_predictions_per_seq"):
+        rp.make_input_fn([sample_records()], 128, 10, is_training=True)
+    with pytest.raises(ValueError, match=r"sample_text_default.tfrecord.*input_ids.*max_seq_length"):
+        rp.make_input_fn([sample_records()], 64, 20, is_training=False)
+
+
+def test_input_file_globs(tmp_path):
+    records = sample_records()
+    files = rp.expand_input_files(f"{records}, {os.path.dirname(records)}/sample_text_*.tfrecord")
+    assert files[0] == records and len(files) == 3
+    with pytest.raises(ValueError, match="--input_file pattern .*nothing_here"):
+        rp.expand_input_files(str(tmp_path / "nothing_here*.tfrecord"))
+
+
+def test_dynamic_masking_draws_new_masks():
+    vocab = shared_path("vocab", "uncased", "vocab.txt")
+    masker = rp.DynamicMasker(vocab, 30522, 20, 0.15)
+    input_fn = rp.make_input_fn([sample_records()], 128, 20, is_training=True, seed=3)
+    static = next(iter(input_fn(16, None)))
+    original = rp.unmask_input_ids(static).numpy()
+    assert (original != 103).all()  # every stored [MASK] restored to its original token
+    dynamic = masker(static)
+    ids, pos = dynamic["input_ids"].numpy(), dynamic["masked_lm_positions"].numpy()
+    w, labels = dynamic["masked_lm_weights"].numpy(), dynamic["masked_lm_ids"].numpy()
+    lengths = static["input_mask"].numpy().sum(1)
+    assert not np.array_equal(pos, static["masked_lm_positions"].numpy())
+    for row in range(16):
+        sel = pos[row][w[row] > 0]
+        assert 0 < len(sel) <= 20
+        assert abs(len(sel) - 0.15 * (lengths[row] - 3)) <= 3  # [CLS], 2 x [SEP] never selected
+        np.testing.assert_array_equal(labels[row][w[row] > 0], original[row][sel])
+        assert (original[row][sel] != 101).all() and (original[row][sel] != 102).all()
+        unmasked = np.setdiff1d(np.arange(128), sel)
+        np.testing.assert_array_equal(ids[row][unmasked], original[row][unmasked])
+    rows, cols = np.nonzero(w > 0)
+    assert 0.6 < (ids[rows, pos[rows, cols]] == 103).mean() < 0.95  # 80% [MASK], 10% random, 10% kept
+    with pytest.raises(ValueError, match="--vocab_file"):
+        rp.DynamicMasker(None, 30522, 20)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The original's loss and update through the training loop.
+
+
+def _copy_reference_checkpoint(output_dir):
+    os.makedirs(output_dir, exist_ok=True)
+    for name in os.listdir(reference_dir()):
+        if name.startswith("model.ckpt-30") or name == "checkpoint":
+            shutil.copy(os.path.join(reference_dir(), name), output_dir)
+
+
+def test_first_step_loss_and_update_equal_the_original(tmp_path):
+    """Resume from the original checkpoint (step 30, Adam slots) and train one step on the stored batch."""
+    ref, batch = reference_batch()
+    bert_config = modeling.BertConfig.from_json_file(os.path.join(reference_dir(), "bert_config.json"))
+    bert_config.hidden_dropout_prob = bert_config.attention_probs_dropout_prob = 0.0
+    output_dir = str(tmp_path / "out")
+    _copy_reference_checkpoint(output_dir)
+    config = training.TrainingConfig(output_dir=output_dir, train_batch_size=8, learning_rate=1e-3,
+                                     num_train_steps=100, num_warmup_steps=10, save_checkpoints_steps=1000)
+
+    def input_fn(batch_size, input_context):
+        assert batch_size == 8
+        return tf.data.Dataset.from_tensors({k: tf.constant(v) for k, v in batch.items()}).repeat()
+
+    result = training.train(rp.PretrainingTask(bert_config), input_fn, config, max_steps=31)
+    assert result["global_step"] == 31
+    np.testing.assert_allclose(result["loss"], ref["out_total_loss"], rtol=1e-6)
+    np.testing.assert_allclose(result["masked_lm_loss"], ref["out_mlm_loss"], rtol=1e-6)
+    np.testing.assert_allclose(result["next_sentence_loss"], ref["out_nsp_loss"], rtol=1e-6)
+    after = checkpoints.load_checkpoint(os.path.join(output_dir, "model.ckpt-31"))
+    compared = 0
+    for key in ref.files:
+        if not key.startswith("step_"):
+            continue
+        name = key[len("step_"):].replace("__rows0_500", "").replace("__", "/")
+        name = name.replace("/adam/m", "/adam_m").replace("/adam/v", "/adam_v")
+        got = after[name][:500] if key.endswith("__rows0_500") else after[name]
+        np.testing.assert_allclose(got, ref[key], rtol=1e-4, atol=2e-6, err_msg=name)
+        compared += 1
+    assert compared == len([k for k in ref.files if k.startswith("step_")]) and compared > 90
+
+
+@pytest.mark.slow
+def test_300_steps_from_original_checkpoint_then_eval(tmp_path):
+    """The original gives loss 5.41-5.61 and NSP accuracy 0.88-0.95 for this run."""
+    output_dir = str(tmp_path / "out")
+    config = training.TrainingConfig(
+        output_dir=output_dir, init_checkpoint=os.path.join(reference_dir(), "model.ckpt-30"),
+        train_batch_size=32, eval_batch_size=8, learning_rate=1e-3, num_train_steps=300, num_warmup_steps=0,
+        save_checkpoints_steps=300, iterations_per_loop=100)
+    bert_config = os.path.join(reference_dir(), "bert_config.json")
+    result = rp.run_pretraining(config, bert_config, sample_records(), do_train=True, do_eval=True)
+    results = result["eval"]
+    assert results["global_step"] == 300
+    assert results["loss"] <= 5.8, results
+    assert results["next_sentence_accuracy"] >= 0.8, results
+    lines = open(os.path.join(output_dir, "eval_results.txt")).read().splitlines()
+    assert [line.split(" = ")[0] for line in lines] == [
+        "global_step", "loss", "masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy",
+        "next_sentence_loss"]
+    assert lines[0] == "global_step = 300"
+    # Eval is reproducible run to run.
+    again = rp.run_pretraining(config, bert_config, sample_records(), do_eval=True)["eval"]
+    assert again == results
+    assert open(os.path.join(output_dir, "eval_results.txt")).read().splitlines() == lines
+
+
+def test_eval_metrics_are_the_originals_weighted_means(tmp_path):
+    """masked_lm_accuracy weighted by masked_lm_weights, losses as means, loss = mean of batch losses."""
+    ref, batch = reference_batch()
+    path = str(tmp_path / "one.tfrecord")
+    with tf.io.TFRecordWriter(path) as writer:
+        for raw in tf.data.TFRecordDataset(sample_records()).take(8):
+            writer.write(raw.numpy())
+    config = training.TrainingConfig(output_dir=str(tmp_path / "out"),
+                                     init_checkpoint=os.path.join(reference_dir(), "model.ckpt-30"),
+                                     eval_batch_size=8)
+    bert_config = modeling.BertConfig.from_json_file(os.path.join(reference_dir(), "bert_config.json"))
+    results = rp.run_pretraining(config, bert_config, path, do_eval=True)["eval"]
+    w = ref["in_masked_lm_weights"].reshape(-1)
+    np.testing.assert_allclose(results["masked_lm_loss"], np.sum(w * ref["out_mlm_example_loss"]) / w.sum(),
+                               rtol=1e-5)
+    np.testing.assert_allclose(results["next_sentence_loss"], ref["out_nsp_loss"], rtol=1e-5)
+    np.testing.assert_allclose(results["loss"], ref["out_total_loss"], rtol=1e-5)
+    nsp_pred = ref["out_nsp_log_probs"].argmax(-1)
+    np.testing.assert_allclose(results["next_sentence_accuracy"],
+                               np.mean(nsp_pred == ref["in_next_sentence_labels"].reshape(-1)))
+    assert results["global_step"] == 30
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Kill and resume; multi-worker.
+
+
+def _write_tiny_config(path, dropout=0.1):
+    tiny_config(dropout).to_json_file(path)
+    return path
+
+
+def _pretraining_command(config_file, output_dir, steps=30, extra=()):
+    return [PYTHON, os.path.join(ROOT, "run_pretraining.py"), f"--bert_config_file={config_file}",
+            f"--input_file={sample_records()}", f"--output_dir={output_dir}", "--do_train",
+            "--train_batch_size=8", f"--num_train_steps={steps}", "--num_warmup_steps=5",
+            "--learning_rate=1e-3", "--save_checkpoints_steps=10", "--iterations_per_loop=2",
+            "--deterministic"] + list(extra)
+
+
+def _env():
+    env = dict(os.environ)
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    env.pop("TF_CONFIG", None)
+    return env
+
+
+@pytest.mark.slow
+def test_killed_run_resumes_to_the_same_weights(tmp_path):
+    config_file = _write_tiny_config(str(tmp_path / "bert_config.json"))
+    straight = str(tmp_path / "straight")
+    subprocess.run(_pretraining_command(config_file, straight), check=True, env=_env(),
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300)
+    killed = str(tmp_path / "killed")
+    proc = subprocess.Popen(_pretraining_command(config_file, killed), env=_env(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 240
+    state = os.path.join(killed, "checkpoint")
+    while time.time() < deadline and proc.poll() is None:
+        if os.path.exists(state) and "model.ckpt-10" in open(state).read():
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, "run ended before it could be killed"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    killed_at = checkpoints.CheckpointManager(killed).latest_checkpoint()
+    assert killed_at.endswith(("model.ckpt-10", "model.ckpt-20")), killed_at
+    resumed = subprocess.run(_pretraining_command(config_file, killed), env=_env(), capture_output=True,
+                             text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "Resumed from" in resumed.stderr
+    a = checkpoints.load_checkpoint(os.path.join(straight, "model.ckpt-30"))
+    b = checkpoints.load_checkpoint(os.path.join(killed, "model.ckpt-30"))
+    assert sorted(a) == sorted(b) and int(a["global_step"]) == 30
+    for name in a:
+        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+
+
+def _free_ports(n):
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+class _RecordingTask(rp.PretrainingTask):
+    def build_model(self):
+        self.model = super().build_model()
+        return self.model
+
+
+def _worker_main(argv):
+    """Entry point of one training process: `test_run_pretraining.py worker OUT_NPZ OUTPUT_DIR INIT STRATEGY`."""
+    out_npz, output_dir, init, strategy_name = argv
+    config = training.TrainingConfig(output_dir=output_dir, init_checkpoint=init, train_batch_size=8,
+                                     learning_rate=1e-3, num_train_steps=4, num_warmup_steps=0,
+                                     iterations_per_loop=2, distribution_strategy=strategy_name)
+    strategy = training.create_strategy(config)
+    task = _RecordingTask(tiny_config(dropout=0.0))
+    input_fn = rp.make_input_fn([sample_records()], 128, 20, is_training=True, seed=config.seed)
+    result = training.train(task, input_fn, config, strategy)
+    weights = {name: np.asarray(var.numpy()) for name, var in task.model.variables_by_name().items()}
+    weights["__replicas__"] = np.array(strategy.num_replicas_in_sync)
+    weights["__global_step__"] = np.array(result["global_step"])
+    np.savez(out_npz, **weights)
+
+
+@pytest.mark.slow
+def test_two_workers_equal_one_worker_with_the_same_global_batch(tmp_path):
+    init_dir = str(tmp_path / "init")
+    with tf.device("/cpu:0"):
+        model = modeling.PretrainingModel(tiny_config(dropout=0.0))
+    checkpoints.CheckpointManager(init_dir).save(model.variables_by_name(), 0)
+    init = os.path.join(init_dir, "model.ckpt-0")
+    script = os.path.abspath(__file__)
+    single = subprocess.run([PYTHON, script, "worker", str(tmp_path / "single.npz"), str(tmp_path / "single"),
+                             init, "default"], env=_env(), capture_output=True, text=True, timeout=300)
+    assert single.returncode == 0, single.stderr[-3000:]
+    ports = _free_ports(2)
+    cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+    procs = []
+    for index in range(2):
+        env = _env()
+        env["TF_CONFIG"] = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
+        procs.append(subprocess.Popen(
+            [PYTHON, script, "worker", str(tmp_path / f"worker{index}.npz"), str(tmp_path / "multi"), init,
+             "multi_worker_mirrored"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    outputs = [p.communicate(timeout=300)[0] for p in procs]
+    for p, out in zip(procs, outputs):
+        assert p.returncode == 0, out[-3000:]
+    one = np.load(tmp_path / "single.npz")
+    w0, w1 = np.load(tmp_path / "worker0.npz"), np.load(tmp_path / "worker1.npz")
+    assert int(w0["__replicas__"]) == 2 and int(one["__replicas__"]) == 1
+    assert int(w0["__global_step__"]) == int(one["__global_step__"]) == 4
+    for name in one.files:
+        np.testing.assert_array_equal(w0[name], w1[name], err_msg=name)
+        np.testing.assert_allclose(w0[name], one[name], rtol=1e-5, atol=1e-6, err_msg=name)
+    # Only the chief wrote checkpoints.
+    assert checkpoints.CheckpointManager(str(tmp_path / "multi")).latest_checkpoint().endswith("model.ckpt-4")
+
+
+if __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] == "worker":
+    _worker_main(sys.argv[2:])
