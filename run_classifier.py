@@ -1081,12 +1081,17 @@ def export_saved_model(export_dir, bert_config, num_labels, is_regression, is_pa
 
     Loading it needs TensorFlow and `import tensorflow_text` (for the tokenizer's ops), not this code.
     """
-    model = ClassifierTask(bert_config, num_labels, is_regression).build_model()
-    checkpoints.init_from_checkpoint(model.variables_by_name(), checkpoint_path)
-    module = ClassifierExport(model, vocab_file, do_lower_case, max_seq_length, is_regression, is_pair)
-    signatures = {"serving_default": module.serve_ids.get_concrete_function(),
-                  SERVING_TEXT: module.serve_text.get_concrete_function()}
-    tf.saved_model.save(module, export_dir, signatures=signatures)
+    policy = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("float32")  # serve in float32 whatever --dtype trained the model
+    try:
+        model = ClassifierTask(bert_config, num_labels, is_regression).build_model()
+        checkpoints.init_from_checkpoint(model.variables_by_name(), checkpoint_path)
+        module = ClassifierExport(model, vocab_file, do_lower_case, max_seq_length, is_regression, is_pair)
+        signatures = {"serving_default": module.serve_ids.get_concrete_function(),
+                      SERVING_TEXT: module.serve_text.get_concrete_function()}
+        tf.saved_model.save(module, export_dir, signatures=signatures)
+    finally:
+        keras.config.set_dtype_policy(policy)
     if label_list is not None:
         tf.io.gfile.makedirs(os.path.join(export_dir, "assets.extra"))
         with tf.io.gfile.GFile(os.path.join(export_dir, "assets.extra", "labels.txt"), "w") as f:
