@@ -26,16 +26,31 @@ conlleval.py, plus eval_loss and token accuracy), eval_predictions.txt / test_pr
 pred`, blank line between sentences: conlleval input), eval_conlleval.txt / test_conlleval.txt (conlleval's
 report), label_list.txt. --export_dir: a SavedModel whose `serving_default` signature maps input_ids,
 input_mask, segment_ids [batch, seq] to per-token label probabilities `probabilities` [batch, seq, labels]
-(the label list is in assets/label_list.txt).
+(the label of each column is in assets.extra/labels.txt).
+
+Evaluation (--do_eval on dev.txt, --do_predict on test.txt) is one prediction pass through training.predict
+(the shared loop); eval_results.txt / test_results.txt hold eval_precision, eval_recall, eval_f1 (entity
+level, as fractions, from conlleval.py), the same per type (eval_LOC_f1, ...), eval_token_accuracy,
+eval_loss (mean cross entropy over the scored tokens) and global_step.
 """
 
 import dataclasses
 import os
 
+from absl import app
+from absl import flags
 from absl import logging
 import numpy as np
+import tensorflow as tf
 
+import checkpoints
+import conlleval
+import modeling
+import run_classifier
 import tokenization
+import training
+
+FLAGS = flags.FLAGS
 
 DOCSTART = "-DOCSTART-"
 OUTSIDE = "O"
@@ -243,6 +258,7 @@ def convert_sentences_to_features(sentences, label_list, max_seq_length, tokeniz
     pieces = [_sentence_pieces(s, word_tokenizer) for s in sentences]
     features = []
     num_split = 0
+    num_empty = 0
     for index, sentence in enumerate(sentences):
         tokens, word_starts = pieces[index]
         word_at = {start: i for i, start in enumerate(word_starts)}
@@ -261,11 +277,16 @@ def convert_sentences_to_features(sentences, label_list, max_seq_length, tokeniz
         for span_index, (start, length) in enumerate(spans):
             scored = [(1 + p - start, word_at[p]) for p in range(start, start + length)
                       if p in word_at and owner[p] == span_index]
+            if not scored:
+                num_empty += 1
+                continue
             features.append(_make_feature(index, tokens[start:start + length], scored, sentence, label_map,
                                           max_seq_length, full_tokenizer))
     if num_split:
         logging.info("%d of %d sentences are longer than %d sub-tokens and were split into windows "
                      "(doc_stride %d)", num_split, len(sentences), max_tokens, doc_stride)
+    if num_empty:
+        logging.info("%d windows left out: every word in them is predicted in another window", num_empty)
     if word_tokenizer.unk_words:
         logging.info("%d distinct words were fed as [UNK]", word_tokenizer.unk_words)
     return features
@@ -350,3 +371,295 @@ def write_predictions(path, triples):
             for word, gold, pred in sentence:
                 f.write("%s %s %s\n" % (word, gold, pred))
             f.write("\n")
+
+
+# ----------------------------------------------------------------------------------------------
+# Model: BertModel + the classifier's dropout and output_weights / output_bias on every position.
+
+
+class NerModel(run_classifier.ClassifierModel):
+    """BertModel + the classifier's dropout and "output_weights" [num_labels, hidden], "output_bias"
+    [num_labels], applied at every position of the sequence output.
+
+    call(features) -> float32 logits [batch, seq, num_labels].
+    """
+
+    def __init__(self, bert_config, num_labels, name="ner", **kwargs):
+        super().__init__(bert_config, num_labels, name=name, **kwargs)
+
+    def call(self, features, training=False):
+        outputs = self.bert(features["input_ids"], features["input_mask"], features["segment_ids"],
+                            training=training)
+        return self.head(outputs["sequence_output"], training=training)
+
+
+def token_losses(logits, label_ids):
+    """Per-position softmax cross entropy [batch, seq]."""
+    log_probs = tf.nn.log_softmax(logits, axis=-1)
+    one_hot = tf.one_hot(tf.cast(label_ids, tf.int32), depth=tf.shape(logits)[-1], dtype=tf.float32)
+    return -tf.reduce_sum(one_hot * log_probs, axis=-1)
+
+
+MICRO_BATCH_WEIGHT = "label_weight_per_micro_batch"
+
+
+class NerTask(training.Task):
+    """Token classification for training.py: loss = weighted token cross entropy / scored tokens."""
+
+    def __init__(self, bert_config, num_labels):
+        self.bert_config = bert_config
+        self.num_labels = num_labels
+
+    def build_model(self):
+        model = NerModel(self.bert_config, self.num_labels)
+        dummy = tf.zeros([1, 2], tf.int32)
+        model({"input_ids": dummy, "input_mask": dummy, "segment_ids": dummy})
+        return model
+
+    def prepare_batch(self, features, num_micro_batches):
+        # Normalise every micro-batch by the scored tokens of the whole batch, so that accumulation over
+        # micro-batches gives the loss and gradients of the whole batch.
+        features = dict(features)
+        total = tf.reduce_sum(tf.cast(features["label_weights"], tf.float32))
+        features[MICRO_BATCH_WEIGHT] = total / float(num_micro_batches)
+        return features
+
+    def compute_loss(self, model, features, training):
+        logits = model(features, training=training)
+        weights = tf.cast(features["label_weights"], tf.float32)
+        numerator = tf.reduce_sum(token_losses(logits, features["label_ids"]) * weights)
+        denominator = features.get(MICRO_BATCH_WEIGHT)
+        if denominator is None:
+            denominator = tf.reduce_sum(weights)
+        loss = numerator / tf.maximum(denominator, 1e-5)
+        return loss, {"loss": loss}
+
+    def predict_outputs(self, model, features):
+        logits = model(features, training=False)
+        weights = tf.cast(features["label_weights"], tf.float32)
+        return {"predicted_ids": tf.argmax(logits, axis=-1, output_type=tf.int32),
+                "token_loss": token_losses(logits, features["label_ids"]) * weights}
+
+
+# ----------------------------------------------------------------------------------------------
+# Runner.
+
+
+def input_fn_builder(arrays, is_training, seed=None):
+    """An input function for training.py over in-memory feature arrays (shuffled each epoch when training)."""
+
+    def input_fn(batch_size, input_context=None):
+        d = tf.data.Dataset.from_tensor_slices(arrays)
+        if input_context is not None and input_context.num_input_pipelines > 1:
+            d = d.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+        if is_training:
+            d = d.shuffle(len(arrays["input_ids"]), seed=seed, reshuffle_each_iteration=True).repeat()
+        d = d.batch(batch_size, drop_remainder=is_training)
+        return d.prefetch(tf.data.AUTOTUNE)
+
+    return input_fn
+
+
+def load_label_list(data_dir, output_dir, train_sentences=None):
+    """Labels of the training data (data_dir/train.txt, or train_sentences when already read), checked
+    against output_dir/label_list.txt when both exist; else the saved list."""
+    train_path = os.path.join(data_dir, DATA_FILES["train"]) if data_dir else None
+    saved_path = os.path.join(output_dir, LABEL_LIST_FILE) if output_dir else None
+    saved = read_label_list(saved_path) if saved_path and os.path.isfile(saved_path) else None
+    if train_sentences is not None or (train_path and os.path.isfile(train_path)):
+        labels = get_labels(train_sentences if train_sentences is not None else read_conll(train_path, "train"))
+        if saved is not None and saved != labels:
+            raise ValueError("%s lists %s but the training data %s gives %s" % (saved_path, saved, train_path,
+                                                                               labels))
+        return labels
+    if saved is not None:
+        return saved
+    raise ValueError("no label list: neither %s nor %s exists" % (train_path, saved_path))
+
+
+def _features_for(sentences, label_list, max_seq_length, tokenizer, doc_stride, document_context, what):
+    features = convert_sentences_to_features(sentences, label_list, max_seq_length, tokenizer, doc_stride,
+                                             document_context)
+    logging.info("%s: %d sentences, %d words -> %d features", what, len(sentences),
+                 sum(len(s.words) for s in sentences), len(features))
+    return features
+
+
+def predict_sentences(task, sentences, features, label_list, max_seq_length, config, strategy,
+                      checkpoint_path):
+    """Runs training.predict over the features; returns (per-sentence predicted tags, token loss sum)."""
+    arrays = features_to_arrays(features, max_seq_length)
+    predicted_ids = []
+    loss_sum = 0.0
+    for prediction in training.predict(task, input_fn_builder(arrays, False), config, strategy,
+                                       checkpoint_path=checkpoint_path):
+        predicted_ids.append(prediction["predicted_ids"])
+        loss_sum += float(np.sum(prediction["token_loss"]))
+    return decode_predictions(sentences, features, predicted_ids, label_list), loss_sum
+
+
+def entity_results(counts, prefix="eval_"):
+    """eval_results entries from conlleval counts: entity-level precision/recall/F1 (fractions), per type."""
+    m = conlleval.metrics(counts)
+    results = {prefix + "precision": m["precision"] / 100, prefix + "recall": m["recall"] / 100,
+               prefix + "f1": m["f1"] / 100, prefix + "token_accuracy": m["accuracy"] / 100,
+               prefix + "num_phrases": m["phrases"], prefix + "num_found": m["found"],
+               prefix + "num_correct": m["correct"]}
+    for name, t in m["per_type"].items():
+        for key in ("precision", "recall", "f1"):
+            results["%s%s_%s" % (prefix, name, key)] = t[key] / 100
+    return results
+
+
+def evaluate_split(task, sentences, label_list, max_seq_length, tokenizer, config, strategy, output_dir,
+                   checkpoint_path, set_name, doc_stride=64, document_context=False):
+    """Predicts a labelled split, writes <set>_predictions.txt and <set>_conlleval.txt; returns results."""
+    features = _features_for(sentences, label_list, max_seq_length, tokenizer, doc_stride, document_context,
+                             set_name)
+    tags, loss_sum = predict_sentences(task, sentences, features, label_list, max_seq_length, config,
+                                       strategy, checkpoint_path)
+    triples = prediction_triples(sentences, tags)
+    predictions_path = os.path.join(output_dir, "%s_predictions.txt" % set_name)
+    write_predictions(predictions_path, triples)
+    counts = conlleval.evaluate_sentences(triples)
+    report = conlleval.format_report(counts)
+    with open(os.path.join(output_dir, "%s_conlleval.txt" % set_name), "w", encoding="utf-8") as f:
+        f.write(report)
+    logging.info("%s (conlleval):\n%s", set_name, report)
+    results = entity_results(counts)
+    num_scored = sum(len(f.scored) for f in features)
+    results["eval_loss"] = loss_sum / max(num_scored, 1)
+    results["global_step"] = _global_step_of(checkpoint_path)
+    return results
+
+
+def _global_step_of(checkpoint_path):
+    try:
+        return int(tf.train.load_variable(checkpoint_path, "global_step"))
+    except (tf.errors.NotFoundError, ValueError):
+        return 0
+
+
+class NerExport(tf.Module):
+    """What the SavedModel holds: serving_default(input_ids, input_mask, segment_ids: int32 [batch, seq]) ->
+    {"probabilities": float32 [batch, seq, num_labels]}."""
+
+    def __init__(self, model):
+        super().__init__(name="ner_export")
+        self.model = model
+        ids_spec = tf.TensorSpec([None, None], tf.int32)
+        self.serve = tf.function(self._serve, input_signature=[ids_spec] * 3)
+
+    def _serve(self, input_ids, input_mask, segment_ids):
+        logits = self.model({"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids},
+                            training=False)
+        return {"probabilities": tf.nn.softmax(logits, axis=-1)}
+
+
+def export_saved_model(export_dir, bert_config, label_list, checkpoint_path):
+    """Writes the SavedModel (tensor signature) and assets.extra/labels.txt (label of each output column)."""
+    model = NerTask(bert_config, len(label_list)).build_model()
+    checkpoints.init_from_checkpoint(model.variables_by_name(), checkpoint_path)
+    module = NerExport(model)
+    tf.saved_model.save(module, export_dir, signatures={"serving_default": module.serve.get_concrete_function()})
+    tf.io.gfile.makedirs(os.path.join(export_dir, "assets.extra"))
+    write_label_list(label_list, os.path.join(export_dir, "assets.extra", "labels.txt"))
+    logging.info("Exported %s to %s", checkpoint_path, export_dir)
+    return export_dir
+
+
+def run(data_dir, vocab_file, config, do_lower_case=True, max_seq_length=128, do_train=False, do_eval=False,
+        do_predict=False, num_train_epochs=3.0, warmup_proportion=0.1, export_dir=None, doc_stride=64,
+        document_context=False):
+    """The whole job; `config` is a training.TrainingConfig. Returns {"train", "eval", "predict", "export"}."""
+    tokenization.validate_case_matches_checkpoint(do_lower_case, config.init_checkpoint)
+    if not (do_train or do_eval or do_predict or export_dir):
+        raise ValueError("At least one of `do_train`, `do_eval`, `do_predict` or `export_dir` must be set.")
+    for flag, value in (("bert_config_file", config.bert_config_file), ("vocab_file", vocab_file),
+                        ("output_dir", config.output_dir), ("data_dir", data_dir)):
+        if not value:
+            raise ValueError("--%s is required" % flag)
+    bert_config = modeling.BertConfig.from_json_file(config.bert_config_file)
+    if max_seq_length > bert_config.max_position_embeddings:
+        raise ValueError("Cannot use sequence length %d because the BERT model was only trained up to sequence "
+                         "length %d" % (max_seq_length, bert_config.max_position_embeddings))
+    tf.io.gfile.makedirs(config.output_dir)
+    train_sentences = read_conll(os.path.join(data_dir, DATA_FILES["train"]), "train") if do_train else None
+    label_list = load_label_list(data_dir, config.output_dir, train_sentences)
+    write_label_list(label_list, os.path.join(config.output_dir, LABEL_LIST_FILE))
+    logging.info("Labels: %s", label_list)
+    tokenizer = WordTokenizer(tokenization.FullTokenizer(vocab_file=vocab_file, do_lower_case=do_lower_case))
+    task = NerTask(bert_config, len(label_list))
+    strategy = training.create_strategy(config)
+    results = {}
+
+    if do_train:
+        features = _features_for(train_sentences, label_list, max_seq_length, tokenizer, doc_stride, document_context,
+                                 "train")
+        num_train_steps, num_warmup_steps = run_classifier.num_train_steps_for(
+            len(features), config.train_batch_size, num_train_epochs, warmup_proportion)
+        config = dataclasses.replace(config, num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps)
+        logging.info("***** Running training *****")
+        logging.info("  Num features = %d", len(features))
+        logging.info("  Batch size = %d", config.train_batch_size)
+        logging.info("  Num steps = %d", num_train_steps)
+        arrays = features_to_arrays(features, max_seq_length)
+        results["train"] = training.train(task, input_fn_builder(arrays, True, seed=config.seed), config,
+                                          strategy)
+
+    checkpoint_path = None
+    if do_eval or do_predict or export_dir:
+        checkpoint_path = run_classifier.checkpoint_for_inference(config.output_dir, config.init_checkpoint)
+    for enabled, set_name, file_key in ((do_eval, "eval", "dev"), (do_predict, "test", "test")):
+        if not enabled:
+            continue
+        sentences = read_conll(os.path.join(data_dir, DATA_FILES[file_key]), file_key)
+        result = evaluate_split(task, sentences, label_list, max_seq_length, tokenizer, config, strategy,
+                                config.output_dir, checkpoint_path, set_name, doc_stride, document_context)
+        results_file = training.EVAL_RESULTS_FILE if set_name == "eval" else "test_results.txt"
+        training.write_eval_results(os.path.join(config.output_dir, results_file), result)
+        results["eval" if set_name == "eval" else "predict"] = result
+
+    if export_dir:
+        results["export"] = export_saved_model(export_dir, bert_config, label_list, checkpoint_path)
+    return results
+
+
+def define_flags():
+    """The original runners' flags (shared ones from training.py) plus the NER windowing flags."""
+    training.define_training_flags(train_batch_size=32, eval_batch_size=8, predict_batch_size=8,
+                                   learning_rate=5e-5, save_checkpoints_steps=1000, iterations_per_loop=1000)
+    flags.DEFINE_string("data_dir", None, "The input data dir with train.txt, dev.txt and test.txt (CoNLL format).")
+    flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
+    flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text. Should be True for uncased "
+                      "models and False for cased models.")
+    flags.DEFINE_integer("max_seq_length", 128, "The maximum total input sequence length after WordPiece "
+                         "tokenization. Longer sentences are split into windows, shorter ones padded.")
+    flags.DEFINE_integer("doc_stride", 64, "When a sentence is longer than the maximum length, how many "
+                         "sub-tokens its windows start apart.")
+    flags.DEFINE_bool("document_context", False, "Fill each window with sub-tokens of the neighbouring "
+                      "sentences of the same document (context only, not scored).")
+    flags.DEFINE_bool("do_train", False, "Whether to run training.")
+    flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.")
+    flags.DEFINE_bool("do_predict", False, "Whether to run the model in inference mode on the test set.")
+    flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs to perform.")
+    flags.DEFINE_float("warmup_proportion", 0.1, "Proportion of training to perform linear learning rate "
+                       "warmup for. E.g., 0.1 = 10% of training.")
+    flags.DEFINE_string("export_dir", None, "Write a SavedModel here (serving_default: token ids -> per-token "
+                        "label probabilities) from the newest checkpoint in output_dir.")
+
+
+def main(_):
+    logging.set_verbosity(logging.INFO)
+    run(FLAGS.data_dir, FLAGS.vocab_file, training.TrainingConfig.from_flags(FLAGS),
+        do_lower_case=FLAGS.do_lower_case, max_seq_length=FLAGS.max_seq_length, do_train=FLAGS.do_train,
+        do_eval=FLAGS.do_eval, do_predict=FLAGS.do_predict, num_train_epochs=FLAGS.num_train_epochs,
+        warmup_proportion=FLAGS.warmup_proportion, export_dir=FLAGS.export_dir, doc_stride=FLAGS.doc_stride,
+        document_context=FLAGS.document_context)
+
+
+if __name__ == "__main__":
+    define_flags()
+    for required in ("data_dir", "vocab_file", "bert_config_file", "output_dir"):
+        flags.mark_flag_as_required(required)
+    app.run(main)

@@ -175,3 +175,168 @@ def test_unknown_tag_at_predict_time(tmp_path, cased_tokenizer):
     sentences = run_ner.read_conll(_write(tmp_path, "test.txt", "Peter B-PER\nin O\nParis B-LOC\n"))
     with pytest.raises(ValueError, match=r"test.txt line 3: tag 'B-LOC' is not in the label list"):
         run_ner.convert_sentences_to_features(sentences, ["O", "B-PER", "I-PER"], 16, cased_tokenizer)
+
+
+# ----------------------------------------------------------------------------------------------
+# Model, loss and a short end-to-end run on a tiny config.
+
+import json
+import subprocess
+import sys
+
+import tensorflow as tf
+
+import modeling
+import training
+
+TINY_CONFIG = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                   intermediate_size=64, max_position_embeddings=64)
+
+
+def _tiny_bert_config():
+    return modeling.BertConfig.from_dict(TINY_CONFIG)
+
+
+def test_head_variables_have_original_names_and_shapes():
+    model = run_ner.NerTask(_tiny_bert_config(), 9).build_model()
+    variables = model.variables_by_name()
+    assert tuple(variables["output_weights"].shape) == (9, 32)
+    assert tuple(variables["output_bias"].shape) == (9,)
+    assert "bert/encoder/layer_1/output/LayerNorm/gamma" in variables
+    assert np.all(variables["output_bias"].numpy() == 0)
+    assert np.abs(variables["output_weights"].numpy()).max() <= 0.04
+
+
+def test_loss_ignores_unscored_positions_and_accumulates_exactly():
+    task = run_ner.NerTask(_tiny_bert_config(), 5)
+    model = task.build_model()
+    rng = np.random.RandomState(0)
+    batch = {"input_ids": rng.randint(1000, 2000, (4, 10)).astype(np.int32),
+             "input_mask": np.ones((4, 10), np.int32), "segment_ids": np.zeros((4, 10), np.int32),
+             "label_ids": rng.randint(0, 5, (4, 10)).astype(np.int32),
+             "label_weights": (rng.rand(4, 10) < 0.4).astype(np.float32)}
+    batch["label_weights"][0, 1] = 1.0
+    batch = {k: tf.constant(v) for k, v in batch.items()}
+    logits = model(batch, training=False)
+    losses = run_ner.token_losses(logits, batch["label_ids"]).numpy()
+    w = batch["label_weights"].numpy()
+    expected = (losses * w).sum() / w.sum()
+    loss, _ = task.compute_loss(model, batch, training=False)
+    assert np.isclose(float(loss), expected, rtol=1e-6)
+    # Changing the labels of unscored positions changes nothing.
+    other = dict(batch, label_ids=tf.where(batch["label_weights"] > 0, batch["label_ids"], 4))
+    assert np.isclose(float(task.compute_loss(model, other, training=False)[0]), expected, rtol=1e-6)
+    # Two micro-batches (as training.py splits them) average to the whole batch's loss.
+    prepared = task.prepare_batch(batch, 2)
+    halves = [task.compute_loss(model, training._split_micro_batches(prepared, 2, i), training=False)[0]
+              for i in range(2)]
+    assert np.isclose(float(sum(halves)) / 2, expected, rtol=1e-6)
+
+
+def _write_subset(src, dst, num_sentences, extra_long=None):
+    """First num_sentences sentences of a CoNLL file (with its -DOCSTART- lines), plus an optional long one."""
+    out, count = [], 0
+    with open(src, encoding="utf-8") as f:
+        for line in f:
+            if not line.strip():
+                if out and out[-1].strip() and not out[-1].startswith(run_ner.DOCSTART):
+                    count += 1
+                out.append(line)
+                if count == num_sentences:
+                    break
+            else:
+                out.append(line)
+    if extra_long:
+        out.append("\n")
+        out.extend("%s NN I-NP %s\n" % (word, tag) for word, tag in extra_long)
+        out.append("\n")
+    with open(dst, "w", encoding="utf-8") as f:
+        f.writelines(out)
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    """Trains, evaluates, predicts and exports with a 2-layer, hidden-32 model on CoNLL-2003 subsets."""
+    root = tmp_path_factory.mktemp("ner")
+    data_dir = root / "data"
+    data_dir.mkdir()
+    conll = shared_path("data", "conll2003")
+    long_sentence = [("Reykjavik" if i % 7 == 0 else "word%d" % i, "B-LOC" if i % 7 == 0 else "O")
+                     for i in range(40)]
+    _write_subset(os.path.join(conll, "train.txt"), data_dir / "train.txt", 96)
+    _write_subset(os.path.join(conll, "dev.txt"), data_dir / "dev.txt", 40, long_sentence)
+    _write_subset(os.path.join(conll, "original_iob1", "eng.testb"), data_dir / "test.txt", 40, long_sentence)
+    config_file = root / "bert_config.json"
+    config_file.write_text(json.dumps(TINY_CONFIG))
+    output_dir = root / "out"
+    export_dir = root / "export"
+    config = training.TrainingConfig(output_dir=str(output_dir), bert_config_file=str(config_file),
+                                     train_batch_size=8, eval_batch_size=8, predict_batch_size=8,
+                                     learning_rate=2e-3, save_checkpoints_steps=100, iterations_per_loop=100,
+                                     deterministic=True)
+    results = run_ner.run(str(data_dir), shared_path("vocab", "uncased", "vocab.txt"), config,
+                          do_lower_case=True, max_seq_length=24, do_train=True, do_eval=True, do_predict=True,
+                          num_train_epochs=2.0, export_dir=str(export_dir), doc_stride=8)
+    return dict(root=root, data_dir=data_dir, output_dir=output_dir, export_dir=export_dir, results=results,
+                config=config)
+
+
+@pytest.mark.slow
+def test_tiny_end_to_end_train_eval_predict(tiny_run):
+    out = tiny_run["output_dir"]
+    results = tiny_run["results"]
+    train_sentences = run_ner.read_conll(str(tiny_run["data_dir"] / "train.txt"))
+    assert len(train_sentences) == 96
+    assert results["train"]["global_step"] > 10
+    assert (out / "checkpoint").exists()
+    assert (out / "label_list.txt").read_text().split() == run_ner.get_labels(train_sentences)
+    for set_name, file_name in (("eval", "dev.txt"), ("test", "test.txt")):
+        sentences = run_ner.read_conll(str(tiny_run["data_dir"] / file_name))
+        assert len(sentences) == 41 and len(sentences[-1].words) == 40
+        lines = (out / ("%s_predictions.txt" % set_name)).read_text(encoding="utf-8").split("\n")
+        rows = [line.split(" ") for line in lines if line]
+        assert [r[0] for r in rows] == [w for s in sentences for w in s.words]
+        assert [r[1] for r in rows] == [t for s in sentences for t in s.labels]
+        report = subprocess.run([sys.executable, os.path.join(os.path.dirname(run_ner.__file__), "conlleval.py"),
+                                 str(out / ("%s_predictions.txt" % set_name))], capture_output=True, check=True)
+        assert report.stdout.decode() == (out / ("%s_conlleval.txt" % set_name)).read_text()
+        result = results["eval" if set_name == "eval" else "predict"]
+        counts = conlleval.evaluate_file(str(out / ("%s_predictions.txt" % set_name)))
+        assert result["eval_f1"] == pytest.approx(conlleval.metrics(counts)["f1"] / 100)
+        assert result["global_step"] == results["train"]["global_step"]
+        assert np.isfinite(result["eval_loss"]) and result["eval_loss"] > 0
+    written = dict(line.split(" = ") for line in (out / "eval_results.txt").read_text().splitlines())
+    for key in ("eval_precision", "eval_recall", "eval_f1", "eval_loss", "eval_token_accuracy", "global_step",
+                "eval_LOC_f1", "eval_PER_precision"):
+        assert key in written
+    # The trained model beats the all-"O" baseline on scored-token cross entropy (ln 9 = 2.2 at random).
+    assert results["eval"]["eval_loss"] < 1.5
+
+
+@pytest.mark.slow
+def test_tiny_export_loads_in_fresh_process(tiny_run, tmp_path):
+    sentences = run_ner.read_conll(str(tiny_run["data_dir"] / "test.txt"))
+    labels = (tiny_run["output_dir"] / "label_list.txt").read_text().split()
+    tokenizer = tokenization.FullTokenizer(shared_path("vocab", "uncased", "vocab.txt"), do_lower_case=True)
+    features = run_ner.convert_sentences_to_features(sentences, labels, 24, tokenizer, doc_stride=8)
+    arrays = run_ner.features_to_arrays(features, 24)
+    inputs_path = tmp_path / "inputs.npz"
+    np.savez(inputs_path, **{k: arrays[k] for k in ("input_ids", "input_mask", "segment_ids")})
+    script = (
+        "import sys, numpy as np, tensorflow as tf\n"
+        "m = tf.saved_model.load(sys.argv[1])\n"
+        "f = m.signatures['serving_default']\n"
+        "x = np.load(sys.argv[2])\n"
+        "out = f(**{k: tf.constant(x[k]) for k in ('input_ids', 'input_mask', 'segment_ids')})\n"
+        "np.save(sys.argv[3], out['probabilities'].numpy())\n")
+    probs_path = tmp_path / "probs.npy"
+    subprocess.run([sys.executable, "-c", script, str(tiny_run["export_dir"]), str(inputs_path), str(probs_path)],
+                   check=True, capture_output=True, cwd=str(tmp_path))
+    probs = np.load(probs_path)
+    assert probs.shape == (len(features), 24, len(labels))
+    assert np.allclose(probs.sum(-1), 1.0, atol=1e-5)
+    assert (tiny_run["export_dir"] / "assets.extra" / "labels.txt").read_text().split() == labels
+    tags = run_ner.decode_predictions(sentences, features, list(probs.argmax(-1)), labels)
+    rows = [line.split(" ") for line in (tiny_run["output_dir"] / "test_predictions.txt").read_text(
+        encoding="utf-8").split("\n") if line]
+    assert [r[2] for r in rows] == [t for s in tags for t in s]
