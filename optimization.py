@@ -10,12 +10,15 @@ Public API (stable):
   optimizer.apply_gradients(grads_and_vars): in replica context (plain code, tf.function, XLA, or inside
     strategy.run) all-reduces the gradients (mean over replicas), clips them to global norm `clip_norm`,
     applies the update (learning rate: see below), then increments global_step, as the original
-    train_op. Returns the global norm before clipping.
+    train_op. Returns the global norm before clipping. With one device it can sit inside a jit_compile
+    function; under a multi-device strategy jit-compile the gradient computation and call apply_gradients
+    outside that function (XLA cannot compile the cross-replica update).
   optimizer.variables_by_name() -> {"global_step", "NAME/adam_m", "NAME/adam_v", ...} (original order);
     optimizer.global_step; optimizer.learning_rate(step) (the schedule); optimizer.current_learning_rate()
     (the rate the next apply_gradients uses).
   GradientAccumulator(variables): accumulate(grads) sums micro-batch gradients (IndexedSlices densified),
-    gradients() returns their mean, reset() zeroes them; usable inside tf.function and strategy.run.
+    gradients() returns their mean (None for variables that never got a gradient, which the optimizer then
+    leaves untouched as the original does), reset() zeroes them; usable inside tf.function and strategy.run.
     The mean over N micro-batches of a mean-reduced loss equals the gradient of one N-times larger batch.
 
 Learning-rate step: the original train_op groups the update with `global_step.assign(global_step + 1)` and
@@ -243,6 +246,7 @@ class GradientAccumulator(object):
 
     def __init__(self, variables):
         self._variables = list(variables)
+        self._has_grad = None
         with tf.init_scope():
             self._sums = [tf.Variable(tf.zeros([int(d) for d in v.shape], tf.float32), trainable=False,
                                       synchronization=tf.VariableSynchronization.ON_READ,
@@ -260,14 +264,17 @@ class GradientAccumulator(object):
         """Adds one micro-batch's gradients (None counts as zero)."""
         if len(grads) != len(self._sums):
             raise ValueError(f"Expected {len(self._sums)} gradients, got {len(grads)}")
+        has_grad = [g is not None for g in grads]
+        self._has_grad = has_grad if self._has_grad is None else [a or b for a, b in zip(self._has_grad, has_grad)]
         ops = [s.assign_add(tf.cast(_dense(g), tf.float32)) for s, g in zip(self._sums, grads) if g is not None]
         with tf.control_dependencies(ops):
             return self._count.assign_add(1)
 
     def gradients(self):
-        """Mean of the accumulated gradients (this replica's), ready for apply_gradients."""
+        """Mean of the accumulated gradients (this replica's); None where no micro-batch had a gradient."""
         count = tf.cast(tf.maximum(self._count.read_value(), 1), tf.float32)
-        return [s.read_value() / count for s in self._sums]
+        has_grad = self._has_grad or [True] * len(self._sums)
+        return [s.read_value() / count if h else None for s, h in zip(self._sums, has_grad)]
 
     def reset(self):
         ops = [s.assign(tf.zeros_like(s)) for s in self._sums]
