@@ -42,6 +42,9 @@ def define_flags():
     flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
     flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text (True for uncased models).")
     flags.DEFINE_integer("batch_size", 32, "Batch size for predictions.")
+    flags.DEFINE_bool("use_tpu", False, "Whether to use TPU or GPU/CPU.")
+    flags.DEFINE_string("master", None, "If using a TPU, the address of the master.")
+    flags.DEFINE_integer("num_tpu_cores", 8, "Only used if `use_tpu` is True. Total number of TPU cores to use.")
     flags.DEFINE_enum("sentence_vector", "none", SENTENCE_VECTORS,
                       "Extra: also write a `sentence_vector` per line: `pooled` (pooler output) or `mean` "
                       "(last layer averaged over real tokens).")
@@ -71,6 +74,8 @@ class InputFeatures(object):
 
 def read_examples(input_file):
     """Reads `InputExample`s, one per line; `a ||| b` splits a pair (at the last separator, as the original)."""
+    if not tf.io.gfile.exists(input_file):
+        raise FileNotFoundError(f"--input_file not found: {input_file}")
     examples = []
     with tf.io.gfile.GFile(input_file, "r") as reader:
         for unique_id, line in enumerate(iter(reader.readline, "")):
@@ -214,7 +219,7 @@ def input_fn_builder(features, seq_length):
 
 
 def predict_features(features, bert_config, init_checkpoint, layer_indexes, seq_length, batch_size=32,
-                     sentence_vector="none", dtype="float32"):
+                     sentence_vector="none", dtype="float32", use_tpu=False, master=None, num_tpu_cores=8):
     """Yields (feature, result) in input order; result holds `layer_output_j` [seq, hidden] per requested
     layer and `sentence_vector` when asked for. Runs through training.predict (one compiled step)."""
     if batch_size < 1:
@@ -222,7 +227,7 @@ def predict_features(features, bert_config, init_checkpoint, layer_indexes, seq_
     if not features:
         return
     config = training.TrainingConfig(init_checkpoint=init_checkpoint, predict_batch_size=batch_size,
-                                     dtype=dtype)
+                                     dtype=dtype, use_tpu=use_tpu, master=master, num_tpu_cores=num_tpu_cores)
     task = ExtractFeaturesTask(bert_config, layer_indexes, sentence_vector)
     by_id = {f.unique_id: f for f in features}
     for result in training.predict(task, input_fn_builder(features, seq_length), config):
@@ -255,7 +260,7 @@ def feature_json(feature, result, layer_indexes):
 
 def extract_features(input_file, output_file, bert_config_file, init_checkpoint, vocab_file,
                      do_lower_case=True, layers="-1,-2,-3,-4", max_seq_length=128, batch_size=32,
-                     sentence_vector="none"):
+                     sentence_vector="none", use_tpu=False, master=None, num_tpu_cores=8):
     """The whole script: reads input_file, writes output_file; returns the number of lines written."""
     if not init_checkpoint:
         raise ValueError("--init_checkpoint is required (features of random weights are meaningless)")
@@ -271,7 +276,8 @@ def extract_features(input_file, output_file, bert_config_file, init_checkpoint,
     written = 0
     with tf.io.gfile.GFile(output_file, "w") as writer:
         for feature, result in predict_features(features, bert_config, init_checkpoint, layer_indexes,
-                                                max_seq_length, batch_size, sentence_vector):
+                                                max_seq_length, batch_size, sentence_vector,
+                                                use_tpu=use_tpu, master=master, num_tpu_cores=num_tpu_cores):
             writer.write(feature_json(feature, result, layer_indexes) + "\n")
             written += 1
     logging.info("wrote %d lines to %s", written, output_file)
@@ -282,7 +288,7 @@ def main(_):
     logging.set_verbosity(logging.INFO)
     extract_features(FLAGS.input_file, FLAGS.output_file, FLAGS.bert_config_file, FLAGS.init_checkpoint,
                      FLAGS.vocab_file, FLAGS.do_lower_case, FLAGS.layers, FLAGS.max_seq_length,
-                     FLAGS.batch_size, FLAGS.sentence_vector)
+                     FLAGS.batch_size, FLAGS.sentence_vector, FLAGS.use_tpu, FLAGS.master, FLAGS.num_tpu_cores)
 
 
 if __name__ == "__main__":

@@ -213,3 +213,5 @@ def test_bad_flags_are_clear_errors(minilm, tmp_path):
         ef.extract_features(max_seq_length=1024, **args)
     with pytest.raises(ValueError, match="--init_checkpoint is required"):
         ef.extract_features(**dict(args, init_checkpoint=None))
+    with pytest.raises(FileNotFoundError, match="--input_file not found"):
+        ef.extract_features(**dict(args, input_file=str(tmp_path / "missing.txt")))
