@@ -157,3 +157,57 @@ def test_init_checkpoint_shape_mismatch_is_a_clear_error(mrpc_job, tmp_path):
     with pytest.raises(ValueError, match=r"Shape mismatch .*bert/embeddings/word_embeddings: model \[30522, 48\]"):
         rc.run("mrpc", mrpc_job["data_dir"], mrpc_job["vocab"], config, do_predict=True,
                max_seq_length=MAX_SEQ_LENGTH)
+
+
+def _loaded_text_outputs(export_dir, **texts):
+    loaded = tf.saved_model.load(export_dir)
+    serve = loaded.signatures["serving_text"]
+    return {k: v.numpy() for k, v in serve(**{k: tf.constant(v) for k, v in texts.items()}).items()}
+
+
+@pytest.mark.slow
+def test_single_sentence_and_regression_exports_equal_do_predict(tmp_path):
+    """CoLA (one text, MCC) and STS-B (regression score): train briefly, predict, export, compare."""
+    import itertools
+    vocab = shared_path("vocab", "uncased", "vocab.txt")
+    config_file = str(tmp_path / "bert_config.json")
+    tiny_config_file(config_file)
+
+    cola = tmp_path / "cola"
+    cola.mkdir()
+    with open(os.path.join(shared_path("data", "glue", "CoLA"), "train.tsv"), encoding="utf-8") as f:
+        (cola / "train.tsv").write_text("".join(itertools.islice(f, 32)), encoding="utf-8")
+    with open(os.path.join(shared_path("data", "glue", "CoLA"), "dev.tsv"), encoding="utf-8") as f:
+        dev_lines = list(itertools.islice(f, 40))
+    (cola / "dev.tsv").write_text("".join(dev_lines), encoding="utf-8")
+    (cola / "test.tsv").write_text("index\tsentence\n" + "".join(
+        "%d\t%s\n" % (i, line.rstrip("\n").split("\t")[3]) for i, line in enumerate(dev_lines)), encoding="utf-8")
+    out = str(tmp_path / "cola_out")
+    config = training.TrainingConfig(output_dir=out, bert_config_file=config_file, train_batch_size=16,
+                                     eval_batch_size=16, predict_batch_size=16, learning_rate=1e-3)
+    rc.run("cola", str(cola), vocab, config, max_seq_length=32, do_train=True, do_eval=True, do_predict=True,
+           num_train_epochs=1.0, export_dir=str(tmp_path / "cola_export"))
+    written = open(os.path.join(out, "eval_results.txt")).read()
+    assert "eval_mcc = " in written and "eval_accuracy = " in written
+    expected = np.loadtxt(os.path.join(out, "test_results.tsv"), delimiter="\t")
+    texts = [line.rstrip("\n").split("\t")[3] for line in dev_lines]
+    got = _loaded_text_outputs(str(tmp_path / "cola_export"), text_a=texts)
+    np.testing.assert_allclose(got["probabilities"], expected, atol=1e-5)
+
+    stsb = tmp_path / "stsb"
+    stsb.mkdir()
+    for name, n in (("train.tsv", 33), ("test.tsv", 41)):
+        with open(os.path.join(shared_path("data", "glue", "STS-B"), name), encoding="utf-8") as f:
+            (stsb / name).write_text("".join(itertools.islice(f, n)), encoding="utf-8")
+    out = str(tmp_path / "stsb_out")
+    config = training.TrainingConfig(output_dir=out, bert_config_file=config_file, train_batch_size=16,
+                                     predict_batch_size=16, learning_rate=1e-3)
+    rc.run("sts-b", str(stsb), vocab, config, max_seq_length=32, do_train=True, do_predict=True,
+           num_train_epochs=1.0, export_dir=str(tmp_path / "stsb_export"))
+    expected = np.loadtxt(os.path.join(out, "test_results.tsv"))
+    assert expected.shape == (40,) and expected.std() > 0
+    examples = rc.StsbProcessor().get_test_examples(str(stsb))
+    got = _loaded_text_outputs(str(tmp_path / "stsb_export"), text_a=[e.text_a for e in examples],
+                               text_b=[e.text_b for e in examples])
+    assert list(got) == ["score"]
+    np.testing.assert_allclose(got["score"], expected, atol=1e-5)
