@@ -465,7 +465,34 @@ def get_final_text(pred_text, orig_text, do_lower_case, verbose_logging=False):
     """
     tokenizer = tokenization.BasicTokenizer(do_lower_case=do_lower_case)
     tok_text = " ".join(tokenizer.tokenize(orig_text))
+    return _align_final_text(pred_text, orig_text, tok_text, verbose_logging)
 
+
+class _WordTokenCache(object):
+    """BasicTokenizer output per whitespace word, memoized.
+
+    BasicTokenizer works per character and splits on whitespace, so the tokens of words joined by
+    spaces are the concatenation of each word's tokens: get_final_text's tokenization of a span
+    is assembled from cached words, with the same result.
+    """
+
+    def __init__(self, do_lower_case):
+        self._tokenizer = tokenization.BasicTokenizer(do_lower_case=do_lower_case)
+        self._cache = {}
+
+    def tok_text(self, words):
+        out = []
+        for word in words:
+            tokens = self._cache.get(word)
+            if tokens is None:
+                tokens = self._tokenizer.tokenize(word)
+                self._cache[word] = tokens
+            out.extend(tokens)
+        return " ".join(out)
+
+
+def _align_final_text(pred_text, orig_text, tok_text, verbose_logging):
+    """get_final_text given tok_text, the BasicTokenizer tokens of orig_text joined by spaces."""
     start_position = tok_text.find(pred_text)
     if start_position == -1:
         if verbose_logging:
@@ -526,6 +553,7 @@ def compute_predictions(all_examples, all_features, all_results, n_best_size, ma
     all_predictions = collections.OrderedDict()
     all_nbest_json = collections.OrderedDict()
     scores_diff_json = collections.OrderedDict()
+    word_tokens = _WordTokenCache(do_lower_case)
 
     for example_index, example in enumerate(all_examples):
         features = example_index_to_features[example_index]
@@ -593,7 +621,8 @@ def compute_predictions(all_examples, all_features, all_results, n_best_size, ma
                 tok_text = tok_text.strip()
                 tok_text = " ".join(tok_text.split())
                 orig_text = " ".join(orig_tokens)
-                final_text = get_final_text(tok_text, orig_text, do_lower_case, verbose_logging)
+                final_text = _align_final_text(tok_text, orig_text, word_tokens.tok_text(orig_tokens),
+                                               verbose_logging)
                 if final_text in seen_predictions:
                     continue
                 seen_predictions[final_text] = True

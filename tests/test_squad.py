@@ -463,3 +463,19 @@ def test_end_to_end_tiny_train_predict_export(tmp_path):
     start, end = model(arrays, training=False)
     np.testing.assert_allclose(got["start"], start.numpy(), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(got["end"], end.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_word_cache_decoding_equals_direct_get_final_text(tokenizer, monkeypatch):
+    """The memoized per-word BasicTokenizer path gives the original get_final_text's outputs."""
+    examples = run_squad.read_squad_examples(_v20(), is_training=False)
+    features = _features(examples, tokenizer, 128, 48, 32)
+    rng = np.random.RandomState(0)
+    results = [run_squad.RawResult(f.unique_id, [float(x) for x in rng.randn(128).astype(np.float32)],
+                                   [float(x) for x in rng.randn(128).astype(np.float32)]) for f in features]
+    cached = run_squad.compute_predictions(examples, features, results, 20, 30, True, True)
+    basic = tokenization.BasicTokenizer(do_lower_case=True)
+    monkeypatch.setattr(run_squad._WordTokenCache, "tok_text",
+                        lambda self, words: " ".join(basic.tokenize(" ".join(words))))
+    direct = run_squad.compute_predictions(examples, features, results, 20, 30, True, True)
+    assert cached == direct
+    assert sum(1 for text in cached[0].values() if text) > 100
