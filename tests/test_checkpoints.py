@@ -242,3 +242,32 @@ def test_hf_weights_not_matching_config(tmp_path):
     with pytest.raises(ValueError, match=r"bert/embeddings/word_embeddings: .* \[30522, 384\] vs config "
                                          r"\[30000, 384\]"):
         checkpoints.read_hf(str(tmp_path))
+
+
+@pytest.mark.slow
+def test_convert_checkpoint_cli_round_trip(tmp_path):
+    import subprocess
+    import sys
+    from safetensors.numpy import load_file
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    folder = _tiny_folder()
+    vocab = shared_path("vocab", "uncased", "vocab.txt")
+    hf_out, orig_out = str(tmp_path / "hf"), str(tmp_path / "orig")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    script = os.path.join(root, "convert_checkpoint.py")
+    subprocess.run([sys.executable, script, "--mode=original_to_hf", f"--init_checkpoint={folder}",
+                    f"--bert_config_file={os.path.join(folder, 'bert_config.json')}", f"--vocab_file={vocab}",
+                    f"--output_dir={hf_out}"], check=True, env=env, cwd=root, capture_output=True)
+    import convert_checkpoint
+    convert_checkpoint.convert("hf_to_original", orig_out, hf_dir=hf_out)
+    assert "cls.predictions.bias" in load_file(os.path.join(hf_out, "model.safetensors"))
+    back = tf.train.load_checkpoint(os.path.join(orig_out, "bert_model.ckpt"))
+    original = tf.train.load_checkpoint(folder)
+    names = [n for n in _original_names(folder) if n != "global_step" and not n.endswith(("adam_m", "adam_v"))]
+    assert sorted(back.get_variable_to_shape_map()) == sorted(names)
+    for name in names:
+        np.testing.assert_array_equal(back.get_tensor(name), original.get_tensor(name), err_msg=name)
+    assert modeling.BertConfig.from_json_file(os.path.join(orig_out, "bert_config.json")) == \
+        modeling.BertConfig.from_json_file(os.path.join(folder, "bert_config.json"))
+    with pytest.raises(ValueError, match="--init_checkpoint, --bert_config_file"):
+        convert_checkpoint.convert("original_to_hf", hf_out, vocab_file=vocab)
