@@ -339,3 +339,54 @@ def test_fine_tune_tiny_regression_on_stsb(tmp_path):
     assert written["eval_pearson"] == pytest.approx(rc.pearson_corrcoef(scores, gold), abs=1e-6)
     assert written["eval_spearman"] == pytest.approx(rc.spearman_corrcoef(scores, gold), abs=1e-6)
     assert written["eval_loss"] == pytest.approx(np.mean((scores - gold) ** 2), rel=1e-4)
+
+
+def _write(path, rows):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join("\t".join(r) + "\n" for r in rows), encoding="utf-8")
+
+
+def test_mnli_qqp_qnli_wnli_xnli_column_layouts(tmp_path):
+    """The GLUE/XNLI layouts absent from ../shared, written in their published column order."""
+    mnli_head = ["index", "promptID", "pairID", "genre", "s1_bp", "s2_bp", "s1_p", "s2_p", "sentence1", "sentence2"]
+    _write(tmp_path / "mnli" / "train.tsv", [mnli_head + ["label1", "gold_label"],
+                                             ["0", "1", "1e", "gov", "(", "(", "(", "(", "A", "B", "neutral",
+                                              "neutral"]])
+    _write(tmp_path / "mnli" / "dev_mismatched.tsv", [mnli_head + ["l1", "l2", "l3", "l4", "l5", "gold_label"],
+                                                      ["7", "1", "1e", "x", "(", "(", "(", "(", "C", "D", "e", "e",
+                                                       "e", "e", "e", "entailment"]])
+    _write(tmp_path / "mnli" / "test_matched.tsv", [mnli_head, ["3", "1", "1e", "x", "(", "(", "(", "(", "E", "F"]])
+    mnli = rc.get_processor("MNLI")
+    train = mnli.get_train_examples(str(tmp_path / "mnli"))
+    assert [(e.guid, e.text_a, e.text_b, e.label) for e in train] == [("train-0", "A", "B", "neutral")]
+    test = mnli.get_test_examples(str(tmp_path / "mnli"))
+    assert [(e.guid, e.text_a, e.label) for e in test] == [("test-3", "E", "contradiction")]
+    dev_mm = rc.get_processor("mnli-mm").get_dev_examples(str(tmp_path / "mnli"))
+    assert [(e.guid, e.text_a, e.text_b, e.label) for e in dev_mm] == [("dev_mismatched-7", "C", "D", "entailment")]
+
+    _write(tmp_path / "qqp" / "train.tsv", [["id", "qid1", "qid2", "question1", "question2", "is_duplicate"],
+                                            ["5", "1", "2", "How?", "Why?", "1"]])
+    _write(tmp_path / "qqp" / "test.tsv", [["id", "question1", "question2"], ["9", "Q1", "Q2"]])
+    qqp = rc.get_processor("qqp")
+    assert [(e.guid, e.text_a, e.text_b, e.label) for e in qqp.get_train_examples(str(tmp_path / "qqp"))] == [
+        ("train-5", "How?", "Why?", "1")]
+    assert [(e.guid, e.text_a, e.text_b) for e in qqp.get_test_examples(str(tmp_path / "qqp"))] == [
+        ("test-9", "Q1", "Q2")]
+    assert qqp.metric_names == ("accuracy", "f1")
+
+    _write(tmp_path / "qnli" / "dev.tsv", [["index", "question", "sentence", "label"],
+                                           ["0", "Who?", "Him.", "not_entailment"]])
+    assert rc.get_processor("qnli").get_dev_examples(str(tmp_path / "qnli"))[0].label == "not_entailment"
+    _write(tmp_path / "wnli" / "train.tsv", [["index", "sentence1", "sentence2", "label"], ["0", "a", "b", "1"]])
+    assert rc.get_processor("wnli").get_train_examples(str(tmp_path / "wnli"))[0].label == "1"
+
+    _write(tmp_path / "xnli" / "multinli" / "multinli.train.de.tsv", [["premise", "hypo", "label"],
+                                                                       ["P", "H", "contradictory"]])
+    dev_head = ["language", "gold_label", "s1_bp", "s2_bp", "s1_p", "s2_p", "sentence1", "sentence2"]
+    _write(tmp_path / "xnli" / "xnli.dev.tsv", [dev_head, ["zh", "neutral", "", "", "", "", "z1", "z2"],
+                                                ["de", "entailment", "", "", "", "", "d1", "d2"]])
+    xnli = rc.get_processor("xnli", xnli_language="de")
+    train = xnli.get_train_examples(str(tmp_path / "xnli"))
+    assert [(e.guid, e.text_a, e.text_b, e.label) for e in train] == [("train-1", "P", "H", "contradiction")]
+    dev = xnli.get_dev_examples(str(tmp_path / "xnli"))
+    assert [(e.guid, e.text_a, e.label) for e in dev] == [("dev-2", "d1", "entailment")]
