@@ -304,16 +304,20 @@ def _is_punctuation(char):
 # ----------------------------------------------------------------------------------------------------------
 # Fast in-graph tokenizer.
 
-_F_DROP = 1        # removed by _clean_text: NUL, U+FFFD, control characters (Cc, Cf but not \t \n \r)
-_F_DELIM = 2       # whitespace for str.split() (after cleaning): separates words
-_F_CJK = 4         # CJK ideograph: a word of its own (decided before lower casing)
-_F_PUNCT = 8       # punctuation by the original's rule: a word of its own
+# Entry of a code point in the character table: the code point it becomes (after lower casing, when
+# do_lower_case) in the bits above _F_BITS, word-boundary kind and flags below.
+_KIND_MASK = 3
+_KIND_DELIM = 1    # whitespace for str.split() (after cleaning): separates words
+_KIND_ALONE = 2    # punctuation (after lower casing) or CJK ideograph (before): a word of its own
+_F_CJK = 4
+_F_DROP = 8        # removed by _clean_text: NUL, U+FFFD, control characters (Cc, Cf but not \t \n \r)
 _F_CASE_IGNORABLE = 16  # Unicode Case_Ignorable (for the Greek final sigma rule of str.lower)
 _F_CASED = 32      # Cased and not Case_Ignorable
-_F_BITS = 8        # flags use the low bits; the index of a lower-casing expansion the bits above
-_PAGE_BITS = 7
+_F_MAP_MANY = 64   # lower casing gives 0 or several code points: expansion index above _F_BITS
+_F_SPECIAL = 128   # needs the general path: dropped, mapped to 0 or several code points, or capital sigma
+_F_BITS = 8
 _NUM_CODEPOINTS = 0x110000
-_CAPITAL_SIGMA, _SMALL_SIGMA, _FINAL_SIGMA = 0x3A3, 0x3C3, 0x3C2
+_CAPITAL_SIGMA, _FINAL_SIGMA = 0x3A3, 0x3C2
 
 
 def _case_class(char):
@@ -331,67 +335,64 @@ def _lower_and_strip(char):
     return "".join(c for c in text if unicodedata.category(c) != "Mn")
 
 
+def _kind(char):
+    """Word-boundary kind of a character as it is after lower casing."""
+    if char.isspace():
+        return _KIND_DELIM
+    return _KIND_ALONE if _is_punctuation(char) else 0
+
+
 _TABLE_CACHE = {}
 
 
 def _char_tables(do_lower_case):
-    """Per-code-point flags and lower-casing expansions, as a two-level table (numpy arrays).
+    """Character table (int32 per code point) and lower-casing expansions, as numpy arrays.
 
-    Returns (page_base, data, exp_start, exp_len, exp_flat): the entry of code point cp is
-    data[page_base[cp >> 7] + (cp & 127)]; entry >> 8 indexes exp_start/exp_len (0: unchanged).
+    Returns (table, exp_start, exp_len, exp_entries): for a _F_MAP_MANY entry, entry >> _F_BITS indexes
+    exp_start/exp_len, which select entries (code point << _F_BITS | kind) in exp_entries.
     """
     import numpy as np
 
     key = bool(do_lower_case)
     if key in _TABLE_CACHE:
         return _TABLE_CACHE[key]
-    info = np.zeros(_NUM_CODEPOINTS, np.int32)
+    table = np.arange(_NUM_CODEPOINTS, dtype=np.int32) << _F_BITS
     for low, high in CJK_RANGES:
-        info[low:high + 1] |= _F_CJK
+        table[low:high + 1] |= _F_CJK | _KIND_ALONE
     expansions = {}
-    exp_start, exp_len, exp_flat = [0], [0], [0]
+    exp_start, exp_len, exp_entries = [0], [0], [0]
     for cp in range(_NUM_CODEPOINTS):
         char = chr(cp)
-        cat = unicodedata.category(char)
-        if cat in ("Cn", "Co", "Cs"):
+        if unicodedata.category(char) in ("Cn", "Co", "Cs"):
             continue
-        flags = 0
         if cp == 0 or cp == 0xFFFD or _is_control(char):
-            info[cp] = _F_DROP
+            table[cp] |= _F_DROP | _F_SPECIAL
             continue
         if char.isspace() or _is_whitespace(char):
-            info[cp] |= _F_DELIM
+            table[cp] |= _KIND_DELIM
             continue
-        if _is_punctuation(char):
-            flags |= _F_PUNCT
-        if key:
-            flags |= _case_class(char)
-            mapped = _lower_and_strip(char)
-            if mapped != char:
-                if info[cp] & _F_CJK and len(mapped) != 1:
-                    raise AssertionError("CJK character U+%04X lower-cases to %d characters" % (cp, len(mapped)))
-                if any(c.isspace() for c in mapped):
-                    raise AssertionError("U+%04X lower-cases to whitespace" % cp)
-                if mapped not in expansions:
-                    expansions[mapped] = len(exp_start)
-                    exp_start.append(len(exp_flat))
-                    exp_len.append(len(mapped))
-                    exp_flat.extend(ord(c) for c in mapped)
-                flags |= expansions[mapped] << _F_BITS
-        info[cp] |= flags
-    page_size = 1 << _PAGE_BITS
-    pages = info.reshape(-1, page_size)
-    page_base = np.zeros(len(pages), np.int32)
-    unique = {}
-    data = []
-    for i, page in enumerate(pages):
-        blob = page.tobytes()
-        if blob not in unique:
-            unique[blob] = len(data) * page_size
-            data.append(page)
-        page_base[i] = unique[blob]
-    tables = (page_base, np.concatenate(data), np.array(exp_start, np.int32), np.array(exp_len, np.int32),
-              np.array(exp_flat, np.int32))
+        if not key:
+            table[cp] |= _kind(char)
+            continue
+        cjk = bool(table[cp] & _F_CJK)
+        flags = _case_class(char)
+        mapped = _lower_and_strip(char)
+        if cjk and len(mapped) != 1:
+            raise AssertionError("CJK character U+%04X lower-cases to %d characters" % (cp, len(mapped)))
+        if cp == _CAPITAL_SIGMA:
+            flags |= _F_SPECIAL
+        if len(mapped) == 1:
+            flags |= (_KIND_ALONE if cjk else _kind(mapped))
+            table[cp] = (ord(mapped) << _F_BITS) | (table[cp] & _F_CJK) | flags
+            continue
+        if mapped not in expansions:
+            expansions[mapped] = len(exp_start)
+            exp_start.append(len(exp_entries))
+            exp_len.append(len(mapped))
+            exp_entries.extend((ord(c) << _F_BITS) | _kind(c) for c in mapped)
+        table[cp] = (expansions[mapped] << _F_BITS) | _F_MAP_MANY | _F_SPECIAL | flags
+    tables = (table, np.asarray(exp_start, np.int32), np.asarray(exp_len, np.int32),
+              np.asarray(exp_entries, np.int32))
     _TABLE_CACHE[key] = tables
     return tables
 
@@ -447,97 +448,167 @@ class FastBertTokenizer(_tf().Module):
         for token, index in vocab.items():
             if token and token != "##":
                 tokens[index] = token
+        # Words from the code-point path: at most 4 bytes a character; longer words are replaced first.
         self._wordpiece = text.FastWordpieceTokenizer(
             vocab=tokens, suffix_indicator="##", max_bytes_per_word=4 * self.max_input_chars_per_word,
             token_out_type=tf.int64, unknown_token=UNK_TOKEN, no_pretokenization=True,
             support_detokenization=False)
+        # Printable ASCII text (plus tab, newline, carriage return): FastWordpiece's own whitespace and
+        # punctuation splitting is the original's there, and bytes are characters (the 200 rule holds).
+        self._ascii_wordpiece = text.FastWordpieceTokenizer(
+            vocab=tokens, suffix_indicator="##", max_bytes_per_word=self.max_input_chars_per_word,
+            token_out_type=tf.int64, unknown_token=UNK_TOKEN, no_pretokenization=False,
+            support_detokenization=False)
+        self._is_suffix_id = tf.constant([token.startswith("##") for token in tokens])
         self._unknown_word = _find_unknown_word(vocab)
-        page_base, data, exp_start, exp_len, exp_flat = _char_tables(self.do_lower_case)
-        self._page_base = tf.constant(page_base)
-        self._char_info = tf.constant(data)
+        table, exp_start, exp_len, exp_entries = _char_tables(self.do_lower_case)
+        self._char_table = tf.constant(table)
+        self._sigma_entry = int(table[_CAPITAL_SIGMA])
         self._exp_start = tf.constant(exp_start)
         self._exp_len = tf.constant(exp_len)
-        self._exp_flat = tf.constant(exp_flat)
+        self._exp_entries = tf.constant(exp_entries)
 
-    def _lookup(self, cps):
+    @staticmethod
+    def _has(info, flags):
         tf = _tf()
-        base = tf.gather(self._page_base, tf.bitwise.right_shift(cps, _PAGE_BITS))
-        return tf.gather(self._char_info, base + tf.bitwise.bitwise_and(cps, (1 << _PAGE_BITS) - 1))
+        return tf.not_equal(tf.bitwise.bitwise_and(info, flags), 0)
 
-    def _final_sigma(self, cps, rows, info):
+    @staticmethod
+    def _remap_splits(splits, counts):
+        """Row splits after each element i of the flat values became counts[i] elements."""
+        tf = _tf()
+        ends = tf.cumsum(tf.cast(counts, tf.int64))
+        return tf.gather(tf.concat([tf.zeros([1], tf.int64), ends], 0), splits)
+
+    def _final_sigma(self, info, splits):
         """Turns capital sigma into final sigma where str.lower() would (its Final_Sigma context)."""
         tf = _tf()
-        sigma_pos = tf.cast(tf.where(tf.equal(cps, _CAPITAL_SIGMA))[:, 0], tf.int32)
-        heads = tf.cast(tf.where(tf.equal(tf.bitwise.bitwise_and(info, _F_CASE_IGNORABLE), 0))[:, 0], tf.int32)
-        num_heads = tf.size(heads)
-        before = tf.searchsorted(heads, sigma_pos, side="left") - 1
-        after = tf.searchsorted(heads, sigma_pos, side="right")
-        sigma_rows = tf.gather(rows, sigma_pos)
+        sigma_pos = tf.where(tf.equal(info, self._sigma_entry))[:, 0]
+        heads = tf.where(~self._has(info, _F_CASE_IGNORABLE))[:, 0]
+        num_heads = tf.size(heads, out_type=tf.int64)
+        before = tf.searchsorted(heads, sigma_pos, side="left", out_type=tf.int64) - 1
+        after = tf.searchsorted(heads, sigma_pos, side="right", out_type=tf.int64)
+        sigma_rows = tf.searchsorted(splits, sigma_pos, side="right", out_type=tf.int64)
 
         def cased_head(k):
             valid = (k >= 0) & (k < num_heads)
             pos = tf.gather(heads, tf.clip_by_value(k, 0, tf.maximum(num_heads - 1, 0)))
-            same_row = tf.equal(tf.gather(rows, pos), sigma_rows)
-            cased = tf.not_equal(tf.bitwise.bitwise_and(tf.gather(info, pos), _F_CASED), 0)
-            return valid & same_row & cased
+            same_row = tf.equal(tf.searchsorted(splits, pos, side="right", out_type=tf.int64), sigma_rows)
+            return valid & same_row & self._has(tf.gather(info, pos), _F_CASED)
 
-        final = cased_head(before) & ~cased_head(after)
-        final_pos = tf.boolean_mask(sigma_pos, final)
-        return tf.tensor_scatter_nd_update(
-            cps, final_pos[:, None], tf.fill(tf.shape(final_pos), tf.constant(_FINAL_SIGMA, tf.int32)))
+        final_pos = tf.boolean_mask(sigma_pos, cased_head(before) & ~cased_head(after))[:, None]
+        final_info = tf.gather(self._char_table, tf.fill(tf.shape(final_pos)[:1], _FINAL_SIGMA))
+        return tf.tensor_scatter_nd_update(info, final_pos, final_info)
 
-    def _expand(self, cps, rows, info):
-        """Applies the lower-casing expansions (lower, NFD, accents removed): one character to 0..n."""
+    def _expand(self, info, splits):
+        """Applies lower-casing maps to several (or no) code points: lower(), NFD, accents removed."""
         tf = _tf()
-        exp_id = tf.bitwise.right_shift(info, _F_BITS)
-        lengths = tf.where(exp_id > 0, tf.gather(self._exp_len, exp_id), 1)
-        origin = tf.repeat(tf.range(tf.size(cps)), lengths)
+        many = self._has(info, _F_MAP_MANY)
+        exp_id = tf.where(many, tf.bitwise.right_shift(info, _F_BITS), 0)
+        lengths = tf.where(many, tf.gather(self._exp_len, exp_id), 1)
+        origin = tf.repeat(tf.range(tf.size(info)), lengths)
         offsets = tf.cumsum(lengths, exclusive=True)
-        within = tf.range(tf.size(origin)) - tf.gather(offsets, origin)
-        origin_exp = tf.gather(exp_id, origin)
-        mapped = tf.gather(self._exp_flat, tf.gather(self._exp_start, origin_exp) + within)
-        new_cps = tf.where(origin_exp > 0, mapped, tf.gather(cps, origin))
-        return new_cps, tf.gather(rows, origin), tf.gather(info, origin)
+        index = tf.gather(tf.gather(self._exp_start, exp_id) - offsets, origin) + tf.range(tf.size(origin))
+        origin_info = tf.gather(info, origin)
+        new_info = tf.where(tf.gather(many, origin), tf.gather(self._exp_entries, index), origin_info)
+        return new_info, self._remap_splits(splits, lengths)
+
+    def _general_path(self, info, splits):
+        """Removes dropped characters, applies final sigma and one-to-many lower-casing maps."""
+        tf = _tf()
+        keep = ~self._has(info, _F_DROP)
+        info = tf.gather(info, tf.where(keep)[:, 0])
+        splits = self._remap_splits(splits, keep)
+        if self.do_lower_case:
+            info = tf.cond(tf.reduce_any(tf.equal(info, self._sigma_entry)),
+                           lambda: self._final_sigma(info, splits), lambda: info)
+            info, splits = tf.cond(tf.reduce_any(self._has(info, _F_MAP_MANY)),
+                                   lambda: self._expand(info, splits), lambda: (info, splits))
+        return info, splits
 
     def _word_strings(self, strings):
-        """Splits a 1-D string tensor into words: (words [num_words] string, word_rows [num_words] int64)."""
+        """Splits a 1-D string tensor into words: (words [num_words] string, word_rows [num_words], batch)."""
         tf = _tf()
         strings = tf.convert_to_tensor(strings, tf.string)
         strings.shape.assert_has_rank(1)
         decoded = tf.strings.unicode_decode(strings, "UTF-8", errors="replace", replacement_char=0xFFFD)
-        cps = decoded.flat_values
-        rows = tf.cast(decoded.value_rowids(), tf.int32)
-        info = self._lookup(cps)
-        keep = tf.equal(tf.bitwise.bitwise_and(info, _F_DROP), 0)
-        cps, rows, info = (tf.boolean_mask(t, keep) for t in (cps, rows, info))
-        if self.do_lower_case:
-            cps = self._final_sigma(cps, rows, info)
-            cps, rows, origin_info = self._expand(cps, rows, info)
-            info = tf.bitwise.bitwise_or(
-                tf.bitwise.bitwise_and(self._lookup(cps), _F_DELIM | _F_PUNCT),
-                tf.bitwise.bitwise_and(origin_info, _F_CJK))
-        delim = tf.not_equal(tf.bitwise.bitwise_and(info, _F_DELIM), 0)
-        alone = tf.not_equal(tf.bitwise.bitwise_and(info, _F_CJK | _F_PUNCT), 0)
-        first = tf.concat([[True], tf.not_equal(rows[1:], rows[:-1])], 0)[:tf.size(rows)]
-        prev_delim = tf.concat([[True], delim[:-1]], 0)[:tf.size(rows)]
-        prev_alone = tf.concat([[False], alone[:-1]], 0)[:tf.size(rows)]
-        starts = ~delim & (first | prev_delim | alone | prev_alone)
-        word_chars = tf.boolean_mask(cps, ~delim)
-        word_ids = tf.cumsum(tf.cast(tf.boolean_mask(starts, ~delim), tf.int32)) - 1
-        word_rows = tf.boolean_mask(rows, starts)
-        chars = tf.RaggedTensor.from_value_rowids(word_chars, word_ids, nrows=tf.size(word_rows))
+        splits = decoded.row_splits
+        info = tf.gather(self._char_table, decoded.flat_values)
+        info, splits = tf.cond(tf.reduce_any(self._has(info, _F_SPECIAL)),
+                               lambda: self._general_path(info, splits), lambda: (info, splits))
+        # info: code point << _F_BITS | kind, for the characters as the original sees them before splitting.
+        kind = tf.bitwise.bitwise_and(info, _KIND_MASK)
+        prev_kind = tf.concat([[_KIND_DELIM], kind[:-1]], 0)[:tf.size(kind)]
+        row_starts = splits[:-1]
+        row_starts = tf.boolean_mask(row_starts, row_starts < tf.size(kind, out_type=tf.int64))[:, None]
+        prev_kind = tf.tensor_scatter_nd_update(prev_kind, row_starts,
+                                                tf.fill(tf.shape(row_starts)[:1], _KIND_DELIM))
+        starts = tf.not_equal(prev_kind, 0) | tf.equal(kind, _KIND_ALONE)
+        in_word = tf.where(tf.not_equal(kind, _KIND_DELIM))[:, 0]
+        word_starts = tf.where(tf.gather(starts, in_word))[:, 0]
+        chars = tf.RaggedTensor.from_row_splits(
+            tf.bitwise.right_shift(tf.gather(info, in_word), _F_BITS),
+            tf.concat([word_starts, tf.size(in_word, out_type=tf.int64)[None]], 0), validate=False)
+        word_rows = tf.searchsorted(splits, tf.gather(in_word, word_starts), side="right",
+                                    out_type=tf.int64) - 1
         words = tf.strings.unicode_encode(chars, "UTF-8")
         too_long = chars.row_lengths() > self.max_input_chars_per_word
         words = tf.where(too_long, tf.constant(self._unknown_word), words)
-        return words, tf.cast(word_rows, tf.int64), tf.shape(strings, out_type=tf.int64)[0]
+        return words, word_rows, tf.shape(strings, out_type=tf.int64)[0]
 
-    def tokenize_words(self, strings):
-        """1-D string tensor -> tf.RaggedTensor int64 of ids [batch, (words), (pieces)]."""
+    def _code_point_path(self, strings):
+        """Ids for any text: code-point tables, then WordPiece on each word. Returns (ids, row_splits)."""
         tf = _tf()
         words, word_rows, batch = self._word_strings(strings)
         pieces = self._wordpiece.tokenize(words)
-        return tf.RaggedTensor.from_value_rowids(pieces, word_rows, nrows=batch)
+        ids = tf.RaggedTensor.from_value_rowids(pieces, word_rows, nrows=batch, validate=False)
+        ids = ids.merge_dims(1, 2)
+        return ids.flat_values, ids.row_splits
+
+    def _ascii_path(self, strings):
+        """Ids for printable ASCII text: (ASCII lower casing and) FastWordpiece end to end."""
+        tf = _tf()
+        if self.do_lower_case:
+            strings = tf.strings.lower(strings)
+        ids = self._ascii_wordpiece.tokenize(strings)
+        return ids.flat_values, tf.cast(ids.row_splits, tf.int64)
+
+    def _mixed_path(self, strings, is_ascii):
+        """Each row through the path it qualifies for, in the input's order."""
+        tf = _tf()
+        ascii_rows = tf.where(is_ascii)[:, 0]
+        other_rows = tf.where(~is_ascii)[:, 0]
+        fast = tf.RaggedTensor.from_row_splits(*self._ascii_path(tf.gather(strings, ascii_rows)), validate=False)
+        slow = tf.RaggedTensor.from_row_splits(*self._code_point_path(tf.gather(strings, other_rows)),
+                                               validate=False)
+        order = tf.math.invert_permutation(tf.concat([ascii_rows, other_rows], 0))
+        ids = tf.gather(tf.concat([fast, slow], axis=0), order)
+        return ids.flat_values, ids.row_splits
 
     def tokenize(self, strings):
-        """1-D string tensor -> tf.RaggedTensor int64 of word-piece ids [batch, (pieces)]."""
-        return self.tokenize_words(strings).merge_dims(1, 2)
+        """1-D string tensor (UTF-8) -> tf.RaggedTensor int64 of word-piece ids [batch, (pieces)]."""
+        tf = _tf()
+        strings = tf.convert_to_tensor(strings, tf.string)
+        strings.shape.assert_has_rank(1)
+        is_ascii = tf.strings.regex_full_match(strings, "[\t\n\r\x20-\x7e]*")
+        flat, splits = tf.cond(
+            tf.reduce_all(is_ascii),
+            lambda: self._ascii_path(strings),
+            lambda: tf.cond(tf.reduce_any(is_ascii),
+                            lambda: self._mixed_path(strings, is_ascii),
+                            lambda: self._code_point_path(strings)))
+        return tf.RaggedTensor.from_row_splits(flat, splits, validate=False)
+
+    def tokenize_words(self, strings):
+        """1-D string tensor -> tf.RaggedTensor int64 of ids [batch, (words), (pieces)].
+
+        A word of the original (after BasicTokenizer) starts at every piece that is not a ##-suffix.
+        """
+        tf = _tf()
+        ids = self.tokenize(strings)
+        starts = tf.where(~tf.gather(self._is_suffix_id, ids.flat_values))[:, 0]
+        words = tf.RaggedTensor.from_row_splits(
+            ids.flat_values, tf.concat([starts, tf.size(ids.flat_values, out_type=tf.int64)[None]], 0),
+            validate=False)
+        word_splits = tf.searchsorted(starts, ids.row_splits, side="left", out_type=tf.int64)
+        return tf.RaggedTensor.from_row_splits(words, word_splits, validate=False)
