@@ -326,9 +326,9 @@ def read_corpus_exact(input_files, tokenizer, progress=None):
     return corpus, stats
 
 
-def _iter_range_lines(path, start, end):
-    """Yields (line_start_offset, raw_line) for the lines of `path` from byte `start` on (start snapped to the
-    next line start); stops after the first line starting at or after `end` has been yielded."""
+def _iter_range_lines(path, start):
+    """Yields (line start offset, raw line) for the lines of `path` from byte `start` on, snapped forward to
+    the next line start."""
     with _open(path, "rb") as reader:
         pos = 0
         if start > 0:
@@ -340,8 +340,6 @@ def _iter_range_lines(path, start, end):
                 pos += len(reader.readline())
         for raw in reader:
             yield pos, raw
-            if pos >= end:
-                return
             pos += len(raw)
 
 
@@ -352,7 +350,7 @@ def read_documents_in_range(path, start, end, tokenizer, stats):
     skips to just after the first blank line at or after `start`, and stops at the first blank line at or after
     `end` (where the next worker begins), so every document is read by exactly one worker.
     """
-    lines = _iter_range_lines(path, start, end)
+    lines = _iter_range_lines(path, start)
     if start > 0:
         for pos, raw in lines:
             stats.bytes += len(raw)
@@ -646,9 +644,14 @@ def build_features(ids, lengths, len_a, is_random_next, positions, replacements,
     }
 
 
-def _varint_rows(values):
-    """Protobuf varints of a [B, K] array of non-negative ints -> (flat uint8 bytes, bytes per row)."""
-    values = np.asarray(values, np.int64)
+def _varint_slots(values):
+    """Protobuf varints of a [B, K] array of non-negative ints as byte slots.
+
+    Returns (bytes [B, K * slots] uint8, valid [B, K * slots] bool or None when every slot is used,
+    encoded length per row).
+    """
+    values = np.asarray(values)
+    batch, width = values.shape
     if values.size and values.min() < 0:
         raise ValueError("negative value in an int64 feature; expected token ids, positions or labels")
     top = int(values.max()) if values.size else 0
@@ -656,85 +659,95 @@ def _varint_rows(values):
     while top >= 1 << (7 * slots):
         slots += 1
     if slots == 1:
-        return values.astype(np.uint8).ravel(), np.full(len(values), values.shape[1], np.int64)
-    shifts = 7 * np.arange(slots, dtype=np.int64)
-    nbytes = np.ones(values.shape, np.int64)
-    for k in range(1, slots):
-        nbytes += values >= (1 << (7 * k))
-    groups = (values[..., None] >> shifts) & 0x7F
-    slot = np.arange(slots)[None, None, :]
-    groups |= (slot < nbytes[..., None] - 1) * 0x80
-    flat = groups[slot < nbytes[..., None]].astype(np.uint8)
-    return flat, nbytes.sum(axis=1)
-
-
-def _varint_column(values):
-    return _varint_rows(np.asarray(values, np.int64)[:, None])
+        return values.astype(np.uint8), None, np.full(batch, width, np.int64)
+    values = values.astype(np.uint64 if slots > 4 else np.uint32)
+    out = np.empty((batch, width, slots), np.uint8)
+    valid = np.empty((batch, width, slots), bool)
+    valid[..., 0] = True
+    for k in range(slots):
+        if k + 1 < slots:
+            valid[..., k + 1] = values >= (1 << (7 * (k + 1)))
+            out[..., k] = ((values >> (7 * k)) & 0x7F) | (valid[..., k + 1] * np.uint8(0x80))
+        else:
+            out[..., k] = (values >> (7 * k)) & 0x7F
+    valid = valid.reshape(batch, width * slots)
+    return out.reshape(batch, width * slots), valid, valid.sum(axis=1)
 
 
 def _varint_len(values):
     values = np.asarray(values, np.int64)
     out = np.ones(values.shape, np.int64)
     for k in range(1, 10):
-        out += values >= (1 << (7 * k))
+        more = values >= (1 << (7 * k))
+        if not more.any():
+            break
+        out += more
     return out
 
 
-def _concat_rows(parts, batch):
-    """Row-wise concatenation: parts are (flat bytes, bytes per row) or constant bytes -> (flat, row lengths)."""
-    lens = []
-    for part in parts:
-        if isinstance(part, bytes):
-            lens.append(np.full(batch, len(part), np.int64))
+def _assemble_rows(pieces, batch, align=4):
+    """Row-wise concatenation of byte slot pieces -> (left-aligned [B, W] uint8 matrix, row lengths).
+
+    A piece is constant bytes (the same in every row) or (bytes [B, n], valid [B, n] or None, lengths).
+    W is the longest row rounded up to `align`; bytes past a row's length are zero.
+    """
+    blocks, masks = [], []
+    all_valid = True
+    for piece in pieces:
+        if isinstance(piece, bytes):
+            block = np.broadcast_to(np.frombuffer(piece, np.uint8), (batch, len(piece)))
+            valid = None
         else:
-            lens.append(np.asarray(part[1], np.int64))
-    lens = np.stack(lens, axis=1)
-    row_len = lens.sum(axis=1)
-    row_start = np.cumsum(row_len) - row_len
-    seg_start = row_start[:, None] + np.cumsum(lens, axis=1) - lens
-    out = np.empty(int(row_len.sum()), np.uint8)
-    for s, part in enumerate(parts):
-        if isinstance(part, bytes):
-            if part:
-                dest = seg_start[:, s][:, None] + np.arange(len(part))[None, :]
-                out[dest] = np.frombuffer(part, np.uint8)[None, :]
-            continue
-        flat, part_len = part
-        if flat.size == 0:
-            continue
-        part_len = np.asarray(part_len, np.int64)
-        src_start = np.cumsum(part_len) - part_len
-        dest = np.repeat(seg_start[:, s] - src_start, part_len) + np.arange(flat.size)
-        out[dest] = flat
-    return out, row_len
+            block, valid = piece[0], piece[1]
+        blocks.append(block)
+        masks.append(valid)
+        all_valid = all_valid and valid is None
+    big = np.concatenate(blocks, axis=1)
+    if all_valid:
+        lengths = np.full(batch, big.shape[1], np.int64)
+        width = -(-big.shape[1] // align) * align
+        if width == big.shape[1]:
+            return np.ascontiguousarray(big), lengths
+        matrix = np.zeros((batch, width), np.uint8)
+        matrix[:, :big.shape[1]] = big
+        return matrix, lengths
+    valid = np.concatenate([np.ones(b.shape, bool) if m is None else m for b, m in zip(blocks, masks)], axis=1)
+    lengths = valid.sum(axis=1)
+    width = max(-(-int(lengths.max()) // align) * align, align)
+    keep = np.arange(width)[None, :] < lengths[:, None]
+    matrix = np.zeros((batch, width), np.uint8)
+    matrix[keep] = big[valid]
+    return matrix, lengths
 
 
 def serialize_examples(features):
-    """tf.train.Example wire bytes for a batch of feature arrays -> (flat bytes, record lengths)."""
+    """tf.train.Example wire bytes of a batch of feature arrays -> (left-aligned [B, W] matrix, lengths)."""
     batch = len(features["input_ids"])
-    feature_parts = []
+    pieces = []
+    body_len = np.zeros(batch, np.int64)
     for name in FEATURE_NAMES:
         values = features[name]
         if values.dtype == np.float32:
-            payload = (values.astype("<f4").view(np.uint8).ravel(), np.full(batch, 4 * values.shape[1], np.int64))
+            payload = (values.astype("<f4").view(np.uint8).reshape(batch, -1), None,
+                       np.full(batch, 4 * values.shape[1], np.int64))
             kind_tag = b"\x12"  # Feature.float_list
         else:
-            payload = _varint_rows(values)
+            payload = _varint_slots(values)
             kind_tag = b"\x1a"  # Feature.int64_list
-        packed_len = payload[1]
-        list_len = 1 + _varint_len(packed_len) + packed_len          # Int64List / FloatList
-        feature_len = 1 + _varint_len(list_len) + list_len            # Feature
+        packed_len = payload[2]
+        list_len = 1 + _varint_len(packed_len) + packed_len                    # Int64List / FloatList
+        feature_len = 1 + _varint_len(list_len) + list_len                      # Feature
         key = name.encode("ascii")
-        entry_len = 2 + len(key) + 1 + _varint_len(feature_len) + feature_len  # map entry
-        feature_parts.extend([
-            b"\x0a", _varint_column(entry_len),
-            b"\x0a" + bytes([len(key)]) + key + b"\x12", _varint_column(feature_len),
-            kind_tag, _varint_column(list_len),
-            b"\x0a", _varint_column(packed_len),
+        entry_len = 2 + len(key) + 1 + _varint_len(feature_len) + feature_len  # map entry <string, Feature>
+        body_len += 1 + _varint_len(entry_len) + entry_len
+        pieces.extend([
+            b"\x0a", _varint_slots(entry_len[:, None]),
+            b"\x0a" + bytes([len(key)]) + key + b"\x12", _varint_slots(feature_len[:, None]),
+            kind_tag, _varint_slots(list_len[:, None]),
+            b"\x0a", _varint_slots(packed_len[:, None]),
             payload,
         ])
-    body, body_len = _concat_rows(feature_parts, batch)
-    return _concat_rows([b"\x0a", _varint_column(body_len), (body, body_len)], batch)
+    return _assemble_rows([b"\x0a", _varint_slots(body_len[:, None])] + pieces, batch)
 
 
 _CRC_TABLES = None
@@ -757,8 +770,8 @@ def _crc_tables():
     return _CRC_TABLES
 
 
-def crc32c_rows(flat, lengths):
-    """CRC32C of each row of a row-concatenated byte array (vectorized across rows)."""
+def crc32c_rows(matrix, lengths):
+    """CRC32C of the first lengths[i] bytes of each row of a [B, W] uint8 matrix (W a multiple of 4)."""
     table, table_low, table_high = _crc_tables()
     lengths = np.asarray(lengths, np.int64)
     batch = len(lengths)
@@ -766,28 +779,26 @@ def crc32c_rows(flat, lengths):
         return np.zeros(0, np.uint32)
     order = np.argsort(-lengths, kind="stable")
     sorted_len = lengths[order]
-    src_start = (np.cumsum(lengths) - lengths)[order]
-    width = int(-(-int(sorted_len[0]) // 4) * 4) or 4
-    matrix = np.zeros((batch, width), np.uint8)
-    if flat.size:
-        row_of = np.repeat(np.arange(batch), sorted_len)
-        within = np.arange(int(sorted_len.sum())) - np.repeat(np.cumsum(sorted_len) - sorted_len, sorted_len)
-        matrix[row_of, within] = flat[np.repeat(src_start, sorted_len) + within]
-    words = np.ascontiguousarray(matrix.view("<u4").T)
+    rows = matrix[order]
+    words = np.ascontiguousarray(rows.view("<u4").T)
     num_words = sorted_len // 4
     crc = np.full(batch, 0xFFFFFFFF, np.uint32)
-    for w in range(int(num_words[0])):
-        active = int(np.searchsorted(-num_words, -w, side="left"))  # rows with more than w words
-        c = crc[:active] ^ words[w, :active]
-        crc[:active] = table_low[c & 0xFFFF] ^ table_high[c >> 16]
+    active_counts = np.searchsorted(-num_words, -np.arange(int(num_words[0])), side="left")
+    for w, active in enumerate(active_counts.tolist()):
+        if active == batch:
+            c = crc ^ words[w]
+            crc = table_low[c & 0xFFFF] ^ table_high[c >> 16]
+        else:
+            c = crc[:active] ^ words[w, :active]
+            crc[:active] = table_low[c & 0xFFFF] ^ table_high[c >> 16]
     tail_start = num_words * 4
     for t in range(3):
-        rows = np.nonzero(sorted_len - tail_start > t)[0]
-        if rows.size == 0:
+        tail_rows = np.nonzero(sorted_len - tail_start > t)[0]
+        if tail_rows.size == 0:
             break
-        byte = matrix[rows, tail_start[rows] + t].astype(np.uint32)
-        c = crc[rows]
-        crc[rows] = table[(c ^ byte) & 0xFF] ^ (c >> 8)
+        byte = rows[tail_rows, tail_start[tail_rows] + t].astype(np.uint32)
+        c = crc[tail_rows]
+        crc[tail_rows] = table[(c ^ byte) & 0xFF] ^ (c >> 8)
     crc ^= np.uint32(0xFFFFFFFF)
     out = np.empty(batch, np.uint32)
     out[order] = crc
@@ -796,23 +807,36 @@ def crc32c_rows(flat, lengths):
 
 def _masked_crc(crc):
     crc = crc.astype(np.uint64)
-    return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
+    return (((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF).astype(np.uint32)
 
 
-def frame_records(flat, lengths):
-    """TFRecord framing: length (uint64), masked CRC32C of the length, data, masked CRC32C of the data."""
+def frame_records(matrix, lengths):
+    """TFRecord framing: length (uint64), masked CRC32C of the length, data, masked CRC32C of the data.
+
+    Takes and returns a left-aligned [B, W] matrix with row lengths.
+    """
     lengths = np.asarray(lengths, np.int64)
-    batch = len(lengths)
-    length_bytes = lengths.astype("<u8").view(np.uint8)
+    batch, width = matrix.shape
+    length_bytes = lengths.astype("<u8").view(np.uint8).reshape(batch, 8)
     length_crc = _masked_crc(crc32c_rows(length_bytes, np.full(batch, 8)))
-    data_crc = _masked_crc(crc32c_rows(flat, lengths))
-    four = np.full(batch, 4, np.int64)
-    return _concat_rows([
-        (length_bytes, np.full(batch, 8, np.int64)),
-        (length_crc.astype("<u4").view(np.uint8), four),
-        (flat, lengths),
-        (data_crc.astype("<u4").view(np.uint8), four),
-    ], batch)
+    data_crc = _masked_crc(crc32c_rows(matrix, lengths))
+    framed = np.zeros((batch, width + 16), np.uint8)
+    framed[:, :8] = length_bytes
+    framed[:, 8:12] = length_crc.astype("<u4").view(np.uint8).reshape(batch, 4)
+    framed[:, 12:12 + width] = matrix
+    rows = np.arange(batch)[:, None]
+    framed[rows, 12 + lengths[:, None] + np.arange(4)[None, :]] = data_crc.astype("<u4").view(np.uint8).reshape(
+        batch, 4)
+    return framed, lengths + 16
+
+
+def record_bytes(framed, lengths, rows=None):
+    """The framed records (all, or the given rows in order) as one bytes object."""
+    if rows is not None:
+        framed = framed[rows]
+        lengths = lengths[rows]
+    keep = np.arange(framed.shape[1])[None, :] < lengths[:, None]
+    return framed[keep].tobytes()
 
 
 class RecordWriters(object):
@@ -834,27 +858,23 @@ class RecordWriters(object):
                 self.abort()
                 raise ValueError("--output_file %s cannot be opened for writing: %s" % (path, err)) from err
 
-    def write(self, flat, lengths):
-        """Writes framed records (row-concatenated) in order, round-robin over the files."""
+    def write(self, framed, lengths):
+        """Writes framed records ([B, W] rows with lengths) in order, round-robin over the files."""
         lengths = np.asarray(lengths, np.int64)
         batch = len(lengths)
         if batch == 0:
             return
         num_files = len(self._files)
         if num_files == 1:
-            self._files[0].write(flat.tobytes())
+            self._files[0].write(record_bytes(framed, lengths))
             self.counts[0] += batch
             return
-        starts = np.cumsum(lengths) - lengths
         which = (self._next + np.arange(batch)) % num_files
         for f in range(num_files):
             rows = np.nonzero(which == f)[0]
-            if rows.size == 0:
-                continue
-            sel_len = lengths[rows]
-            within = np.arange(int(sel_len.sum())) - np.repeat(np.cumsum(sel_len) - sel_len, sel_len)
-            self._files[f].write(flat[np.repeat(starts[rows], sel_len) + within].tobytes())
-            self.counts[f] += rows.size
+            if rows.size:
+                self._files[f].write(record_bytes(framed, lengths, rows))
+                self.counts[f] += rows.size
         self._next = (self._next + batch) % num_files
 
     def close(self):
