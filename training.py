@@ -29,10 +29,11 @@ Usage:
     results = training.evaluate(MyTask(), eval_input_fn, config, strategy, max_steps=None)
     for example in training.predict(MyTask(), predict_input_fn, config, strategy): ...
 
-Resume is exact: the input function must be deterministic; on restart the loop skips the batches already
-consumed (one per global step) and reseeds the random ops (dropout) at every checkpoint boundary from the
-global step, so a run killed and restarted with the same command ends with the same weights as one that was
-not interrupted (on CPU, with `deterministic=True`; XLA's random numbers are not reproducible).
+Resume: the input function must be deterministic (seeded); on restart the loop skips the batches already
+consumed (one per global step). With `deterministic=True` (--deterministic) it also enables TensorFlow op
+determinism and restarts the random streams (dropout) at every checkpoint from the global step, so a run
+killed and restarted with the same command ends with exactly the weights of an uninterrupted run (CPU, no
+XLA: XLA's random numbers are not reproducible).
 """
 import dataclasses
 import json
@@ -51,55 +52,63 @@ OPTIMIZERS = ("adamw", "lamb")
 EVAL_RESULTS_FILE = "eval_results.txt"
 
 
-def define_training_flags(include_num_steps=False, **defaults):
+def define_training_flags(include_num_steps=False, flag_values=None, **defaults):
     """Defines the flags every runner shares (original names); `defaults` overrides default values.
 
     include_num_steps adds num_train_steps and num_warmup_steps (run_pretraining); fine-tuning runners derive
-    them from epochs and define their own flags for that.
+    them from epochs and define their own flags for that. flag_values: absl FlagValues (default flags.FLAGS).
     """
-    d = dict(train_batch_size=32, eval_batch_size=8, predict_batch_size=8, learning_rate=5e-5,
-             num_train_steps=100000, num_warmup_steps=10000, save_checkpoints_steps=1000,
-             iterations_per_loop=1000, keep_checkpoint_max=5)
-    unknown = set(defaults) - set(d) - {"bert_config_file", "output_dir", "init_checkpoint"}
+    fv = flag_values if flag_values is not None else flags.FLAGS
+    d = dict(bert_config_file=None, init_checkpoint=None, output_dir=None, train_batch_size=32,
+             eval_batch_size=8, predict_batch_size=8, learning_rate=5e-5, num_train_steps=100000,
+             num_warmup_steps=10000, save_checkpoints_steps=1000, iterations_per_loop=1000, keep_checkpoint_max=5)
+    unknown = set(defaults) - set(d)
     if unknown:
         raise ValueError(f"define_training_flags: unknown defaults {sorted(unknown)}")
     d.update(defaults)
-    flags.DEFINE_string("bert_config_file", defaults.get("bert_config_file"),
-                        "The config json file corresponding to the pre-trained BERT model.")
-    flags.DEFINE_string("init_checkpoint", defaults.get("init_checkpoint"),
-                        "Initial checkpoint (usually from a pre-trained BERT model).")
-    flags.DEFINE_string("output_dir", defaults.get("output_dir"),
-                        "The output directory where the model checkpoints will be written.")
-    flags.DEFINE_integer("train_batch_size", d["train_batch_size"], "Total batch size for training.")
-    flags.DEFINE_integer("eval_batch_size", d["eval_batch_size"], "Total batch size for eval.")
-    flags.DEFINE_integer("predict_batch_size", d["predict_batch_size"], "Total batch size for predict.")
-    flags.DEFINE_float("learning_rate", d["learning_rate"], "The initial learning rate for Adam.")
+
+    def define(kind, name, default, help_text, *enum_values):
+        define_fn = getattr(flags, "DEFINE_" + kind)
+        if enum_values:
+            return define_fn(name, default, list(enum_values), help_text, flag_values=fv)
+        return define_fn(name, default, help_text, flag_values=fv)
+
+    define("string", "bert_config_file", d["bert_config_file"],
+           "The config json file corresponding to the pre-trained BERT model.")
+    define("string", "init_checkpoint", d["init_checkpoint"],
+           "Initial checkpoint (usually from a pre-trained BERT model).")
+    define("string", "output_dir", d["output_dir"],
+           "The output directory where the model checkpoints will be written.")
+    define("integer", "train_batch_size", d["train_batch_size"], "Total batch size for training.")
+    define("integer", "eval_batch_size", d["eval_batch_size"], "Total batch size for eval.")
+    define("integer", "predict_batch_size", d["predict_batch_size"], "Total batch size for predict.")
+    define("float", "learning_rate", d["learning_rate"], "The initial learning rate for Adam.")
     if include_num_steps:
-        flags.DEFINE_integer("num_train_steps", d["num_train_steps"], "Number of training steps.")
-        flags.DEFINE_integer("num_warmup_steps", d["num_warmup_steps"], "Number of warmup steps.")
-    flags.DEFINE_integer("save_checkpoints_steps", d["save_checkpoints_steps"],
-                         "How often to save the model checkpoint.")
-    flags.DEFINE_integer("iterations_per_loop", d["iterations_per_loop"],
-                         "How many steps to make in each estimator call (one log line per loop).")
-    flags.DEFINE_bool("use_tpu", False, "Whether to use TPU or GPU/CPU.")
-    flags.DEFINE_string("tpu_name", None, "The Cloud TPU to use for training.")
-    flags.DEFINE_string("tpu_zone", None, "GCE zone where the Cloud TPU is located in.")
-    flags.DEFINE_string("gcp_project", None, "Project name for the Cloud TPU-enabled project.")
-    flags.DEFINE_string("master", None, "TensorFlow master URL.")
-    flags.DEFINE_integer("num_tpu_cores", 8, "Only used if `use_tpu` is True. Total number of TPU cores to use.")
-    flags.DEFINE_enum("distribution_strategy", "default", list(DISTRIBUTION_STRATEGIES),
-                      "default: one device; mirrored: all local GPUs; multi_worker_mirrored: workers from "
-                      "TF_CONFIG; tpu: a Cloud TPU (also chosen by --use_tpu).")
-    flags.DEFINE_bool("use_xla", False, "Compile the train step with XLA (jit_compile).")
-    flags.DEFINE_enum("dtype", "float32", list(DTYPES),
-                      "Compute dtype: float32, bfloat16 (mixed), float16 (mixed, dynamic loss scaling).")
-    flags.DEFINE_enum("optimizer", "adamw", list(OPTIMIZERS), "adamw (the original) or lamb.")
-    flags.DEFINE_integer("gradient_accumulation_steps", 1,
-                         "Micro-batches per optimizer step; train_batch_size is the batch of one step.")
-    flags.DEFINE_integer("keep_checkpoint_max", d["keep_checkpoint_max"], "How many checkpoints to keep.")
-    flags.DEFINE_bool("deterministic", False,
-                      "Enable TensorFlow op determinism (exactly reproducible runs and resumes on CPU).")
-    flags.DEFINE_integer("seed", 12345, "Seed of the random ops (dropout, shuffling, dynamic masking).")
+        define("integer", "num_train_steps", d["num_train_steps"], "Number of training steps.")
+        define("integer", "num_warmup_steps", d["num_warmup_steps"], "Number of warmup steps.")
+    define("integer", "save_checkpoints_steps", d["save_checkpoints_steps"],
+           "How often to save the model checkpoint.")
+    define("integer", "iterations_per_loop", d["iterations_per_loop"],
+           "How many steps to make in each estimator call (one log line per loop).")
+    define("bool", "use_tpu", False, "Whether to use TPU or GPU/CPU.")
+    define("string", "tpu_name", None, "The Cloud TPU to use for training.")
+    define("string", "tpu_zone", None, "GCE zone where the Cloud TPU is located in.")
+    define("string", "gcp_project", None, "Project name for the Cloud TPU-enabled project.")
+    define("string", "master", None, "TensorFlow master URL.")
+    define("integer", "num_tpu_cores", 8, "Only used if `use_tpu` is True. Total number of TPU cores to use.")
+    define("enum", "distribution_strategy", "default",
+           "default: one device; mirrored: all local GPUs; multi_worker_mirrored: workers from TF_CONFIG; "
+           "tpu: a Cloud TPU (also chosen by --use_tpu).", *DISTRIBUTION_STRATEGIES)
+    define("bool", "use_xla", False, "Compile the train step with XLA (jit_compile).")
+    define("enum", "dtype", "float32",
+           "Compute dtype: float32, bfloat16 (mixed), float16 (mixed, dynamic loss scaling).", *DTYPES)
+    define("enum", "optimizer", "adamw", "adamw (the original) or lamb.", *OPTIMIZERS)
+    define("integer", "gradient_accumulation_steps", 1,
+           "Micro-batches per optimizer step; train_batch_size is the batch of one step.")
+    define("integer", "keep_checkpoint_max", d["keep_checkpoint_max"], "How many checkpoints to keep.")
+    define("bool", "deterministic", False,
+           "Enable TensorFlow op determinism (exactly reproducible runs and resumes on CPU).")
+    define("integer", "seed", 12345, "Seed of initialisation, dropout, shuffling and dynamic masking.")
 
 
 @dataclasses.dataclass
@@ -447,8 +456,8 @@ def build_training_state(task, config, strategy):
 
 def train(task, input_fn, config, strategy=None, max_steps=None):
     """Trains to config.num_train_steps (or max_steps if smaller, like Estimator.train(max_steps)), resuming
-    from output_dir; the learning-rate schedule always spans num_train_steps. Returns {"global_step", logged
-    means of the last loop}."""
+    from output_dir; the learning-rate schedule always spans num_train_steps. Returns {"global_step", the
+    logged means of the last loop, "examples_per_sec" of the last loop}."""
     if not config.output_dir:
         raise ValueError("--output_dir is required for training")
     if config.num_train_steps < 1:
@@ -497,10 +506,13 @@ def train(task, input_fn, config, strategy=None, max_steps=None):
 
     step = start_step
     logs = {}
+    examples_per_sec = None
     train_loop = None
     run_start = time.time()
     while step < total_steps:
-        if train_loop is None or step % config.save_checkpoints_steps == 0:
+        if train_loop is None or (config.deterministic and step % config.save_checkpoints_steps == 0):
+            # Deterministic runs restart the random streams (dropout) at every checkpoint from the global
+            # step, so that a resumed run draws what an uninterrupted one draws.
             tf.random.set_seed(config.seed + step)
             train_loop = _make_train_loop(strategy, replica_step, config.use_xla, task.autograph)
         next_save = (step // config.save_checkpoints_steps + 1) * config.save_checkpoints_steps
@@ -537,6 +549,8 @@ def train(task, input_fn, config, strategy=None, max_steps=None):
     logging.info("Training done at global step %d in %.1f s", step, time.time() - run_start)
     result = dict(logs)
     result["global_step"] = step
+    if examples_per_sec is not None:
+        result["examples_per_sec"] = examples_per_sec
     return result
 
 
@@ -573,7 +587,7 @@ def evaluate(task, input_fn, config, strategy=None, max_steps=None, checkpoint_p
         return tf.cast(loss, tf.float32), {name: (tf.cast(num, tf.float64), tf.cast(den, tf.float64))
                                            for name, (num, den) in metrics.items()}
 
-    @tf.function(autograph=task.autograph)
+    @tf.function(autograph=task.autograph, reduce_retracing=True)
     def eval_step(features):
         loss, metrics = strategy.run(replica_eval, args=(features,))
         loss = strategy.reduce(tf.distribute.ReduceOp.MEAN, loss, axis=None)
@@ -624,7 +638,7 @@ def predict(task, input_fn, config, strategy=None, checkpoint_path=None):
     _restore_for_inference(model, config, checkpoint_path)
     dist = strategy.experimental_distribute_dataset(input_fn(config.predict_batch_size, None))
 
-    @tf.function(autograph=task.autograph)
+    @tf.function(autograph=task.autograph, reduce_retracing=True)
     def predict_step(features):
         return strategy.run(lambda f: task.predict_outputs(model, f), args=(features,))
 

@@ -1,0 +1,205 @@
+"""training.py: config and flags, gradient accumulation, LAMB, mixed precision, summaries, eval, predict."""
+import glob
+import os
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from absl import flags
+
+import checkpoints
+import modeling
+import run_pretraining as rp
+import training
+from tests.shared_data import shared_path
+
+
+@pytest.fixture(autouse=True)
+def float32_policy():
+    yield
+    keras.config.set_dtype_policy("float32")
+
+
+def records():
+    return [shared_path("reference", "pretraining_data", "sample_text_default.tfrecord")]
+
+
+def reference_dir():
+    return shared_path("reference", "original_checkpoint_tiny")
+
+
+def tiny_config(dropout=0.0):
+    return modeling.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                               intermediate_size=64, hidden_dropout_prob=dropout,
+                               attention_probs_dropout_prob=dropout)
+
+
+def pretraining_input_fn():
+    return rp.make_input_fn(records(), 128, 20, is_training=True, seed=5)
+
+
+def summary_scalars(output_dir):
+    """{tag: [(step, value), ...]} from the TensorBoard event files."""
+    out = {}
+    for path in sorted(glob.glob(os.path.join(output_dir, "events.out.tfevents.*"))):
+        for raw in tf.data.TFRecordDataset(path):
+            event = tf.compat.v1.Event.FromString(raw.numpy())
+            for value in event.summary.value:
+                out.setdefault(value.tag, []).append((event.step, float(tf.make_ndarray(value.tensor))))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Config and flags.
+
+
+def test_config_from_flags_and_keywords():
+    fv = flags.FlagValues()
+    training.define_training_flags(include_num_steps=True, flag_values=fv, train_batch_size=64)
+    fv(["prog", "--output_dir=/tmp/x", "--dtype=bfloat16", "--optimizer=lamb",
+        "--gradient_accumulation_steps=4", "--distribution_strategy=mirrored", "--use_xla"])
+    config = training.TrainingConfig.from_flags(fv, learning_rate=1e-3)
+    assert (config.train_batch_size, config.dtype, config.optimizer, config.gradient_accumulation_steps) == (
+        64, "bfloat16", "lamb", 4)
+    assert config.use_xla and config.learning_rate == 1e-3 and config.num_train_steps == 100000
+    assert config.strategy_name == "mirrored"
+    assert training.TrainingConfig(use_tpu=True).strategy_name == "tpu"
+    with pytest.raises(flags.IllegalFlagValueError):
+        fv(["prog", "--dtype=float64"])
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(dtype="float64"), "--dtype='float64'"),
+    (dict(optimizer="sgd"), "--optimizer='sgd'"),
+    (dict(distribution_strategy="parameter_server"), "--distribution_strategy"),
+    (dict(train_batch_size=30, gradient_accumulation_steps=4), "--train_batch_size=30 .*--gradient_accumul"),
+    (dict(save_checkpoints_steps=0), "--save_checkpoints_steps=0"),
+])
+def test_config_errors_name_the_flag(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        training.TrainingConfig(**kwargs)
+
+
+def test_multi_worker_strategy_needs_tf_config(monkeypatch):
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    with pytest.raises(ValueError, match="TF_CONFIG"):
+        training.create_strategy(training.TrainingConfig(distribution_strategy="multi_worker_mirrored"))
+
+
+def test_write_eval_results_format(tmp_path):
+    path = str(tmp_path / "eval_results.txt")
+    training.write_eval_results(path, {"loss": 5.123456789, "global_step": 300, "masked_lm_accuracy": 0.25})
+    assert open(path).read() == "global_step = 300\nloss = 5.123457\nmasked_lm_accuracy = 0.25\n"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Training.
+
+
+def _train(output_dir, steps=3, **kwargs):
+    config_kwargs = dict(output_dir=output_dir, train_batch_size=32, learning_rate=1e-3, num_train_steps=steps,
+                         num_warmup_steps=0, save_checkpoints_steps=100, iterations_per_loop=steps)
+    config_kwargs.update(kwargs)
+    config = training.TrainingConfig(**config_kwargs)
+    return training.train(rp.PretrainingTask(tiny_config()), pretraining_input_fn(), config)
+
+
+@pytest.mark.slow
+def test_gradient_accumulation_4x8_equals_batch_32(tmp_path):
+    one = str(tmp_path / "one")
+    _train(one, gradient_accumulation_steps=1)
+    init = os.path.join(one, "model.ckpt-0")
+    four = str(tmp_path / "four")
+    _train(four, gradient_accumulation_steps=4, init_checkpoint=init)
+    a = checkpoints.load_checkpoint(os.path.join(one, "model.ckpt-3"))
+    b = checkpoints.load_checkpoint(os.path.join(four, "model.ckpt-3"))
+    start = checkpoints.load_checkpoint(init)
+    moved = 0
+    for name in a:
+        np.testing.assert_allclose(a[name], b[name], rtol=1e-5, atol=1e-6, err_msg=name)
+        moved += not np.array_equal(a[name], start[name])
+    assert moved == len(a)  # every variable (and slot, and global_step) changed
+
+
+def _loss_falls(output_dir, **kwargs):
+    result = _train(output_dir, steps=30, iterations_per_loop=10, save_checkpoints_steps=30, **kwargs)
+    losses = [value for _, value in summary_scalars(output_dir)["loss"]]
+    assert len(losses) == 3 and all(np.isfinite(losses))
+    assert losses[-1] < losses[0] - 0.5, losses
+    assert result["global_step"] == 30
+    return result
+
+
+@pytest.mark.slow
+def test_lamb_trains(tmp_path):
+    _loss_falls(str(tmp_path / "lamb"), optimizer="lamb", learning_rate=1e-2)
+
+
+@pytest.mark.slow
+def test_bfloat16_trains(tmp_path):
+    _loss_falls(str(tmp_path / "bf16"), dtype="bfloat16")
+    names = checkpoints.list_checkpoint(str(tmp_path / "bf16"))
+    assert "bert/embeddings/word_embeddings" in names
+
+
+@pytest.mark.slow
+def test_float16_trains_with_dynamic_loss_scaling(tmp_path):
+    output_dir = str(tmp_path / "fp16")
+    result = _loss_falls(output_dir, dtype="float16")
+    assert result["loss_scale"] >= 1.0
+    saved = checkpoints.load_checkpoint(output_dir)
+    assert saved["loss_scale"] >= 1.0 and "loss_scale_good_steps" in saved
+
+
+def test_summaries_checkpoints_resume_and_init(tmp_path):
+    output_dir = str(tmp_path / "run")
+    _train(output_dir, steps=4, train_batch_size=8, save_checkpoints_steps=2, iterations_per_loop=1,
+           keep_checkpoint_max=2)
+    scalars = summary_scalars(output_dir)
+    for tag in ("loss", "masked_lm_loss", "next_sentence_loss", "learning_rate", "examples_per_sec"):
+        assert [step for step, _ in scalars[tag]] == [1, 2, 3, 4], tag
+    assert [round(v, 7) for _, v in scalars["learning_rate"]] == [7.5e-4, 5e-4, 2.5e-4, 0.0]
+    manager = checkpoints.CheckpointManager(output_dir)
+    assert [os.path.basename(p) for p in manager.checkpoints] == ["model.ckpt-2", "model.ckpt-4"]
+    # Finished: a second call trains nothing.
+    assert _train(output_dir, steps=4, train_batch_size=8) == {"global_step": 4}
+    # A fresh run with init_checkpoint starts from those weights, with a new global step.
+    fresh = str(tmp_path / "fresh")
+    _train(fresh, steps=1, train_batch_size=8, learning_rate=1e-9, init_checkpoint=output_dir + "/model.ckpt-4")
+    before = checkpoints.load_checkpoint(output_dir + "/model.ckpt-4")
+    after = checkpoints.load_checkpoint(fresh + "/model.ckpt-0")
+    assert int(after["global_step"]) == 0
+    np.testing.assert_array_equal(after["bert/pooler/dense/kernel"], before["bert/pooler/dense/kernel"])
+    assert not after["bert/pooler/dense/kernel/adam_m"].any()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Evaluate and predict.
+
+
+def _stored_batch_input_fn(batch):
+    def input_fn(batch_size, input_context):
+        return tf.data.Dataset.from_tensor_slices(batch).batch(batch_size)
+    return input_fn
+
+
+def test_predict_yields_examples_in_order_and_evaluate_is_deterministic(tmp_path):
+    ref = np.load(os.path.join(reference_dir(), "reference_outputs.npz"))
+    batch = {name: ref["in_" + name] for name in rp.FEATURE_NAMES}
+    bert_config = modeling.BertConfig.from_json_file(os.path.join(reference_dir(), "bert_config.json"))
+    config = training.TrainingConfig(output_dir=str(tmp_path / "out"), predict_batch_size=3, eval_batch_size=3,
+                                     init_checkpoint=os.path.join(reference_dir(), "model.ckpt-30"))
+    task = rp.PretrainingTask(bert_config)
+    outputs = list(training.predict(task, _stored_batch_input_fn(batch), config))
+    assert len(outputs) == 8
+    got = np.stack([o["nsp_log_probs"] for o in outputs])
+    np.testing.assert_allclose(got, ref["out_nsp_log_probs"], rtol=1e-5, atol=1e-6)
+    first = training.evaluate(task, _stored_batch_input_fn(batch), config)
+    second = training.evaluate(task, _stored_batch_input_fn(batch), config)
+    assert first == second and first["global_step"] == 30
+    np.testing.assert_allclose(first["next_sentence_loss"], ref["out_nsp_loss"], rtol=1e-5)
+    limited = training.evaluate(task, _stored_batch_input_fn(batch), config, max_steps=1, results_file=None)
+    assert limited["next_sentence_loss"] != first["next_sentence_loss"]
+    text = open(os.path.join(config.output_dir, "eval_results.txt")).read()
+    assert text.startswith("global_step = 30\nloss = ")
