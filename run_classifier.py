@@ -567,25 +567,68 @@ def _float_feature(values):
     return tf.train.Feature(float_list=tf.train.FloatList(value=list(values)))
 
 
+def serialize_feature(feature, is_regression):
+    """One tf.train.Example (the original's feature names) as bytes."""
+    features = collections.OrderedDict()
+    features["input_ids"] = _int_feature(feature.input_ids)
+    features["input_mask"] = _int_feature(feature.input_mask)
+    features["segment_ids"] = _int_feature(feature.segment_ids)
+    if is_regression:
+        features["label_ids"] = _float_feature([feature.label_id])
+    else:
+        features["label_ids"] = _int_feature([feature.label_id])
+    features["is_real_example"] = _int_feature([int(feature.is_real_example)])
+    return tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString(deterministic=True)
+
+
+_WORKER = {}
+
+
+def _init_worker(tokenizer, label_list, max_seq_length):
+    _WORKER.update(tokenizer=tokenizer, label_list=label_list, max_seq_length=max_seq_length)
+
+
+def _convert_chunk(chunk):
+    start, examples = chunk
+    return [serialize_feature(convert_single_example(start + i, example, _WORKER["label_list"],
+                                                     _WORKER["max_seq_length"], _WORKER["tokenizer"]),
+                              _WORKER["label_list"] is None)
+            for i, example in enumerate(examples)]
+
+
 def file_based_convert_examples_to_features(examples, label_list, max_seq_length, tokenizer,
-                                            output_file):
-    """Converts `InputExample`s to a TFRecord file (the original's feature names)."""
+                                            output_file, num_workers=1, chunk_size=2000):
+    """Converts `InputExample`s to a TFRecord file (the original's feature names).
+
+    num_workers > 1 converts chunks in that many processes; the file is the same byte for byte.
+    """
+    is_regression = label_list is None
+    examples = list(examples)
     with tf.io.TFRecordWriter(output_file) as writer:
-        for ex_index, example in enumerate(examples):
-            if ex_index % 10000 == 0:
-                logging.info("Writing example %d of %d", ex_index, len(examples))
-            feature = convert_single_example(ex_index, example, label_list, max_seq_length, tokenizer)
-            features = collections.OrderedDict()
-            features["input_ids"] = _int_feature(feature.input_ids)
-            features["input_mask"] = _int_feature(feature.input_mask)
-            features["segment_ids"] = _int_feature(feature.segment_ids)
-            if label_list is None:
-                features["label_ids"] = _float_feature([feature.label_id])
-            else:
-                features["label_ids"] = _int_feature([feature.label_id])
-            features["is_real_example"] = _int_feature([int(feature.is_real_example)])
-            tf_example = tf.train.Example(features=tf.train.Features(feature=features))
-            writer.write(tf_example.SerializeToString())
+        if num_workers <= 1 or len(examples) <= chunk_size:
+            for ex_index, example in enumerate(examples):
+                if ex_index % 10000 == 0:
+                    logging.info("Writing example %d of %d", ex_index, len(examples))
+                feature = convert_single_example(ex_index, example, label_list, max_seq_length, tokenizer)
+                writer.write(serialize_feature(feature, is_regression))
+            return
+        import multiprocessing
+        # The first chunk here, so that its first examples are logged as the original does.
+        _init_worker(tokenizer, label_list, max_seq_length)
+        for record in _convert_chunk((0, examples[:chunk_size])):
+            writer.write(record)
+        chunks = [(i, examples[i:i + chunk_size]) for i in range(chunk_size, len(examples), chunk_size)]
+        logging.info("Converting %d examples with %d worker processes", len(examples), num_workers)
+        # Workers only tokenize and serialize protocol buffers (no TensorFlow ops), so forking is safe and
+        # avoids importing TensorFlow again in every worker.
+        methods = multiprocessing.get_all_start_methods()
+        context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+        with context.Pool(num_workers, initializer=_init_worker,
+                          initargs=(tokenizer, label_list, max_seq_length)) as pool:
+            for (start, _), records in zip(chunks, pool.imap(_convert_chunk, chunks)):
+                logging.info("Writing example %d of %d", start, len(examples))
+                for record in records:
+                    writer.write(record)
 
 
 def file_based_dataset(input_file, seq_length, is_training, batch_size, drop_remainder,
@@ -883,19 +926,20 @@ def num_train_steps_for(num_examples, train_batch_size, num_train_epochs, warmup
     return num_train_steps, int(num_train_steps * warmup_proportion)
 
 
-def _feature_file(examples, label_list, max_seq_length, tokenizer, path):
-    file_based_convert_examples_to_features(examples, label_list, max_seq_length, tokenizer, path)
+def _feature_file(examples, label_list, max_seq_length, tokenizer, path, num_workers=1):
+    file_based_convert_examples_to_features(examples, label_list, max_seq_length, tokenizer, path,
+                                            num_workers=num_workers)
     return path
 
 
 def evaluate_on_examples(task, examples, label_list, max_seq_length, tokenizer, config, strategy,
-                         output_dir, metric_names, checkpoint_path=None):
+                         output_dir, metric_names, checkpoint_path=None, num_workers=1):
     """Writes eval.tf_record, evaluates through training.py and writes eval_results.txt; returns results."""
     num_actual = len(examples)
     if config.use_tpu:
         examples = pad_examples(examples, config.eval_batch_size)
     eval_file = _feature_file(examples, label_list, max_seq_length, tokenizer,
-                              os.path.join(output_dir, "eval.tf_record"))
+                              os.path.join(output_dir, "eval.tf_record"), num_workers)
     logging.info("***** Running evaluation *****")
     logging.info("  Num examples = %d (%d actual, %d padding)", len(examples), num_actual,
                  len(examples) - num_actual)
@@ -930,13 +974,13 @@ def format_prediction(prediction, is_regression):
 
 
 def predict_on_examples(task, examples, label_list, max_seq_length, tokenizer, config, strategy,
-                        output_dir, checkpoint_path=None):
+                        output_dir, checkpoint_path=None, num_workers=1):
     """Writes predict.tf_record and test_results.tsv (one row per real example); returns the rows."""
     num_actual = len(examples)
     if config.use_tpu:
         examples = pad_examples(examples, config.predict_batch_size)
     predict_file = _feature_file(examples, label_list, max_seq_length, tokenizer,
-                                 os.path.join(output_dir, "predict.tf_record"))
+                                 os.path.join(output_dir, "predict.tf_record"), num_workers)
     logging.info("***** Running prediction*****")
     logging.info("  Num examples = %d (%d actual, %d padding)", len(examples), num_actual,
                  len(examples) - num_actual)
@@ -1103,7 +1147,8 @@ def export_saved_model(export_dir, bert_config, num_labels, is_regression, is_pa
 
 def run(task_name, data_dir, vocab_file, config, do_lower_case=True, max_seq_length=128, do_train=False,
         do_eval=False, do_predict=False, num_train_epochs=3.0, warmup_proportion=0.1, export_dir=None,
-        predict_input=None, predict_output=None, processor_args=None, stdin=None, stdout=None):
+        predict_input=None, predict_output=None, processor_args=None, num_workers=1, stdin=None,
+        stdout=None):
     """The whole job; `config` is a training.TrainingConfig (output_dir, bert_config_file, batch sizes, ...).
 
     Returns {"train": ..., "eval": ..., "predict": rows, "export": dir, "streamed": count} for what ran.
@@ -1144,7 +1189,7 @@ def run(task_name, data_dir, vocab_file, config, do_lower_case=True, max_seq_len
         import dataclasses
         config = dataclasses.replace(config, num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps)
         train_file = _feature_file(train_examples, label_list, max_seq_length, tokenizer,
-                                   os.path.join(config.output_dir, "train.tf_record"))
+                                   os.path.join(config.output_dir, "train.tf_record"), num_workers)
         logging.info("***** Running training *****")
         logging.info("  Num examples = %d", len(train_examples))
         logging.info("  Batch size = %d", config.train_batch_size)
@@ -1156,12 +1201,12 @@ def run(task_name, data_dir, vocab_file, config, do_lower_case=True, max_seq_len
     if do_eval:
         results["eval"] = evaluate_on_examples(
             task, processor.get_dev_examples(data_dir), label_list, max_seq_length, tokenizer, config, strategy,
-            config.output_dir, processor.metric_names)
+            config.output_dir, processor.metric_names, num_workers=num_workers)
 
     if do_predict:
         results["predict"] = predict_on_examples(
             task, processor.get_test_examples(data_dir), label_list, max_seq_length, tokenizer, config,
-            strategy, config.output_dir)
+            strategy, config.output_dir, num_workers=num_workers)
 
     if predict_input:
         source = "<stdin>" if predict_input == "-" else predict_input
@@ -1210,6 +1255,8 @@ def define_flags():
     flags.DEFINE_string("predict_input", None, "Predict every line of this file ('-': stdin), text_a or "
                         "text_a<TAB>text_b, with the model loaded once.")
     flags.DEFINE_string("predict_output", None, "Where --predict_input rows go (default: stdout).")
+    flags.DEFINE_integer("num_workers", 1, "Processes converting examples to feature TFRecords (the files are "
+                         "the same for any number).")
     flags.DEFINE_string("xnli_language", "zh", "XNLI: the language to train and evaluate on.")
     flags.DEFINE_string("text_a_column", None, "custom task: the text column (header name or 0-based index).")
     flags.DEFINE_string("text_b_column", None, "custom task: the optional second text column.")
@@ -1239,7 +1286,8 @@ def main(_):
         do_lower_case=FLAGS.do_lower_case, max_seq_length=FLAGS.max_seq_length, do_train=FLAGS.do_train,
         do_eval=FLAGS.do_eval, do_predict=FLAGS.do_predict, num_train_epochs=FLAGS.num_train_epochs,
         warmup_proportion=FLAGS.warmup_proportion, export_dir=FLAGS.export_dir,
-        predict_input=FLAGS.predict_input, predict_output=FLAGS.predict_output, processor_args=processor_args)
+        predict_input=FLAGS.predict_input, predict_output=FLAGS.predict_output, processor_args=processor_args,
+        num_workers=FLAGS.num_workers)
 
 
 if __name__ == "__main__":

@@ -390,3 +390,17 @@ def test_mnli_qqp_qnli_wnli_xnli_column_layouts(tmp_path):
     assert [(e.guid, e.text_a, e.text_b, e.label) for e in train] == [("train-1", "P", "H", "contradiction")]
     dev = xnli.get_dev_examples(str(tmp_path / "xnli"))
     assert [(e.guid, e.text_a, e.label) for e in dev] == [("dev-2", "d1", "entailment")]
+
+
+def test_parallel_feature_conversion_writes_the_same_file(tokenizer, tmp_path):
+    examples = rc.MrpcProcessor().get_train_examples(glue("MRPC"))
+    one, two = str(tmp_path / "one.tf_record"), str(tmp_path / "two.tf_record")
+    rc.file_based_convert_examples_to_features(examples, ["0", "1"], 64, tokenizer, one)
+    rc.file_based_convert_examples_to_features(examples, ["0", "1"], 64, tokenizer, two, num_workers=2,
+                                               chunk_size=500)
+    assert open(one, "rb").read() == open(two, "rb").read()
+    assert sum(1 for _ in tf.data.TFRecordDataset(two)) == 3668
+    bad = examples[:1200] + [rc.InputExample("train-x", "a", "b", "7")]
+    with pytest.raises(ValueError, match=r"example train-x: label '7' is not in the label list"):
+        rc.file_based_convert_examples_to_features(bad, ["0", "1"], 64, tokenizer, two, num_workers=2,
+                                                   chunk_size=500)
