@@ -404,3 +404,30 @@ def test_parallel_feature_conversion_writes_the_same_file(tokenizer, tmp_path):
     with pytest.raises(ValueError, match=r"example train-x: label '7' is not in the label list"):
         rc.file_based_convert_examples_to_features(bad, ["0", "1"], 64, tokenizer, two, num_workers=2,
                                                    chunk_size=500)
+
+
+def test_original_checkpoint_loads_by_name_and_logits_use_the_pooled_output():
+    """A checkpoint written by the original code initialises every bert/ variable; the head is new, and the
+    logits are the original's pooled output times output_weights^T plus output_bias."""
+    import checkpoints
+    import modeling
+    folder = shared_path("reference", "original_checkpoint_tiny")
+    config = modeling.BertConfig.from_json_file(os.path.join(folder, "bert_config.json"))
+    model = rc.ClassifierTask(config, 3).build_model()
+    names = list(model.variables_by_name())
+    assert names[-2:] == ["output_weights", "output_bias"]
+    assert model.variables_by_name()["output_weights"].shape == (3, config.hidden_size)
+    loaded, new, _ = checkpoints.init_from_checkpoint(model.variables_by_name(),
+                                                      os.path.join(folder, "model.ckpt-30"))
+    assert new == ["output_weights", "output_bias"] and loaded == names[:-2]
+    assert all(n.startswith("bert/") for n in loaded)
+    weights = model.variables_by_name()["output_weights"].numpy()
+    assert weights.std() == pytest.approx(0.02, rel=0.25) and np.abs(weights).max() <= 0.04 + 1e-6
+    assert not model.variables_by_name()["output_bias"].numpy().any()
+    model.variables_by_name()["output_bias"].assign([0.1, -0.2, 0.3])
+    ref = np.load(os.path.join(folder, "reference_outputs.npz"))
+    features = {"input_ids": ref["in_input_ids"], "input_mask": ref["in_input_mask"],
+                "segment_ids": ref["in_segment_ids"]}
+    logits = model(features, training=False).numpy()
+    expected = ref["out_pooled_output"] @ weights.T + np.array([0.1, -0.2, 0.3])
+    np.testing.assert_allclose(logits, expected, atol=1e-5)
