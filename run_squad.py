@@ -648,12 +648,6 @@ def compute_predictions(all_examples, all_features, all_results, n_best_size, ma
             if not best_non_null_entry and entry.text:
                 best_non_null_entry = entry
         probs = _compute_softmax(total_scores)
-        if version_2_with_negative and best_non_null_entry is None:
-            # Only the null answer survived (the original fails here): compare the null score
-            # with the original's "empty" nonce of logits 0.
-            logging.warning("question %s: no valid non-null answer span; comparing the null "
-                            "score with an \"empty\" answer of logits 0", example.qas_id)
-            best_non_null_entry = _NbestPrediction(text="empty", start_logit=0.0, end_logit=0.0)
 
         nbest_json = []
         for i, entry in enumerate(nbest):
@@ -666,6 +660,13 @@ def compute_predictions(all_examples, all_features, all_results, n_best_size, ma
 
         if not version_2_with_negative:
             all_predictions[example.qas_id] = nbest_json[0]["text"]
+        elif best_non_null_entry is None:
+            # Only the null answer survived (the original fails here): predict "" with the null
+            # score as its score difference, as tf-models-official does.
+            logging.warning("question %s: no valid non-null answer span; predicting \"\"",
+                            example.qas_id)
+            scores_diff_json[example.qas_id] = score_null
+            all_predictions[example.qas_id] = ""
         else:
             # Predict "" iff the null score minus the best non-null score exceeds the threshold.
             score_diff = (score_null - best_non_null_entry.start_logit

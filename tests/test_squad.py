@@ -479,3 +479,52 @@ def test_word_cache_decoding_equals_direct_get_final_text(tokenizer, monkeypatch
     direct = run_squad.compute_predictions(examples, features, results, 20, 30, True, True)
     assert cached == direct
     assert sum(1 for text in cached[0].values() if text) > 100
+
+
+def _first_answers_only(path, tmp_path):
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    for article in data["data"]:
+        for paragraph in article["paragraphs"]:
+            for qa in paragraph["qas"]:
+                qa["answers"] = qa["answers"][:1]
+    return _write(tmp_path, data, "first_answers.json")
+
+
+@pytest.mark.slow
+def test_parity_with_tf_models_official_squad_lib(tokenizer, tmp_path):
+    """Examples, windows, training labels and the n-best decoding equal tf-models-official's port of
+    the original run_squad.py (squad_lib), on the SQuAD 2.0 subset with random logits."""
+    squad_lib = pytest.importorskip("official.nlp.data.squad_lib")
+    mg_tokenization = pytest.importorskip("official.nlp.tools.tokenization")
+    mg_tokenizer = mg_tokenization.FullTokenizer(shared_path("vocab", "uncased", "vocab.txt"), True)
+    keys = ("unique_id", "example_index", "doc_span_index", "tokens", "token_to_orig_map",
+            "token_is_max_context", "input_ids", "input_mask", "segment_ids")
+    for path, is_training in ((_v20(), False),
+                              (_first_answers_only(_v20("train-v2.0.json"), tmp_path), True)):
+        ours = run_squad.read_squad_examples(path, is_training, version_2_with_negative=True)
+        theirs = squad_lib.read_squad_examples(path, is_training, True)
+        assert [(e.qas_id, e.doc_tokens, e.start_position, e.end_position, e.is_impossible) for e in ours] == \
+            [(e.qas_id, e.doc_tokens, e.start_position, e.end_position, e.is_impossible) for e in theirs]
+        features = _features(ours, tokenizer, 128, 48, 32, is_training)
+        their_features = []
+        if is_training:
+            squad_lib.convert_examples_to_features(theirs, mg_tokenizer, 128, 48, 32, True,
+                                                   their_features.append)
+        else:
+            squad_lib.convert_examples_to_features(
+                theirs, mg_tokenizer, 128, 48, 32, False,
+                lambda f, is_padding: None if is_padding else their_features.append(f), batch_size=1)
+        assert len(features) == len(their_features) > len(ours)
+        for a, b in zip(features, their_features):
+            assert [getattr(a, k) for k in keys] == [getattr(b, k) for k in keys]
+            if is_training:
+                assert (a.start_position, a.end_position) == (b.start_position, b.end_position)
+        if not is_training:
+            rng = np.random.RandomState(1)
+            results = [run_squad.RawResult(f.unique_id, [float(x) for x in rng.randn(128).astype(np.float32)],
+                                           [float(x) for x in rng.randn(128).astype(np.float32)])
+                       for f in features]
+            mine = run_squad.compute_predictions(ours, features, results, 20, 30, True, True)
+            reference = squad_lib.postprocess_output(theirs, their_features, results, 20, 30, True, True)
+            assert mine == tuple(reference)
