@@ -7,6 +7,7 @@ export with a tensor signature and a raw-string signature.
 """
 
 import collections
+import dataclasses
 import csv
 import math
 import os
@@ -94,8 +95,9 @@ class DataProcessor(object):
 
     def _check(self, path, line_number, line, min_columns):
         if len(line) < min_columns:
+            separator = {"\t": "tab", ",": "comma"}.get(getattr(self, "delimiter", "\t"), "separator")
             raise ValueError("%s line %d: expected at least %d %s-separated columns, found %d: %r" % (
-                    path, line_number, min_columns, "tab", len(line), line))
+                    path, line_number, min_columns, separator, len(line), line))
 
     def _check_label(self, path, line_number, label):
         if self.is_regression:
@@ -962,7 +964,6 @@ def evaluate_on_examples(task, examples, label_list, max_seq_length, tokenizer, 
 
 
 def _predict_config(config, batch_size):
-    import dataclasses
     return dataclasses.replace(config, predict_batch_size=batch_size)
 
 
@@ -1186,7 +1187,6 @@ def run(task_name, data_dir, vocab_file, config, do_lower_case=True, max_seq_len
         train_examples = processor.get_train_examples(data_dir)
         num_train_steps, num_warmup_steps = num_train_steps_for(
             len(train_examples), config.train_batch_size, num_train_epochs, warmup_proportion)
-        import dataclasses
         config = dataclasses.replace(config, num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps)
         train_file = _feature_file(train_examples, label_list, max_seq_length, tokenizer,
                                    os.path.join(config.output_dir, "train.tf_record"), num_workers)

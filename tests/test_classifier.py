@@ -201,14 +201,20 @@ def test_bad_input_errors(tmp_path):
     with pytest.raises(ValueError, match=r"dev.tsv line 3: expected at least 5 tab-separated columns, found 4"):
         rc.MrpcProcessor().get_dev_examples(str(tmp_path))
     (tmp_path / "dev.tsv").write_text("Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n2\t1\t2\ta\tb\n")
-    with pytest.raises(ValueError, match=r"dev.tsv line 2: label '2' is not in the task's label list \['0', '1'\]"):
+    with pytest.raises(ValueError,
+                       match=r"dev.tsv line 2: label '2' is not in the task's label list \['0', '1'\]"):
         rc.MrpcProcessor().get_dev_examples(str(tmp_path))
-    (tmp_path / "train.tsv").write_text("index\tgenre\tf\ty\to\ts1\ts2\ta\tb\tscore\n0\tg\tf\ty\to\ts\ts\ta\tb\thigh\n")
+    (tmp_path / "train.tsv").write_text("index\tgenre\tf\ty\to\ts1\ts2\ta\tb\tscore\n"
+                                        "0\tg\tf\ty\to\ts\ts\ta\tb\thigh\n")
     with pytest.raises(ValueError, match=r"train.tsv line 2: label 'high' is not a number"):
         rc.StsbProcessor().get_train_examples(str(tmp_path))
     with pytest.raises(ValueError, match=r"label 'maybe' is not in the label list"):
         rc.convert_single_example(0, rc.InputExample("x-1", "a", None, "maybe"), ["0", "1"], 8,
                                   tokenization.FullTokenizer(shared_path("vocab", "uncased", "vocab.txt")))
+    (tmp_path / "bad.csv").write_text("q,y\nonly one column\n")
+    with pytest.raises(ValueError, match=r"bad.csv line 2: expected at least 2 comma-separated columns"):
+        rc.get_processor("custom", text_a_column="q", label_column="y", delimiter=",", label_list=["0"],
+                         train_file="bad.csv").get_train_examples(str(tmp_path))
     processor = rc.get_processor("custom", text_a_column="text", label_column="label")
     with pytest.raises(ValueError, match=r"--text_a_column='text' is neither a column of the header"):
         processor.get_train_examples(str(tmp_path))
@@ -348,21 +354,24 @@ def _write(path, rows):
 
 def test_mnli_qqp_qnli_wnli_xnli_column_layouts(tmp_path):
     """The GLUE/XNLI layouts absent from ../shared, written in their published column order."""
-    mnli_head = ["index", "promptID", "pairID", "genre", "s1_bp", "s2_bp", "s1_p", "s2_p", "sentence1", "sentence2"]
+    mnli_head = ["index", "promptID", "pairID", "genre", "s1_bp", "s2_bp", "s1_p", "s2_p", "sentence1",
+                 "sentence2"]
     _write(tmp_path / "mnli" / "train.tsv", [mnli_head + ["label1", "gold_label"],
                                              ["0", "1", "1e", "gov", "(", "(", "(", "(", "A", "B", "neutral",
                                               "neutral"]])
     _write(tmp_path / "mnli" / "dev_mismatched.tsv", [mnli_head + ["l1", "l2", "l3", "l4", "l5", "gold_label"],
                                                       ["7", "1", "1e", "x", "(", "(", "(", "(", "C", "D", "e", "e",
                                                        "e", "e", "e", "entailment"]])
-    _write(tmp_path / "mnli" / "test_matched.tsv", [mnli_head, ["3", "1", "1e", "x", "(", "(", "(", "(", "E", "F"]])
+    _write(tmp_path / "mnli" / "test_matched.tsv",
+           [mnli_head, ["3", "1", "1e", "x", "(", "(", "(", "(", "E", "F"]])
     mnli = rc.get_processor("MNLI")
     train = mnli.get_train_examples(str(tmp_path / "mnli"))
     assert [(e.guid, e.text_a, e.text_b, e.label) for e in train] == [("train-0", "A", "B", "neutral")]
     test = mnli.get_test_examples(str(tmp_path / "mnli"))
     assert [(e.guid, e.text_a, e.label) for e in test] == [("test-3", "E", "contradiction")]
     dev_mm = rc.get_processor("mnli-mm").get_dev_examples(str(tmp_path / "mnli"))
-    assert [(e.guid, e.text_a, e.text_b, e.label) for e in dev_mm] == [("dev_mismatched-7", "C", "D", "entailment")]
+    assert [(e.guid, e.text_a, e.text_b, e.label) for e in dev_mm] == [
+        ("dev_mismatched-7", "C", "D", "entailment")]
 
     _write(tmp_path / "qqp" / "train.tsv", [["id", "qid1", "qid2", "question1", "question2", "is_duplicate"],
                                             ["5", "1", "2", "How?", "Why?", "1"]])
