@@ -2,8 +2,22 @@
 """BERT fine-tuning runner for sentence (pair) classification and regression.
 
 GLUE (CoLA, SST-2, MRPC, QQP, STS-B, MNLI, QNLI, RTE, WNLI), XNLI and a user's own TSV/CSV, with the
-original release's reading rules, feature conversion, classifier variables and output files; a SavedModel
-export with a tensor signature and a raw-string signature.
+original release's reading rules, feature conversion, classifier variables ("output_weights",
+"output_bias") and output files (train/eval/predict.tf_record, eval_results.txt, test_results.tsv); training,
+evaluation and prediction run on the shared loop in training.py (its flags: strategy, XLA, dtype, optimizer,
+gradient accumulation, checkpoints).
+
+    python run_classifier.py --task_name=MRPC --do_train --do_eval --do_predict --data_dir=glue/MRPC \
+      --vocab_file=vocab.txt --bert_config_file=bert_config.json --init_checkpoint=bert_model.ckpt \
+      --max_seq_length=128 --train_batch_size=32 --learning_rate=2e-5 --num_train_epochs=3 \
+      --output_dir=out/mrpc --export_dir=out/mrpc/saved_model
+
+--export_dir writes a SavedModel: "serving_default" takes int32 input_ids, input_mask, segment_ids and
+"serving_text" takes raw strings text_a (and text_b for pair tasks), tokenized in the graph; both return
+{"probabilities"} ({"score"} for regression). Load it with `import tensorflow_text` and
+tf.saved_model.load. --predict_input=FILE or - (stdin) predicts line after line (text_a, or text_a<TAB>text_b)
+with the model loaded once. --task_name=custom reads a user's TSV/CSV (--text_a_column, --text_b_column,
+--label_column, --label_list, --delimiter, --has_header, --regression).
 """
 
 import collections
@@ -959,7 +973,8 @@ def evaluate_on_examples(task, examples, label_list, max_seq_length, tokenizer, 
                 scores.append(float(prediction["score"]))
                 labels.append(float(example.label))
         result.update(compute_metrics(metric_names, scores, labels))
-    training.write_eval_results(os.path.join(output_dir, "eval_results.txt"), result)
+    if training.is_chief(strategy):
+        training.write_eval_results(os.path.join(output_dir, "eval_results.txt"), result)
     return result
 
 
