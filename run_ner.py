@@ -4,7 +4,8 @@
 Data: `train.txt`, `dev.txt`, `test.txt` in --data_dir, one token per line (`word POS chunk tag`, or any
 number of columns with the word first and the tag last, the same number on every line of a file), blank lines
 between sentences, `-DOCSTART-` lines between documents. Tags may be IOB1 or IOB2; they are converted to IOB2
-(an `I-X` that follows `O` or another type becomes `B-X`). The label list is taken from the training data.
+(an `I-X` that follows `O` or another type becomes `B-X`). The label list is taken from the training data: "O"
+and B-/I- of each entity type found there; a dev/test tag outside it is an error naming file and line.
 
 Features (token classification as in the BERT paper): each word is WordPiece-tokenized with the exact
 tokenizer; the label of a word sits on its first sub-token, other sub-tokens, [CLS], [SEP] and padding get
@@ -13,9 +14,10 @@ label weight 0 and are left out of the loss and the metrics. A word the tokenize
 
 Long sentences: a sentence with more than max_seq_length - 2 sub-tokens is split into windows of
 max_seq_length - 2 sub-tokens that start every --doc_stride sub-tokens (at most a window apart; the original
-run_squad.py's sliding window); the last window ends at the sentence end. Each word is predicted in exactly one window: the one where
-its first sub-token has the most context (the original's max-context rule, min(left, right) + 0.01 * window
-length). No word is dropped and no sub-token is truncated.
+run_squad.py's sliding window); the last window ends at the sentence end. Each word is predicted in exactly one
+window: the one where its first sub-token has the most context (the original's max-context rule,
+min(left, right) + 0.01 * window length); a window that predicts no word is left out (logged). No word is
+dropped and no sub-token is truncated.
 
 Document context (--document_context): a sentence that fits is surrounded by sub-tokens of the neighbouring
 sentences of its document (half the free room before it, half after; one side's unused room goes to the
@@ -31,7 +33,7 @@ input_mask, segment_ids [batch, seq] to per-token label probabilities `probabili
 Evaluation (--do_eval on dev.txt, --do_predict on test.txt) is one prediction pass through training.predict
 (the shared loop); eval_results.txt / test_results.txt hold eval_precision, eval_recall, eval_f1 (entity
 level, as fractions, from conlleval.py), the same per type (eval_LOC_f1, ...), eval_token_accuracy,
-eval_loss (mean cross entropy over the scored tokens) and global_step.
+eval_loss (mean cross entropy over the scored tokens) and global_step (test_results.txt: test_ prefix).
 """
 
 import dataclasses
@@ -40,6 +42,7 @@ import os
 from absl import app
 from absl import flags
 from absl import logging
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -147,11 +150,12 @@ def read_conll(path, set_type=None):
 
 
 def get_labels(train_sentences):
-    """The label list taken from the training data: "O" first, then the other tags sorted."""
-    tags = set()
+    """The label list taken from the training data: "O", then B-TYPE and I-TYPE of every entity type seen in
+    training (both, so that a type's tags are complete even where training has no multi-word entity), sorted."""
+    types = set()
     for sentence in train_sentences:
-        tags.update(sentence.labels)
-    return [OUTSIDE] + sorted(tags - {OUTSIDE})
+        types.update(tag[2:] for tag in sentence.labels if tag != OUTSIDE)
+    return [OUTSIDE] + sorted(prefix + "-" + t for t in types for prefix in ("B", "I"))
 
 
 def write_label_list(labels, path):
@@ -489,12 +493,18 @@ def predict_sentences(task, sentences, features, label_list, max_seq_length, con
                       checkpoint_path):
     """Runs training.predict over the features; returns (per-sentence predicted tags, token loss sum)."""
     arrays = features_to_arrays(features, max_seq_length)
+    if config.use_tpu:
+        # Whole batches only: zero-weight padding rows, whose predictions are dropped below.
+        padding = -len(features) % config.predict_batch_size
+        arrays = {name: np.concatenate([a, np.zeros((padding,) + a.shape[1:], a.dtype)])
+                  for name, a in arrays.items()}
     predicted_ids = []
     loss_sum = 0.0
     for prediction in training.predict(task, input_fn_builder(arrays, False), config, strategy,
                                        checkpoint_path=checkpoint_path):
         predicted_ids.append(prediction["predicted_ids"])
         loss_sum += float(np.sum(prediction["token_loss"]))
+    predicted_ids = predicted_ids[:len(features)]
     return decode_predictions(sentences, features, predicted_ids, label_list), loss_sum
 
 
@@ -526,9 +536,10 @@ def evaluate_split(task, sentences, label_list, max_seq_length, tokenizer, confi
     with open(os.path.join(output_dir, "%s_conlleval.txt" % set_name), "w", encoding="utf-8") as f:
         f.write(report)
     logging.info("%s (conlleval):\n%s", set_name, report)
-    results = entity_results(counts)
+    prefix = "eval_" if set_name == "eval" else set_name + "_"
+    results = entity_results(counts, prefix)
     num_scored = sum(len(f.scored) for f in features)
-    results["eval_loss"] = loss_sum / max(num_scored, 1)
+    results[prefix + "loss"] = loss_sum / max(num_scored, 1)
     results["global_step"] = _global_step_of(checkpoint_path)
     return results
 
@@ -558,10 +569,16 @@ class NerExport(tf.Module):
 
 def export_saved_model(export_dir, bert_config, label_list, checkpoint_path):
     """Writes the SavedModel (tensor signature) and assets.extra/labels.txt (label of each output column)."""
-    model = NerTask(bert_config, len(label_list)).build_model()
-    checkpoints.init_from_checkpoint(model.variables_by_name(), checkpoint_path)
-    module = NerExport(model)
-    tf.saved_model.save(module, export_dir, signatures={"serving_default": module.serve.get_concrete_function()})
+    policy = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("float32")  # serve in float32 whatever --dtype trained the model
+    try:
+        model = NerTask(bert_config, len(label_list)).build_model()
+        checkpoints.init_from_checkpoint(model.variables_by_name(), checkpoint_path)
+        module = NerExport(model)
+        tf.saved_model.save(module, export_dir,
+                            signatures={"serving_default": module.serve.get_concrete_function()})
+    finally:
+        keras.config.set_dtype_policy(policy)
     tf.io.gfile.makedirs(os.path.join(export_dir, "assets.extra"))
     write_label_list(label_list, os.path.join(export_dir, "assets.extra", "labels.txt"))
     logging.info("Exported %s to %s", checkpoint_path, export_dir)
@@ -614,7 +631,9 @@ def run(data_dir, vocab_file, config, do_lower_case=True, max_seq_length=128, do
         if not enabled:
             continue
         sentences = read_conll(os.path.join(data_dir, DATA_FILES[file_key]), file_key)
-        result = evaluate_split(task, sentences, label_list, max_seq_length, tokenizer, config, strategy,
+        batch_size = config.eval_batch_size if set_name == "eval" else config.predict_batch_size
+        split_config = dataclasses.replace(config, predict_batch_size=batch_size)
+        result = evaluate_split(task, sentences, label_list, max_seq_length, tokenizer, split_config, strategy,
                                 config.output_dir, checkpoint_path, set_name, doc_stride, document_context)
         results_file = training.EVAL_RESULTS_FILE if set_name == "eval" else "test_results.txt"
         training.write_eval_results(os.path.join(config.output_dir, results_file), result)

@@ -302,9 +302,9 @@ def test_tiny_end_to_end_train_eval_predict(tiny_run):
         assert report.stdout.decode() == (out / ("%s_conlleval.txt" % set_name)).read_text()
         result = results["eval" if set_name == "eval" else "predict"]
         counts = conlleval.evaluate_file(str(out / ("%s_predictions.txt" % set_name)))
-        assert result["eval_f1"] == pytest.approx(conlleval.metrics(counts)["f1"] / 100)
+        assert result[set_name + "_f1"] == pytest.approx(conlleval.metrics(counts)["f1"] / 100)
         assert result["global_step"] == results["train"]["global_step"]
-        assert np.isfinite(result["eval_loss"]) and result["eval_loss"] > 0
+        assert np.isfinite(result[set_name + "_loss"]) and result[set_name + "_loss"] > 0
     written = dict(line.split(" = ") for line in (out / "eval_results.txt").read_text().splitlines())
     for key in ("eval_precision", "eval_recall", "eval_f1", "eval_loss", "eval_token_accuracy", "global_step",
                 "eval_LOC_f1", "eval_PER_precision"):
@@ -340,3 +340,23 @@ def test_tiny_export_loads_in_fresh_process(tiny_run, tmp_path):
     rows = [line.split(" ") for line in (tiny_run["output_dir"] / "test_predictions.txt").read_text(
         encoding="utf-8").split("\n") if line]
     assert [r[2] for r in rows] == [t for s in tags for t in s]
+
+
+@pytest.mark.slow
+def test_cli_exports_from_output_dir(tiny_run, tmp_path):
+    root = tiny_run["root"]
+    export_dir = tmp_path / "cli_export"
+    command = [sys.executable, os.path.join(os.path.dirname(run_ner.__file__), "run_ner.py"),
+               "--data_dir=%s" % tiny_run["data_dir"],
+               "--vocab_file=%s" % shared_path("vocab", "uncased", "vocab.txt"),
+               "--bert_config_file=%s" % (root / "bert_config.json"), "--output_dir=%s" % tiny_run["output_dir"],
+               "--export_dir=%s" % export_dir, "--max_seq_length=24"]
+    subprocess.run(command, check=True, capture_output=True)
+    assert (export_dir / "saved_model.pb").exists()
+    assert (export_dir / "assets.extra" / "labels.txt").read_text() == \
+        (tiny_run["output_dir"] / "label_list.txt").read_text()
+    bad = subprocess.run(command[:2] + ["--data_dir=%s" % tmp_path, "--vocab_file=x", "--bert_config_file=%s" % (
+        root / "bert_config.json"), "--output_dir=%s" % (tmp_path / "o"), "--do_predict", "--max_seq_length=24"],
+                         capture_output=True)
+    assert bad.returncode != 0
+    assert b"no label list" in bad.stderr
