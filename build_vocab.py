@@ -1,0 +1,163 @@
+"""Builds a WordPiece vocabulary (the original vocab.txt format) from a user's text corpus.
+
+Words are counted after the original BasicTokenizer (so the vocabulary fits FullTokenizer exactly), then
+tensorflow-text's WordPiece learner picks the pieces. The file starts with the special tokens.
+
+  python build_vocab.py --input_file=corpus/*.txt --output_file=vocab.txt --vocab_size=8000 \
+      --do_lower_case=True
+"""
+import collections
+
+from absl import app
+from absl import flags
+from absl import logging
+
+import tokenization
+
+FLAGS = flags.FLAGS
+
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+# The original vocabularies keep 99 unused tokens between [PAD] and [UNK].
+_ORIGINAL_UNUSED_BEFORE_UNK = 99
+
+
+def define_flags():
+    flags.DEFINE_string("input_file", None, "Comma-separated text files or globs, one sentence or "
+                        "paragraph per line (the create_pretraining_data.py input format).")
+    flags.DEFINE_string("output_file", None, "Where to write vocab.txt (one token per line).")
+    flags.DEFINE_integer("vocab_size", 30522, "Maximum vocabulary size, special and unused tokens included.")
+    flags.DEFINE_bool("do_lower_case", True, "Lower case (and strip accents) as the tokenizer will.")
+    flags.DEFINE_integer("num_unused", 0, "Number of [unusedN] placeholder tokens. With N > 0 the layout "
+                         "is the original's: [PAD], [unused0..98], [UNK], [CLS], [SEP], [MASK], the rest.")
+    flags.DEFINE_integer("max_unique_chars", 1000, "Alphabet size: words with rarer characters are not "
+                         "learned from (they tokenize to [UNK] unless covered otherwise).")
+    flags.DEFINE_integer("max_token_length", 50, "Longest token (in characters) the learner considers.")
+    flags.DEFINE_integer("max_input_words", 5000000, "Most frequent distinct words the learner uses.")
+    flags.DEFINE_integer("lower_thresh", 10, "Lower bound of the learner's token count threshold search.")
+    flags.DEFINE_integer("num_iterations", 4, "Learner iterations per threshold.")
+    flags.DEFINE_float("slack_ratio", 0.05, "Acceptable shortfall below vocab_size, as a fraction.")
+    flags.DEFINE_integer("unk_report_lines", 20000, "Lines of the corpus tokenized with the new vocabulary "
+                         "to report its [UNK] rate (0: skip).")
+    flags.mark_flag_as_required("input_file")
+    flags.mark_flag_as_required("output_file")
+
+
+def reserved_tokens(num_unused=0):
+    """Special tokens (and [unusedN] placeholders) in vocabulary order."""
+    if num_unused < 0:
+        raise ValueError("num_unused must be >= 0, got %d" % num_unused)
+    if num_unused == 0:
+        return list(SPECIAL_TOKENS)
+    unused = ["[unused%d]" % i for i in range(num_unused)]
+    head = min(num_unused, _ORIGINAL_UNUSED_BEFORE_UNK)
+    return ["[PAD]"] + unused[:head] + list(SPECIAL_TOKENS[1:]) + unused[head:]
+
+
+def count_words(lines, do_lower_case):
+    """Counts the words BasicTokenizer makes of `lines` (str or UTF-8 bytes)."""
+    basic = tokenization.BasicTokenizer(do_lower_case=do_lower_case)
+    counts = collections.Counter()
+    num_lines = 0
+    for line in lines:
+        counts.update(basic.tokenize(line))
+        num_lines += 1
+    return counts, num_lines
+
+
+def build_vocab(lines, vocab_size, do_lower_case, num_unused=0, max_unique_chars=1000, max_token_length=50,
+                max_input_words=5000000, lower_thresh=10, num_iterations=4, slack_ratio=0.05):
+    """Learns a WordPiece vocabulary from an iterable of text lines; returns the list of tokens."""
+    from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
+
+    reserved = reserved_tokens(num_unused)
+    if vocab_size <= len(reserved):
+        raise ValueError("vocab_size %d leaves no room after the %d reserved tokens" % (vocab_size, len(reserved)))
+    counts, num_lines = count_words(lines, do_lower_case)
+    if not counts:
+        raise ValueError("the corpus has no words (%d lines read): expected text, one sentence per line"
+                         % num_lines)
+    logging.info("Counted %d words (%d distinct) in %d lines", sum(counts.values()), len(counts), num_lines)
+    tokens = learner.learn(
+        counts, vocab_size=vocab_size, reserved_tokens=reserved, upper_thresh=max(counts.values()) + 1,
+        lower_thresh=lower_thresh, num_iterations=num_iterations, max_input_tokens=max_input_words,
+        max_token_length=max_token_length, max_unique_chars=max_unique_chars, slack_ratio=slack_ratio,
+        include_joiner_token=True, joiner="##")
+    if tokens[:len(reserved)] != reserved:
+        raise AssertionError("the learner did not keep the reserved tokens first")
+    if len(tokens) > vocab_size:
+        logging.warning("The learner returned %d tokens; keeping the first %d (the least frequent pieces "
+                        "are dropped)", len(tokens), vocab_size)
+        tokens = tokens[:vocab_size]
+    bad = [t for t in tokens if not t or t != t.strip() or any(c.isspace() for c in t)]
+    if bad:
+        raise AssertionError("tokens with whitespace cannot be written to vocab.txt: %r" % bad[:5])
+    logging.info("Vocabulary of %d tokens (%d reserved)", len(tokens), len(reserved))
+    return tokens
+
+
+def write_vocab(tokens, output_file):
+    """Writes tokens one per line, UTF-8, as the original vocab.txt."""
+    import tensorflow as tf
+
+    if len(set(tokens)) != len(tokens):
+        raise ValueError("duplicate tokens in the vocabulary for %s" % output_file)
+    with tf.io.gfile.GFile(output_file, "w") as writer:
+        writer.write("".join(token + "\n" for token in tokens))
+
+
+def read_lines(input_file):
+    """Yields the lines (str) of the comma-separated files/globs in `input_file`."""
+    import tensorflow as tf
+
+    paths = []
+    for pattern in input_file.split(","):
+        pattern = pattern.strip()
+        if not pattern:
+            continue
+        matched = tf.io.gfile.glob(pattern)
+        if not matched:
+            raise ValueError("--input_file: %s matches no file" % pattern)
+        paths.extend(sorted(matched))
+    if not paths:
+        raise ValueError("--input_file is empty: expected comma-separated files or globs")
+    for path in paths:
+        logging.info("Reading %s", path)
+        with tf.io.gfile.GFile(path, "rb") as reader:
+            for line in reader:
+                yield tokenization.convert_to_unicode(line)
+
+
+def unk_rate(vocab_file, lines, do_lower_case):
+    """Share of word pieces that are [UNK] when FullTokenizer with `vocab_file` tokenizes `lines`."""
+    tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
+    total = unknown = 0
+    for line in lines:
+        pieces = tokenizer.tokenize(line)
+        total += len(pieces)
+        unknown += sum(1 for p in pieces if p == tokenization.UNK_TOKEN)
+    return unknown / max(total, 1), total
+
+
+def main(argv):
+    del argv
+    tokens = build_vocab(
+        read_lines(FLAGS.input_file), FLAGS.vocab_size, FLAGS.do_lower_case, num_unused=FLAGS.num_unused,
+        max_unique_chars=FLAGS.max_unique_chars, max_token_length=FLAGS.max_token_length,
+        max_input_words=FLAGS.max_input_words, lower_thresh=FLAGS.lower_thresh,
+        num_iterations=FLAGS.num_iterations, slack_ratio=FLAGS.slack_ratio)
+    write_vocab(tokens, FLAGS.output_file)
+    logging.info("Wrote %d tokens to %s", len(tokens), FLAGS.output_file)
+    if FLAGS.unk_report_lines > 0:
+        sample = []
+        for line in read_lines(FLAGS.input_file):
+            if len(sample) >= FLAGS.unk_report_lines:
+                break
+            sample.append(line)
+        rate, total = unk_rate(FLAGS.output_file, sample, FLAGS.do_lower_case)
+        logging.info("[UNK] rate on the first %d lines: %.3f%% of %d word pieces", len(sample), 100 * rate,
+                     total)
+
+
+if __name__ == "__main__":
+    define_flags()
+    app.run(main)
