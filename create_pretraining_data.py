@@ -42,10 +42,12 @@ guarantee), in both modes.
 
 import array
 import glob
+import itertools
 import math
 import multiprocessing
 import os
 import random
+import re
 import resource
 import time
 
@@ -178,43 +180,53 @@ class Vocab(object):
         return [self.inv_vocab.get(int(i), "[?%d]" % int(i)) for i in ids]
 
 
+_ASCII_PIECES = re.compile(r"[0-9A-Za-z]+|[^0-9A-Za-z]")
+
+
 class CachedTokenizer(object):
     """The original FullTokenizer (BasicTokenizer + WordpieceTokenizer) to ids, cached per space-separated word.
 
     tokenize(a + " " + b) == tokenize(a) + tokenize(b) holds for the original's rules (cleaning and CJK
     spacing are per character, everything after the whitespace split is per word), so caching per word is exact.
+    A printable-ASCII word skips BasicTokenizer: for it the original's rules reduce to lower casing (when
+    do_lower_case) and splitting off every non-alphanumeric character (all are punctuation to the original).
     """
 
     def __init__(self, vocab, do_lower_case, cache_size=500_000):
         self.vocab = vocab
+        self.do_lower_case = bool(do_lower_case)
         self.basic_tokenizer = tokenization.BasicTokenizer(do_lower_case=do_lower_case)
         self.wordpiece_tokenizer = tokenization.WordpieceTokenizer(vocab=vocab)
         self.cache_size = max(1, int(cache_size))
         self._cache = {}
 
+    def basic_tokens(self, word):
+        if word.isascii() and word.isprintable():
+            return _ASCII_PIECES.findall(word.lower() if self.do_lower_case else word)
+        return self.basic_tokenizer.tokenize(word)
+
     def tokenize_word(self, word):
         ids = []
         vocab = self.vocab
-        for token in self.basic_tokenizer.tokenize(word):
+        for token in self.basic_tokens(word):
             for piece in self.wordpiece_tokenizer.tokenize(token):
                 ids.append(vocab[piece])
         return tuple(ids)
 
     def ids(self, line):
-        """Token ids of one stripped line."""
-        cache = self._cache
-        out = []
-        for word in line.split(" "):
-            if not word:
-                continue
-            ids = cache.get(word)
-            if ids is None:
-                ids = self.tokenize_word(word)
-                if len(cache) >= self.cache_size:
-                    cache.clear()
-                cache[word] = ids
-            out.extend(ids)
-        return out
+        """Token ids of one line."""
+        words = line.split(" ")
+        cached = list(map(self._cache.get, words))
+        if None in cached:
+            cache = self._cache
+            for k, ids in enumerate(cached):
+                if ids is None:
+                    word = words[k]
+                    ids = self.tokenize_word(word) if word else ()
+                    if len(cache) >= self.cache_size:
+                        cache.clear()
+                    cache[word] = cached[k] = ids
+        return list(itertools.chain.from_iterable(cached))
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -545,49 +557,58 @@ def create_training_instances(corpus, vocab, settings, rng, progress=None):
 # ----------------------------------------------------------------------------------------------------------
 # Fast-mode masking (numpy, the same rules).
 
-def mask_batch(input_ids, lengths, len_a, settings, vocab, rng):
-    """Masks a batch like masked_lm_predictions, with numpy randomness.
-
-    Returns (positions, replacements, counts): [B, max_predictions_per_seq] int64 sorted by position, and the
-    number of predictions per row.
-    """
+def _choose_whole_words(input_ids, candidate, num_to_predict, vocab, rng):
+    """Whole-word selection: '##' pieces join the previous candidate's group; groups in random order are
+    taken greedily, skipping a group that would exceed num_to_predict. Returns the selected [B, L] mask."""
     batch, width = input_ids.shape
-    pred = settings.max_predictions_per_seq
     col = np.arange(width)[None, :]
-    candidate = (col >= 1) & (col < lengths[:, None] - 1) & (col != len_a[:, None] + 1)
-    if settings.do_whole_word_mask:
-        continues = vocab.is_subword_np[input_ids] & (col > 1)
-        group_start = candidate & ~continues
-    else:
-        group_start = candidate
-    group_id = np.cumsum(group_start, axis=1) - 1
+    group_start = candidate & ~(vocab.is_subword_np[input_ids] & (col > 1))
+    group_id = np.maximum(np.cumsum(group_start, axis=1) - 1, 0)
     num_groups = group_start.sum(axis=1)
     max_groups = max(int(num_groups.max()), 1)
-    rows = np.repeat(np.arange(batch), width).reshape(batch, width)
-    flat_group = (rows * max_groups + np.maximum(group_id, 0))[candidate]
+    flat_group = (np.arange(batch)[:, None] * max_groups + group_id)[candidate]
     sizes = np.bincount(flat_group, minlength=batch * max_groups).reshape(batch, max_groups)
     keys = rng.random((batch, max_groups))
     keys[np.arange(max_groups)[None, :] >= num_groups[:, None]] = 2.0
     order = np.argsort(keys, axis=1)
     sorted_sizes = np.take_along_axis(sizes, order, axis=1)
-    num_to_predict = np.minimum(pred, np.maximum(1, np.rint(lengths * settings.masked_lm_prob).astype(np.int64)))
-    if settings.do_whole_word_mask:
-        taken = np.zeros((batch, max_groups), bool)
-        count = np.zeros(batch, np.int64)
-        for rank in range(max_groups):
-            size = sorted_sizes[:, rank]
-            ok = (size > 0) & (count < num_to_predict) & (count + size <= num_to_predict)
-            if not ok.any() and (size == 0).all():
-                break
-            taken[:, rank] = ok
-            count += size * ok
-    else:
-        taken = np.arange(max_groups)[None, :] < np.minimum(num_to_predict, num_groups)[:, None]
+    taken = np.zeros((batch, max_groups), bool)
+    count = np.zeros(batch, np.int64)
+    for rank in range(max_groups):
+        size = sorted_sizes[:, rank]
+        ok = (size > 0) & (count < num_to_predict) & (count + size <= num_to_predict)
+        taken[:, rank] = ok
+        count += size * ok
     chosen_group = np.zeros((batch, max_groups), bool)
     np.put_along_axis(chosen_group, order, taken, axis=1)
-    selected = candidate & np.take_along_axis(chosen_group, np.maximum(group_id, 0), axis=1)
-    counts = selected.sum(axis=1)
-    positions = np.sort(np.where(selected, col, width), axis=1)[:, :pred]
+    return candidate & np.take_along_axis(chosen_group, group_id, axis=1)
+
+
+def mask_batch(input_ids, lengths, len_a, settings, vocab, rng):
+    """Masks a batch like masked_lm_predictions, with numpy randomness.
+
+    Returns (positions, replacements, counts): [B, max_predictions_per_seq] int64 sorted by position (zero
+    padded), and the number of predictions per row.
+    """
+    batch, width = input_ids.shape
+    pred = settings.max_predictions_per_seq
+    col = np.arange(width)[None, :]
+    candidate = (col >= 1) & (col < lengths[:, None] - 1) & (col != len_a[:, None] + 1)
+    num_to_predict = np.minimum(pred, np.maximum(1, np.rint(lengths * settings.masked_lm_prob).astype(np.int64)))
+    if settings.do_whole_word_mask:
+        selected = _choose_whole_words(input_ids, candidate, num_to_predict, vocab, rng)
+        counts = selected.sum(axis=1)
+        positions = np.sort(np.where(selected, col, width), axis=1)[:, :pred]
+    else:
+        # A uniformly random subset of min(num_to_predict, candidates) candidates: the smallest random keys.
+        keys = rng.random((batch, width))
+        keys[~candidate] = 2.0
+        first = min(pred, width)
+        smallest = np.argpartition(keys, first - 1, axis=1)[:, :first] if first < width else \
+            np.argsort(keys, axis=1)
+        counts = np.minimum(num_to_predict, lengths - 3)
+        ranked = np.take_along_axis(smallest, np.argsort(np.take_along_axis(keys, smallest, axis=1), axis=1), axis=1)
+        positions = np.sort(np.where(np.arange(first)[None, :] < counts[:, None], ranked, width), axis=1)
     if positions.shape[1] < pred:
         positions = np.pad(positions, ((0, 0), (0, pred - positions.shape[1])), constant_values=width)
     valid = np.arange(pred)[None, :] < counts[:, None]
@@ -644,10 +665,28 @@ def build_features(ids, lengths, len_a, is_random_next, positions, replacements,
     }
 
 
+_VARINT_TABLE = {}
+
+
+def _varint_table(size):
+    """Varint bytes (3 slots) and slot validity of every value below `size` (<= 2**21), for gathers."""
+    size = max(1 << 16, 1 << (int(size) - 1).bit_length())
+    if size not in _VARINT_TABLE:
+        values = np.arange(size, dtype=np.uint32)[:, None]
+        shifts = np.array([0, 7, 14], np.uint32)[None, :]
+        valid = np.ones((size, 3), bool)
+        valid[:, 1:] = values >= (np.uint32(1) << shifts[:, 1:])
+        more = np.zeros((size, 3), bool)
+        more[:, :2] = valid[:, 1:]
+        data = (((values >> shifts) & 0x7F) | (more * 0x80)).astype(np.uint8)
+        _VARINT_TABLE[size] = (data, valid)
+    return _VARINT_TABLE[size]
+
+
 def _varint_slots(values):
     """Protobuf varints of a [B, K] array of non-negative ints as byte slots.
 
-    Returns (bytes [B, K * slots] uint8, valid [B, K * slots] bool or None when every slot is used,
+    Returns (bytes [B, K * slots] uint8, valid [B, K * slots] bool, or None when every slot is used,
     encoded length per row).
     """
     values = np.asarray(values)
@@ -660,17 +699,24 @@ def _varint_slots(values):
         slots += 1
     if slots == 1:
         return values.astype(np.uint8), None, np.full(batch, width, np.int64)
-    values = values.astype(np.uint64 if slots > 4 else np.uint32)
-    out = np.empty((batch, width, slots), np.uint8)
-    valid = np.empty((batch, width, slots), bool)
-    valid[..., 0] = True
-    for k in range(slots):
-        if k + 1 < slots:
-            valid[..., k + 1] = values >= (1 << (7 * (k + 1)))
-            out[..., k] = ((values >> (7 * k)) & 0x7F) | (valid[..., k + 1] * np.uint8(0x80))
-        else:
-            out[..., k] = (values >> (7 * k)) & 0x7F
+    if slots == 3 and width > 1:
+        table, table_valid = _varint_table(top + 1)
+        out = table[values]
+        valid = table_valid[values]
+    else:
+        values = values.astype(np.uint64 if slots > 4 else np.uint32)
+        out = np.empty((batch, width, slots), np.uint8)
+        valid = np.empty((batch, width, slots), bool)
+        valid[..., 0] = True
+        for k in range(slots):
+            if k + 1 < slots:
+                valid[..., k + 1] = values >= (1 << (7 * (k + 1)))
+                out[..., k] = ((values >> (7 * k)) & 0x7F) | (valid[..., k + 1] * np.uint8(0x80))
+            else:
+                out[..., k] = (values >> (7 * k)) & 0x7F
     valid = valid.reshape(batch, width * slots)
+    if valid.all():
+        return out.reshape(batch, width * slots), None, np.full(batch, width * slots, np.int64)
     return out.reshape(batch, width * slots), valid, valid.sum(axis=1)
 
 
@@ -685,45 +731,31 @@ def _varint_len(values):
     return out
 
 
-def _assemble_rows(pieces, batch, align=4):
-    """Row-wise concatenation of byte slot pieces -> (left-aligned [B, W] uint8 matrix, row lengths).
+def _fixed(piece):
+    return isinstance(piece, bytes) or piece[1] is None
 
-    A piece is constant bytes (the same in every row) or (bytes [B, n], valid [B, n] or None, lengths).
-    W is the longest row rounded up to `align`; bytes past a row's length are zero.
-    """
-    blocks, masks = [], []
-    all_valid = True
-    for piece in pieces:
-        if isinstance(piece, bytes):
-            block = np.broadcast_to(np.frombuffer(piece, np.uint8), (batch, len(piece)))
-            valid = None
-        else:
-            block, valid = piece[0], piece[1]
-        blocks.append(block)
-        masks.append(valid)
-        all_valid = all_valid and valid is None
-    big = np.concatenate(blocks, axis=1)
-    if all_valid:
-        lengths = np.full(batch, big.shape[1], np.int64)
-        width = -(-big.shape[1] // align) * align
-        if width == big.shape[1]:
-            return np.ascontiguousarray(big), lengths
-        matrix = np.zeros((batch, width), np.uint8)
-        matrix[:, :big.shape[1]] = big
-        return matrix, lengths
-    valid = np.concatenate([np.ones(b.shape, bool) if m is None else m for b, m in zip(blocks, masks)], axis=1)
-    lengths = valid.sum(axis=1)
-    width = max(-(-int(lengths.max()) // align) * align, align)
-    keep = np.arange(width)[None, :] < lengths[:, None]
-    matrix = np.zeros((batch, width), np.uint8)
-    matrix[keep] = big[valid]
-    return matrix, lengths
+
+def _block(piece, batch):
+    if isinstance(piece, bytes):
+        return np.broadcast_to(np.frombuffer(piece, np.uint8), (batch, len(piece)))
+    return piece[0]
+
+
+# Serialized records sit in their matrix rows after DATA_OFFSET bytes left free for the TFRecord header
+# (length and its CRC), with at least DATA_PAD free bytes after them (the data CRC, rounding for the CRC).
+DATA_OFFSET = 12
+DATA_PAD = 8
 
 
 def serialize_examples(features):
-    """tf.train.Example wire bytes of a batch of feature arrays -> (left-aligned [B, W] matrix, lengths)."""
+    """tf.train.Example wire bytes of a batch of feature arrays.
+
+    Returns (matrix [B, W] uint8, lengths): record i is matrix[i, DATA_OFFSET:DATA_OFFSET + lengths[i]].
+    Map entries whose bytes have the same length in every row go first (a protobuf map's order is free), so
+    only the rest needs compacting row by row.
+    """
     batch = len(features["input_ids"])
-    pieces = []
+    entries = []
     body_len = np.zeros(batch, np.int64)
     for name in FEATURE_NAMES:
         values = features[name]
@@ -740,14 +772,41 @@ def serialize_examples(features):
         key = name.encode("ascii")
         entry_len = 2 + len(key) + 1 + _varint_len(feature_len) + feature_len  # map entry <string, Feature>
         body_len += 1 + _varint_len(entry_len) + entry_len
-        pieces.extend([
+        entries.append([
             b"\x0a", _varint_slots(entry_len[:, None]),
             b"\x0a" + bytes([len(key)]) + key + b"\x12", _varint_slots(feature_len[:, None]),
             kind_tag, _varint_slots(list_len[:, None]),
             b"\x0a", _varint_slots(packed_len[:, None]),
             payload,
         ])
-    return _assemble_rows([b"\x0a", _varint_slots(body_len[:, None])] + pieces, batch)
+    header = [b"\x0a", _varint_slots(body_len[:, None])]
+    lead, tail = [], []
+    if all(_fixed(piece) for piece in header):
+        lead.extend(header)
+        for entry in entries:
+            (lead if all(_fixed(piece) for piece in entry) else tail).extend(entry)
+    else:
+        tail = header + [piece for entry in entries for piece in entry]
+    lead_blocks = [_block(piece, batch) for piece in lead]
+    lead_width = sum(block.shape[1] for block in lead_blocks)
+    if tail:
+        tail_big = np.concatenate([_block(piece, batch) for piece in tail], axis=1)
+        tail_valid = np.concatenate([np.ones((batch, len(piece)), bool) if isinstance(piece, bytes) else
+                                     (np.ones(piece[0].shape, bool) if piece[1] is None else piece[1])
+                                     for piece in tail], axis=1)
+        tail_len = tail_valid.sum(axis=1)
+    else:
+        tail_len = np.zeros(batch, np.int64)
+    lengths = lead_width + tail_len
+    width = DATA_OFFSET + -(-(int(lengths.max()) + DATA_PAD) // 4) * 4
+    matrix = np.zeros((batch, width), np.uint8)
+    if lead_blocks:
+        matrix[:, DATA_OFFSET:DATA_OFFSET + lead_width] = np.concatenate(lead_blocks, axis=1)
+    if tail:
+        start = DATA_OFFSET + lead_width
+        keep = np.arange(width - start)[None, :] < tail_len[:, None]
+        matrix[:, start:][keep] = tail_big[tail_valid]
+    return matrix, lengths
 
 
 _CRC_TABLES = None
@@ -770,8 +829,8 @@ def _crc_tables():
     return _CRC_TABLES
 
 
-def crc32c_rows(matrix, lengths):
-    """CRC32C of the first lengths[i] bytes of each row of a [B, W] uint8 matrix (W a multiple of 4)."""
+def crc32c_rows(matrix, lengths, offset=0):
+    """CRC32C of bytes offset .. offset + lengths[i] of each row of a [B, W] uint8 matrix (vectorized over rows)."""
     table, table_low, table_high = _crc_tables()
     lengths = np.asarray(lengths, np.int64)
     batch = len(lengths)
@@ -779,7 +838,10 @@ def crc32c_rows(matrix, lengths):
         return np.zeros(0, np.uint32)
     order = np.argsort(-lengths, kind="stable")
     sorted_len = lengths[order]
-    rows = matrix[order]
+    width = -(-max(int(sorted_len[0]), 1) // 4) * 4
+    rows = np.zeros((batch, width), np.uint8)
+    available = min(width, matrix.shape[1] - offset)
+    rows[:, :available] = matrix[order, offset:offset + available]
     words = np.ascontiguousarray(rows.view("<u4").T)
     num_words = sorted_len // 4
     crc = np.full(batch, 0xFFFFFFFF, np.uint32)
@@ -811,23 +873,18 @@ def _masked_crc(crc):
 
 
 def frame_records(matrix, lengths):
-    """TFRecord framing: length (uint64), masked CRC32C of the length, data, masked CRC32C of the data.
-
-    Takes and returns a left-aligned [B, W] matrix with row lengths.
-    """
+    """TFRecord framing, in place: length (uint64) and its masked CRC32C go in the DATA_OFFSET bytes before
+    each record, the masked CRC32C of the data right after it. Returns (matrix, framed lengths)."""
     lengths = np.asarray(lengths, np.int64)
-    batch, width = matrix.shape
+    batch = len(lengths)
     length_bytes = lengths.astype("<u8").view(np.uint8).reshape(batch, 8)
-    length_crc = _masked_crc(crc32c_rows(length_bytes, np.full(batch, 8)))
-    data_crc = _masked_crc(crc32c_rows(matrix, lengths))
-    framed = np.zeros((batch, width + 16), np.uint8)
-    framed[:, :8] = length_bytes
-    framed[:, 8:12] = length_crc.astype("<u4").view(np.uint8).reshape(batch, 4)
-    framed[:, 12:12 + width] = matrix
-    rows = np.arange(batch)[:, None]
-    framed[rows, 12 + lengths[:, None] + np.arange(4)[None, :]] = data_crc.astype("<u4").view(np.uint8).reshape(
-        batch, 4)
-    return framed, lengths + 16
+    matrix[:, :8] = length_bytes
+    matrix[:, 8:12] = _masked_crc(crc32c_rows(length_bytes, np.full(batch, 8))).astype("<u4").view(
+        np.uint8).reshape(batch, 4)
+    data_crc = _masked_crc(crc32c_rows(matrix, lengths, DATA_OFFSET))
+    at = DATA_OFFSET + lengths[:, None] + np.arange(4)[None, :]
+    np.put_along_axis(matrix, at, data_crc.astype("<u4").view(np.uint8).reshape(batch, 4), axis=1)
+    return matrix, lengths + DATA_OFFSET + 4
 
 
 def record_bytes(framed, lengths, rows=None):

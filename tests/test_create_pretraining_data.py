@@ -107,6 +107,19 @@ def test_cached_tokenizer_equals_original_ids():
                 assert tokenizer.ids(record["text"]) == record["ids"], record["text"][:80]
 
 
+def test_ascii_words_split_like_basic_tokenizer():
+    rng = np.random.default_rng(1)
+    alphabet = [chr(c) for c in range(33, 127)] + ["a", "e", "Z", "0"] * 10
+    words = ["".join(rng.choice(alphabet, size=rng.integers(1, 12))) for _ in range(5000)]
+    words += [chr(c) for c in range(33, 127)] + ["U.S.", "don't", "1,000.50", "(AP)", "e-mail", "ABC's"]
+    vocab = cpd._load_vocab(_uncased())
+    for lower in (True, False):
+        tokenizer = cpd.CachedTokenizer(vocab, lower)
+        basic = tokenization.BasicTokenizer(do_lower_case=lower)
+        for word in words:
+            assert tokenizer.basic_tokens(word) == basic.tokenize(word), word
+
+
 def test_local_vocab_loader_equals_tokenization_load_vocab():
     for name in ("uncased", "multi_cased"):
         path = shared_path("vocab", name, "vocab.txt")
@@ -129,15 +142,16 @@ def test_writer_bytes_equal_tensorflow_writer(tmp_path):
         "next_sentence_labels": rng.integers(0, 2, (batch, 1)),
     }
     matrix, lengths = cpd.serialize_examples(features)
+    records = [matrix[row, cpd.DATA_OFFSET:cpd.DATA_OFFSET + lengths[row]].tobytes() for row in range(batch)]
     path = str(tmp_path / "tf.tfrecord")
     with tf.io.TFRecordWriter(path) as writer:
         for row in range(batch):
-            example = tf.train.Example.FromString(matrix[row, :lengths[row]].tobytes())
+            example = tf.train.Example.FromString(records[row])
             for name in NAMES:
                 feature = example.features.feature[name]
                 got = feature.float_list.value if name == "masked_lm_weights" else feature.int64_list.value
                 np.testing.assert_array_equal(np.array(got), features[name][row])
-            writer.write(matrix[row, :lengths[row]].tobytes())
+            writer.write(records[row])
     with open(path, "rb") as f:
         assert f.read() == cpd.record_bytes(*cpd.frame_records(matrix, lengths))
 
