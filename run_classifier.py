@@ -381,6 +381,9 @@ class CustomProcessor(DataProcessor):
         self.text_a_column = str(text_a_column)
         self.text_b_column = None if text_b_column in (None, "") else str(text_b_column)
         self.label_column = None if label_column in (None, "") else str(label_column)
+        delimiter = {"tab": "\t", "\\t": "\t", "comma": ","}.get(delimiter, delimiter)
+        if not isinstance(delimiter, str) or len(delimiter) != 1:
+            raise ValueError("--delimiter=%r: expected one character (or 'tab', 'comma')" % (delimiter,))
         self.delimiter = delimiter
         self.has_header = has_header
         self.is_regression = is_regression

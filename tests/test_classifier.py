@@ -215,6 +215,9 @@ def test_bad_input_errors(tmp_path):
     with pytest.raises(ValueError, match=r"bad.csv line 2: expected at least 2 comma-separated columns"):
         rc.get_processor("custom", text_a_column="q", label_column="y", delimiter=",", label_list=["0"],
                          train_file="bad.csv").get_train_examples(str(tmp_path))
+    with pytest.raises(ValueError, match=r"--delimiter='::': expected one character"):
+        rc.get_processor("custom", text_a_column="q", label_column="y", delimiter="::")
+    assert rc.get_processor("custom", text_a_column="q", label_column="y", delimiter="\\t").delimiter == "\t"
     processor = rc.get_processor("custom", text_a_column="text", label_column="label")
     with pytest.raises(ValueError, match=r"--text_a_column='text' is neither a column of the header"):
         processor.get_train_examples(str(tmp_path))
