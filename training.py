@@ -334,7 +334,7 @@ class _LossScale:
 
 def _apply_gradients(optimizer, grads, variables):
     """Applies micro-batch-averaged gradients; the optimizer averages them over replicas, clips, updates."""
-    optimizer.apply_gradients(list(zip(grads, variables)))
+    optimizer.apply_gradients([(g, v) for g, v in zip(grads, variables) if g is not None])
 
 
 def _global_step_variable(optimizer, state):
@@ -386,7 +386,8 @@ def _build_replica_step(task, model, optimizer, config, loss_scale, num_replicas
             loss = tf.cast(loss, tf.float32)
             scaled = loss * loss_scale.scale if loss_scale is not None else loss
         grads = tape.gradient(scaled, variables)
-        grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g) for g, v in zip(grads, variables)]
+        # Variables without a gradient (e.g. an unused pooler) are left alone, as the original does.
+        grads = [None if g is None else tf.convert_to_tensor(g) for g in grads]
         logs = {name: tf.cast(value, tf.float32) for name, value in logs.items()}
         logs.setdefault("loss", loss)
         return logs, grads
@@ -398,19 +399,24 @@ def _build_replica_step(task, model, optimizer, config, loss_scale, num_replicas
         else:
             logs, grads = micro_grads(_split_micro_batches(features, k, 0))
 
-            def accumulate(i, grads, logs):
+            present = [i for i, g in enumerate(grads) if g is not None]
+
+            def accumulate(i, sums, logs):
                 micro_logs, micro = micro_grads(_split_micro_batches(features, k, i))
-                return (i + 1, [a + b for a, b in zip(grads, micro)],
+                return (i + 1, [s + micro[j] for s, j in zip(sums, present)],
                         {name: logs[name] + micro_logs[name] for name in logs})
 
-            _, grads, logs = tf.while_loop(lambda i, *_: i < k, accumulate, (tf.constant(1), grads, logs))
-            grads = [g / float(k) for g in grads]
+            _, sums, logs = tf.while_loop(lambda i, *_: i < k, accumulate,
+                                          (tf.constant(1), [grads[j] for j in present], logs))
+            grads = [None] * len(variables)
+            for j, total in zip(present, sums):
+                grads[j] = total / float(k)
             logs = {name: value / float(k) for name, value in logs.items()}
         if loss_scale is None:
             _apply_gradients(optimizer, grads, variables)
         else:
-            grads = [g / loss_scale.scale for g in grads]
-            finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(g)) for g in grads])
+            grads = [None if g is None else g / loss_scale.scale for g in grads]
+            finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(g)) for g in grads if g is not None])
             tf.cond(finite, lambda: _apply_gradients(optimizer, grads, variables) or tf.no_op(), tf.no_op)
             loss_scale.update(finite)
             logs["loss_scale"] = tf.identity(loss_scale.scale)

@@ -35,8 +35,8 @@ def tiny_config(dropout=0.0):
                                attention_probs_dropout_prob=dropout)
 
 
-def pretraining_input_fn():
-    return rp.make_input_fn(records(), 128, 20, is_training=True, seed=5)
+def pretraining_input_fn(masker=None):
+    return rp.make_input_fn(records(), 128, 20, is_training=True, seed=5, masker=masker)
 
 
 def summary_scalars(output_dir):
@@ -97,12 +97,12 @@ def test_write_eval_results_format(tmp_path):
 # Training.
 
 
-def _train(output_dir, steps=3, **kwargs):
+def _train(output_dir, steps=3, masker=None, **kwargs):
     config_kwargs = dict(output_dir=output_dir, train_batch_size=32, learning_rate=1e-3, num_train_steps=steps,
                          num_warmup_steps=0, save_checkpoints_steps=100, iterations_per_loop=steps)
     config_kwargs.update(kwargs)
     config = training.TrainingConfig(**config_kwargs)
-    return training.train(rp.PretrainingTask(tiny_config()), pretraining_input_fn(), config)
+    return training.train(rp.PretrainingTask(tiny_config()), pretraining_input_fn(masker), config)
 
 
 @pytest.mark.slow
@@ -132,8 +132,9 @@ def _loss_falls(output_dir, **kwargs):
 
 
 @pytest.mark.slow
-def test_lamb_trains(tmp_path):
-    _loss_falls(str(tmp_path / "lamb"), optimizer="lamb", learning_rate=1e-2)
+def test_lamb_with_dynamic_masking_trains(tmp_path):
+    masker = rp.DynamicMasker(shared_path("vocab", "uncased", "vocab.txt"), 30522, 20)
+    _loss_falls(str(tmp_path / "lamb"), optimizer="lamb", learning_rate=1e-2, masker=masker)
 
 
 @pytest.mark.slow
@@ -146,12 +147,13 @@ def test_bfloat16_trains(tmp_path):
 @pytest.mark.slow
 def test_float16_trains_with_dynamic_loss_scaling(tmp_path):
     output_dir = str(tmp_path / "fp16")
-    result = _loss_falls(output_dir, dtype="float16")
+    result = _loss_falls(output_dir, dtype="float16", train_batch_size=8)  # float16 is slow on CPU
     assert result["loss_scale"] >= 1.0
     saved = checkpoints.load_checkpoint(output_dir)
     assert saved["loss_scale"] >= 1.0 and "loss_scale_good_steps" in saved
 
 
+@pytest.mark.slow
 def test_summaries_checkpoints_resume_and_init(tmp_path):
     output_dir = str(tmp_path / "run")
     _train(output_dir, steps=4, train_batch_size=8, save_checkpoints_steps=2, iterations_per_loop=1,
@@ -184,6 +186,7 @@ def _stored_batch_input_fn(batch):
     return input_fn
 
 
+@pytest.mark.slow
 def test_predict_yields_examples_in_order_and_evaluate_is_deterministic(tmp_path):
     ref = np.load(os.path.join(reference_dir(), "reference_outputs.npz"))
     batch = {name: ref["in_" + name] for name in rp.FEATURE_NAMES}
