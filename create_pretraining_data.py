@@ -20,9 +20,9 @@ Fast mode (--num_workers=N >= 1) runs the same algorithm on big corpora in N pro
     document of the window, and all instances of the window shuffled before they are written.
   * Masking is vectorized with numpy (same rules: masked_lm_prob, 80/10/10, whole-word groups) and records
     are serialized and framed (TFRecord, CRC32C) with numpy, without TensorFlow.
-  * Memory per worker is bounded by its window: about 4 bytes per window token plus 17 bytes per instance of
-    the window (~60 MB at the default window and dupe_factor), plus a tokenizer cache of at most
-    --tokenizer_cache_size words. It does not grow with corpus size or dupe_factor beyond that.
+  * Memory per worker is bounded by its window: about 4 bytes per token, 40 per sentence and 40 per instance
+    of the window (~100 MB at the default window and dupe_factor 10), plus ~50 MB of batch buffers and a
+    word cache of at most --tokenizer_cache_size words (~40 MB). It does not grow with corpus size.
   * The output depends only on the flags, --random_seed and --num_workers x --num_tasks; it is not equal to
     exact mode's output (different random streams), only distributed the same way.
 
@@ -92,7 +92,7 @@ def define_flags():
                          "sentences and the instance shuffle span one window.")
     flags.DEFINE_integer("num_tasks", 1, "Fast mode: number of machines sharing the corpus (see module doc).")
     flags.DEFINE_integer("task_index", 0, "Fast mode: this machine's index in 0..num_tasks-1.")
-    flags.DEFINE_integer("tokenizer_cache_size", 500_000,
+    flags.DEFINE_integer("tokenizer_cache_size", 200_000,
                          "Words whose token ids are cached (the cache is cleared when it is full).")
 
 
@@ -192,7 +192,7 @@ class CachedTokenizer(object):
     do_lower_case) and splitting off every non-alphanumeric character (all are punctuation to the original).
     """
 
-    def __init__(self, vocab, do_lower_case, cache_size=500_000):
+    def __init__(self, vocab, do_lower_case, cache_size=200_000):
         self.vocab = vocab
         self.do_lower_case = bool(do_lower_case)
         self.basic_tokenizer = tokenization.BasicTokenizer(do_lower_case=do_lower_case)
@@ -1010,6 +1010,14 @@ def _peak_rss_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
+def _current_rss_mb():
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2.0 ** 20
+    except (OSError, ValueError, IndexError):
+        return _peak_rss_mb()
+
+
 def _no_documents_error(input_files):
     return ValueError("no documents in --input_file (%s): expected UTF-8 text with one sentence per line and "
                       "blank lines between documents" % ", ".join(input_files))
@@ -1040,7 +1048,7 @@ def _write_batches(tokens, spans, masker, writers, settings, vocab, log_limit, p
 # ----------------------------------------------------------------------------------------------------------
 # Exact mode.
 
-def run_exact(input_files, output_files, vocab_file, do_lower_case, settings, cache_size=500_000):
+def run_exact(input_files, output_files, vocab_file, do_lower_case, settings, cache_size=200_000):
     """The original create_pretraining_data.py main(): returns {output path: instances written}."""
     vocab_dict = _load_vocab(vocab_file)
     vocab = Vocab(vocab_dict)
@@ -1145,6 +1153,7 @@ def _window_seeds(random_seed, worker, total_workers, window_index):
 
 def fast_worker(job):
     """One fast-mode worker: streams its byte range window by window and writes its shard(s)."""
+    start_rss = _current_rss_mb()
     vocab_dict, vocab = _FAST_SHARED["vocab"]
     settings = job["settings"]
     worker = job["worker"]
@@ -1173,13 +1182,13 @@ def fast_worker(job):
                             "same document", label)
         docs = list(window.docs)
         rng.shuffle(docs)
-        spans = array.array("q")
+        spans = array.array("i")
         emit = lambda *span: spans.extend(span)
         for _ in range(settings.dupe_factor):
             for document_index in range(len(docs)):
                 document_instance_spans(window.starts, docs, document_index, settings.max_seq_length,
                                         settings.short_seq_prob, rng, emit)
-        spans = np.frombuffer(spans, np.int64).reshape(-1, 5)
+        spans = np.frombuffer(spans, np.int32).reshape(-1, 5)
         spans = spans[rng_np.permutation(len(spans))]
         tokens = np.frombuffer(window.tokens, np.int32)
         masker = lambda ids, lengths, len_a, lo, hi: mask_batch(ids, lengths, len_a, settings, vocab, rng_np)
@@ -1220,19 +1229,20 @@ def fast_worker(job):
         logging.warning("%s: no document begins in its byte range; its output %s is empty",
                         label, ", ".join(job["paths"]))
     return {"worker": worker, "paths": writers.paths, "counts": writers.counts, "documents": state["documents"],
-            "instances": state["instances"], "peak_rss_mb": _peak_rss_mb()}
+            "instances": state["instances"], "windows": state["windows"], "peak_rss_mb": _peak_rss_mb(),
+            "start_rss_mb": start_rss}
 
 
 def run_fast(input_files, output_files, vocab_file, do_lower_case, settings, num_workers, window_tokens=10_000_000,
-             num_tasks=1, task_index=0, cache_size=500_000):
+             num_tasks=1, task_index=0, cache_size=200_000):
     """Fast mode (see the module docstring): returns {output path: instances written}."""
     if num_workers < 1:
         raise ValueError("--num_workers=%d: fast mode needs at least 1 worker" % num_workers)
     if num_tasks < 1 or not 0 <= task_index < num_tasks:
         raise ValueError("--task_index=%d, --num_tasks=%d: expected 0 <= task_index < num_tasks"
                          % (task_index, num_tasks))
-    if window_tokens < 1:
-        raise ValueError("--window_tokens=%d: expected a positive number of tokens" % window_tokens)
+    if not 1 <= window_tokens <= 1 << 30:
+        raise ValueError("--window_tokens=%d: expected a number of tokens in 1 .. 2**30" % window_tokens)
     vocab_dict = _load_vocab(vocab_file)
     _FAST_SHARED["vocab"] = (vocab_dict, Vocab(vocab_dict))
     sizes = [_file_size(path) for path in input_files]
@@ -1263,19 +1273,23 @@ def run_fast(input_files, output_files, vocab_file, do_lower_case, settings, num
                 os.remove(path)
         raise _no_documents_error(input_files)
     for res in results:
-        logging.info("worker %d: %d documents, %d instances, peak RSS %.0f MB", res["worker"], res["documents"],
-                     res["instances"], res["peak_rss_mb"])
+        logging.info("worker %d: %d documents, %d windows, %d instances, peak RSS %.0f MB, %.0f MB above its "
+                     "start", res["worker"], res["documents"], res["windows"], res["instances"],
+                     res["peak_rss_mb"], res["peak_rss_mb"] - res["start_rss_mb"])
     for path, count in result.items():
         logging.info("%s: %d instances", path, count)
-    logging.info("Wrote %d total instances (peak RSS of this process %.0f MB)", sum(result.values()),
-                 _peak_rss_mb())
+    total_peak = _peak_rss_mb()
+    if num_workers > 1:  # forked workers share the parent's pages; count what each added
+        total_peak += sum(max(res["peak_rss_mb"] - res["start_rss_mb"], 0.0) for res in results)
+    logging.info("Wrote %d total instances (peak RSS of this process %.0f MB, all processes about %.0f MB)",
+                 sum(result.values()), _peak_rss_mb(), total_peak)
     return result
 
 
 # ----------------------------------------------------------------------------------------------------------
 
 def run(input_file, output_file, vocab_file, do_lower_case=True, num_workers=0, window_tokens=10_000_000,
-        num_tasks=1, task_index=0, cache_size=500_000, **settings):
+        num_tasks=1, task_index=0, cache_size=200_000, **settings):
     """Flag values in, output files written; returns {output path: instances written}."""
     settings = Settings(**settings)
     input_files = expand_input_files(input_file)

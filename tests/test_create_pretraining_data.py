@@ -2,6 +2,7 @@
 import json
 import logging as std_logging
 import os
+import re
 import subprocess
 import sys
 
@@ -267,6 +268,19 @@ def test_fast_mode_output_layout(tmp_path):
     assert sorted(counts) == [str(tmp_path / "t-00002-of-00006"), str(tmp_path / "t-00003-of-00006")]
     with pytest.raises(ValueError, match="--output_file has 3 paths and --num_workers=2"):
         cpd.run(sample, ",".join(paths[:3]), _uncased(), num_workers=2)
+
+
+def test_fast_mode_windows(tmp_path, caplog):
+    """Small windows: several per worker, every document used, random next sentences within a window."""
+    caplog.set_level(std_logging.INFO)
+    text = b"".join(b"doc %d sentence one .\ndoc %d sentence two is here .\ndoc %d three\n\n" % (k, k, k)
+                    for k in range(300))
+    out, counts = _run(tmp_path, text, num_workers=1, window_tokens=400, dupe_factor=1)
+    match = re.search(r"worker 0: 300 documents, (\d+) windows, (\d+) instances", caplog.text)
+    assert match and 10 <= int(match.group(1)) <= 40 and int(match.group(2)) == counts[out]
+    records = read_records(out)
+    vocab = cpd.Vocab(cpd._load_vocab(_uncased()))
+    _instance_checks(records, vocab)
 
 
 # ----------------------------------------------------------------------------------------------------------
