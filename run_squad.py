@@ -859,36 +859,223 @@ class SquadTask(training.Task):
                 "end_logits": end_logits}
 
 
+# ---------------------------------------------------------------- in-graph packing
+
+
+def pack_squad_inputs(tokenizer, questions, contexts, max_seq_length, doc_stride, max_query_length,
+                      cls_id, sep_id):
+    """Windows of (question, context) string pairs, in-graph, equal to convert_examples_to_features.
+
+    `tokenizer` is a tokenization.FastBertTokenizer. The context is split on the reader's whitespace
+    and every word is tokenized on its own, as the original does. Returns a dict of tensors with
+    one row per window: example_index, doc_span_index [K] int32; input_ids, input_mask,
+    segment_ids, token_to_orig (context word index, -1 elsewhere) [K, max_seq_length] int32;
+    token_is_max_context [K, max_seq_length] bool.
+    """
+    questions = tf.convert_to_tensor(questions, tf.string)
+    contexts = tf.convert_to_tensor(contexts, tf.string)
+    query = tokenizer.tokenize(questions)[:, :max_query_length]
+    query_len = query.row_lengths()
+
+    spaced = tf.strings.regex_replace(contexts, r"[\t\r\n\x{202F}]", " ")
+    words = tf.strings.split(spaced, sep=" ")
+    words = tf.ragged.boolean_mask(words, tf.strings.length(words) > 0)
+    pieces = tokenizer.tokenize(words.flat_values)  # [total words, (pieces)]
+    doc_splits = tf.gather(pieces.row_splits, words.row_splits)
+    doc_ids = pieces.flat_values
+    # Index of each piece's word within its own context.
+    piece_word = pieces.value_rowids()
+    piece_example = tf.ragged.row_splits_to_segment_ids(doc_splits, out_type=tf.int64)
+    piece_word = piece_word - tf.gather(words.row_splits, piece_example)
+
+    num_tokens = doc_splits[1:] - doc_splits[:-1]
+    max_tokens = max_seq_length - query_len - 3
+    step = tf.minimum(max_tokens, doc_stride)
+    extra = tf.maximum(num_tokens - max_tokens, 0)
+    num_spans = tf.where(num_tokens == 0, tf.zeros_like(num_tokens), (extra + step - 1) // step + 1)
+
+    span_example = tf.repeat(tf.range(tf.size(num_spans, out_type=tf.int64)), num_spans)
+    span_ranges = tf.ragged.range(num_spans)
+    span_index = span_ranges.flat_values
+    span_step = tf.gather(step, span_example)
+    span_start = span_index * span_step
+    span_length = tf.minimum(tf.gather(max_tokens, span_example),
+                             tf.gather(num_tokens, span_example) - span_start)
+    span_query_len = tf.gather(query_len, span_example)
+
+    positions = tf.range(max_seq_length, dtype=tf.int64)[tf.newaxis, :]
+    q_len = span_query_len[:, tf.newaxis]
+    doc_offset = q_len + 2
+    length = span_length[:, tf.newaxis]
+    is_query = (positions >= 1) & (positions <= q_len)
+    is_doc = (positions >= doc_offset) & (positions < doc_offset + length)
+    is_last_sep = positions == doc_offset + length
+
+    query_dense = query.to_tensor(default_value=0, shape=[None, max_query_length])
+    query_rows = tf.gather(query_dense, span_example)
+    query_pos = tf.clip_by_value(positions - 1, 0, max_query_length - 1)
+    query_tokens = tf.gather(query_rows, tf.broadcast_to(query_pos, tf.shape(is_query)), batch_dims=1)
+
+    doc_pos = span_start[:, tf.newaxis] + positions - doc_offset
+    flat_pos = tf.gather(doc_splits, span_example)[:, tf.newaxis] + doc_pos
+    flat_pos = tf.where(is_doc, flat_pos, tf.zeros_like(flat_pos))
+    doc_tokens = tf.gather(doc_ids, flat_pos)
+    doc_words = tf.gather(piece_word, flat_pos)
+
+    zeros = tf.zeros_like(is_doc, tf.int64)
+    input_ids = tf.where(positions == 0, tf.cast(cls_id, tf.int64), zeros)
+    input_ids = tf.where(is_query, query_tokens, input_ids)
+    input_ids = tf.where((positions == q_len + 1) | is_last_sep, tf.cast(sep_id, tf.int64), input_ids)
+    input_ids = tf.where(is_doc, doc_tokens, input_ids)
+    input_mask = positions <= doc_offset + length
+    segment_ids = is_doc | is_last_sep
+    token_to_orig = tf.where(is_doc, doc_words, -tf.ones_like(doc_words))
+
+    # Max context: among the example's windows holding the token, the first with the best score
+    # min(left, right) + 0.01 * length.
+    starts = tf.RaggedTensor.from_row_splits(span_start, span_ranges.row_splits).to_tensor(-1)
+    lengths = tf.RaggedTensor.from_row_splits(span_length, span_ranges.row_splits).to_tensor(0)
+    w_start = tf.gather(starts, span_example)[:, tf.newaxis, :]
+    w_length = tf.gather(lengths, span_example)[:, tf.newaxis, :]
+    w_end = w_start + w_length - 1
+    token = doc_pos[:, :, tf.newaxis]
+    contains = (w_length > 0) & (token >= w_start) & (token <= w_end)
+    score = (tf.cast(tf.minimum(token - w_start, w_end - token), tf.float64)
+             + 0.01 * tf.cast(w_length, tf.float64))
+    score = tf.where(contains, score, tf.constant(-1e9, tf.float64))
+    best_score = tf.reduce_max(score, axis=-1, keepdims=True)
+    window_ids = tf.range(tf.shape(score, out_type=tf.int64)[-1])
+    best_window = tf.reduce_min(
+        tf.where(contains & (score == best_score), window_ids, tf.int64.max), axis=-1)
+    token_is_max_context = is_doc & (best_window == span_index[:, tf.newaxis])
+
+    return {
+        "example_index": tf.cast(span_example, tf.int32),
+        "doc_span_index": tf.cast(span_index, tf.int32),
+        "input_ids": tf.cast(input_ids, tf.int32),
+        "input_mask": tf.cast(input_mask, tf.int32),
+        "segment_ids": tf.cast(segment_ids, tf.int32),
+        "token_to_orig": tf.cast(token_to_orig, tf.int32),
+        "token_is_max_context": token_is_max_context,
+    }
+
+
+def features_from_packed(packed, vocab, base_unique_id=1000000000):
+    """InputFeatures (as convert_examples_to_features makes them) from pack_squad_inputs' numpy
+    outputs; `vocab` maps ids to tokens (FullTokenizer.inv_vocab)."""
+    features = []
+    for k in range(len(packed["example_index"])):
+        mask = packed["input_mask"][k]
+        n = int(mask.sum())
+        ids = [int(x) for x in packed["input_ids"][k]]
+        orig = packed["token_to_orig"][k]
+        context = [i for i in range(n) if orig[i] >= 0]
+        features.append(InputFeatures(
+            unique_id=base_unique_id + k, example_index=int(packed["example_index"][k]),
+            doc_span_index=int(packed["doc_span_index"][k]), tokens=[vocab[i] for i in ids[:n]],
+            token_to_orig_map={i: int(orig[i]) for i in context},
+            token_is_max_context={i: bool(packed["token_is_max_context"][k][i]) for i in context},
+            input_ids=ids, input_mask=[int(x) for x in mask],
+            segment_ids=[int(x) for x in packed["segment_ids"][k]]))
+    return features
+
+
 # ---------------------------------------------------------------- SavedModel
 
 
-class SquadExport(tf.Module):
-    """What the SavedModel holds: the model and serving_default(input_ids, input_mask, segment_ids:
-    int32 [batch, seq]) -> {"start_logits", "end_logits": float32 [batch, seq]}."""
+SERVING_TEXT = "serving_text"
 
-    def __init__(self, model):
+
+class SquadExport(tf.Module):
+    """What the SavedModel holds: the model, and with a vocabulary the in-graph tokenizer.
+
+    serving_default(input_ids, input_mask, segment_ids: int32 [batch, seq]) returns
+    {"start_logits", "end_logits": float32 [batch, seq]}. serving_text(question, context: string
+    [batch]) windows the pairs exactly as convert_examples_to_features and returns, per window,
+    the logits with example_index, doc_span_index, input_ids, input_mask, segment_ids,
+    token_to_orig and token_is_max_context; decode_text_outputs turns them into answers.
+    """
+
+    def __init__(self, model, vocab_file=None, do_lower_case=True, max_seq_length=384,
+                 doc_stride=128, max_query_length=64):
         super().__init__(name="squad_export")
         # The layers, not the keras.Model: saving a Model adds Keras's own float32 signature.
         self.bert = model.bert
         self.head = model.head
         spec = tf.TensorSpec([None, None], tf.int32)
         self.serve = tf.function(self._serve, input_signature=[spec] * 3)
+        self.serve_text = None
+        if vocab_file:
+            if max_seq_length <= max_query_length + 3:
+                raise ValueError("max_seq_length (%d) must be greater than max_query_length (%d) + 3"
+                                 % (max_seq_length, max_query_length))
+            vocab = tokenization.load_vocab(vocab_file)
+            for token in ("[CLS]", "[SEP]"):
+                if token not in vocab:
+                    raise ValueError("vocab_file %s has no %s token" % (vocab_file, token))
+            self.tokenizer = tokenization.FastBertTokenizer(vocab_file, do_lower_case)
+            self.cls_id, self.sep_id = vocab["[CLS]"], vocab["[SEP]"]
+            self.packing = (max_seq_length, doc_stride, max_query_length)
+            self.packing_config = tf.constant(list(self.packing), tf.int32)
+            self.do_lower_case = tf.constant(do_lower_case)
+            text = tf.TensorSpec([None], tf.string)
+            self.serve_text = tf.function(self._serve_text, input_signature=[text, text])
+
+    def _logits(self, input_ids, input_mask, segment_ids):
+        outputs = self.bert(input_ids, input_mask, segment_ids, training=False)
+        return self.head(outputs["sequence_output"])
 
     def _serve(self, input_ids, input_mask, segment_ids):
-        outputs = self.bert(input_ids, input_mask, segment_ids, training=False)
-        start_logits, end_logits = self.head(outputs["sequence_output"])
+        start_logits, end_logits = self._logits(input_ids, input_mask, segment_ids)
         return {"start_logits": start_logits, "end_logits": end_logits}
 
+    def _serve_text(self, question, context):
+        max_seq_length, doc_stride, max_query_length = self.packing
+        packed = pack_squad_inputs(self.tokenizer, question, context, max_seq_length, doc_stride,
+                                   max_query_length, self.cls_id, self.sep_id)
+        packed["start_logits"], packed["end_logits"] = self._logits(
+            packed["input_ids"], packed["input_mask"], packed["segment_ids"])
+        return packed
 
-def export_saved_model(export_dir, bert_config, checkpoint_path):
-    """Writes a SavedModel (serving_default on token ids) with the weights of `checkpoint_path`."""
+
+def export_saved_model(export_dir, bert_config, checkpoint_path, vocab_file=None,
+                       do_lower_case=True, max_seq_length=384, doc_stride=128,
+                       max_query_length=64):
+    """Writes a SavedModel with the weights of `checkpoint_path`: serving_default on token ids and,
+    given `vocab_file`, serving_text on (question, context) strings.
+
+    Loading it needs TensorFlow and `import tensorflow_text` (for the tokenizer's ops).
+    """
     model = SquadTask(bert_config).build_model()
     checkpoints.init_from_checkpoint(model.variables_by_name(), checkpoint_path)
-    module = SquadExport(model)
-    tf.saved_model.save(module, export_dir,
-                        signatures={"serving_default": module.serve.get_concrete_function()})
-    logging.info("Exported %s to %s (signature serving_default)", checkpoint_path, export_dir)
+    module = SquadExport(model, vocab_file, do_lower_case, max_seq_length, doc_stride,
+                         max_query_length)
+    signatures = {"serving_default": module.serve.get_concrete_function()}
+    if module.serve_text is not None:
+        signatures[SERVING_TEXT] = module.serve_text.get_concrete_function()
+    tf.saved_model.save(module, export_dir, signatures=signatures)
+    logging.info("Exported %s to %s (signatures: %s)", checkpoint_path, export_dir,
+                 ", ".join(signatures))
     return export_dir
+
+
+def decode_text_outputs(questions, contexts, outputs, inv_vocab, do_lower_case=True,
+                        n_best_size=20, max_answer_length=30, version_2_with_negative=False,
+                        null_score_diff_threshold=0.0, qas_ids=None):
+    """Answers from serving_text outputs (numpy arrays), with the original's n-best decoding.
+
+    Returns (predictions, nbest, null score diffs) keyed by `qas_ids` (default "0", "1", ...).
+    """
+    qas_ids = qas_ids or [str(i) for i in range(len(questions))]
+    examples = [SquadExample(qas_id=qid, question_text=question,
+                             doc_tokens=split_context(context)[0])
+                for qid, question, context in zip(qas_ids, questions, contexts)]
+    features = features_from_packed(outputs, inv_vocab)
+    results = [RawResult(f.unique_id, [float(x) for x in outputs["start_logits"][k]],
+                         [float(x) for x in outputs["end_logits"][k]])
+               for k, f in enumerate(features)]
+    return compute_predictions(examples, features, results, n_best_size, max_answer_length,
+                               do_lower_case, version_2_with_negative, null_score_diff_threshold)
 
 
 def checkpoint_for_inference(output_dir, init_checkpoint):
@@ -1035,7 +1222,8 @@ def run(config, vocab_file, train_file=None, predict_file=None, do_lower_case=Tr
     if export_dir:
         results["export"] = export_saved_model(
             export_dir, bert_config,
-            checkpoint_for_inference(config.output_dir, config.init_checkpoint))
+            checkpoint_for_inference(config.output_dir, config.init_checkpoint), vocab_file,
+            do_lower_case, max_seq_length, doc_stride, max_query_length)
     return results
 
 
@@ -1075,9 +1263,11 @@ def define_flags():
     flags.DEFINE_bool("train_first_answer", False, "Train on the first answer of questions that "
                       "have several (the original requires exactly one answer per training "
                       "question, as in train-v1.1.json).")
-    flags.DEFINE_string("export_dir", None, "Write a SavedModel here (serving_default: input_ids, "
-                        "input_mask, segment_ids -> start_logits, end_logits) from the newest "
-                        "checkpoint in output_dir, else init_checkpoint.")
+    flags.DEFINE_string("export_dir", None, "Write a SavedModel here from the newest checkpoint in "
+                        "output_dir, else init_checkpoint: serving_default (input_ids, input_mask, "
+                        "segment_ids -> start_logits, end_logits) and serving_text (question, "
+                        "context strings -> windows and logits, packed as max_seq_length, "
+                        "doc_stride and max_query_length say).")
 
 
 def main(_):

@@ -450,7 +450,7 @@ def test_end_to_end_tiny_train_predict_export(tmp_path):
               for k in ("input_ids", "input_mask", "segment_ids")}
     np.savez(tmp_path / "inputs.npz", **arrays)
     script = (
-        "import numpy as np, tensorflow as tf, sys\n"
+        "import numpy as np, tensorflow as tf, tensorflow_text, sys\n"
         "m = tf.saved_model.load(sys.argv[1]); f = m.signatures['serving_default']\n"
         "a = np.load(sys.argv[2]); o = f(**{k: tf.constant(a[k]) for k in a.files})\n"
         "np.savez(sys.argv[3], start=o['start_logits'].numpy(), end=o['end_logits'].numpy())\n")
@@ -463,6 +463,27 @@ def test_end_to_end_tiny_train_predict_export(tmp_path):
     start, end = model(arrays, training=False)
     np.testing.assert_allclose(got["start"], start.numpy(), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(got["end"], end.numpy(), rtol=1e-5, atol=1e-5)
+
+    # serving_text on the raw dev strings, decoded, gives the runner's predictions.
+    pairs = [(qa["id"], qa["question"], p["context"]) for p in dev["data"][0]["paragraphs"] for qa in p["qas"]]
+    (tmp_path / "pairs.json").write_text(json.dumps(pairs))
+    script = (
+        "import json, sys, numpy as np, tensorflow as tf, tensorflow_text\n"
+        "f = tf.saved_model.load(sys.argv[1]).signatures['serving_text']\n"
+        "pairs = json.load(open(sys.argv[2]))\n"
+        "o = f(question=tf.constant([p[1] for p in pairs]), context=tf.constant([p[2] for p in pairs]))\n"
+        "np.savez(sys.argv[3], **{k: v.numpy() for k, v in o.items()})\n")
+    proc = subprocess.run([sys.executable, "-c", script, str(export), str(tmp_path / "pairs.json"),
+                           str(tmp_path / "text.npz")], capture_output=True, text=True, cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    outputs = dict(np.load(tmp_path / "text.npz"))
+    vocab = tokenization.FullTokenizer(shared_path("vocab", "uncased", "vocab.txt")).inv_vocab
+    text_predictions, text_nbest, text_odds = run_squad.decode_text_outputs(
+        [p[1] for p in pairs], [p[2] for p in pairs], outputs, vocab, max_answer_length=30,
+        version_2_with_negative=True, qas_ids=[p[0] for p in pairs])
+    assert dict(text_predictions) == predictions
+    assert [[e["text"] for e in v] for v in text_nbest.values()] == [[e["text"] for e in v] for v in nbest.values()]
+    assert list(text_odds.values()) == pytest.approx(list(odds.values()), abs=1e-4)
 
 
 def test_word_cache_decoding_equals_direct_get_final_text(tokenizer, monkeypatch):
@@ -528,3 +549,38 @@ def test_parity_with_tf_models_official_squad_lib(tokenizer, tmp_path):
             mine = run_squad.compute_predictions(ours, features, results, 20, 30, True, True)
             reference = squad_lib.postprocess_output(theirs, their_features, results, 20, 30, True, True)
             assert mine == tuple(reference)
+
+
+@pytest.mark.slow
+def test_in_graph_packing_equals_convert_examples_to_features(tokenizer):
+    """pack_squad_inputs (the SavedModel's serving_text packing) gives the same windows, ids, word map
+    and max-context flags as convert_examples_to_features, on real questions and contexts."""
+    fast = tokenization.FastBertTokenizer(shared_path("vocab", "uncased", "vocab.txt"), True)
+    keys = ("unique_id", "example_index", "doc_span_index", "tokens", "token_to_orig_map",
+            "token_is_max_context", "input_ids", "input_mask", "segment_ids")
+    for path, limit, (max_seq_length, doc_stride, max_query_length) in (
+            (_v20(), 706, (96, 32, 24)), (_v11(), 400, (384, 128, 64))):
+        _, questions = _questions(path)
+        questions = questions[:limit]
+        examples = run_squad.read_squad_examples(path, is_training=False)[:limit]
+        expected = _features(examples, tokenizer, max_seq_length, doc_stride, max_query_length)
+        pack = tf.function(lambda q, c: run_squad.pack_squad_inputs(
+            fast, q, c, max_seq_length, doc_stride, max_query_length, tokenizer.vocab["[CLS]"],
+            tokenizer.vocab["[SEP]"]))
+        parts = []
+        for i in range(0, limit, 128):
+            chunk = questions[i:i + 128]
+            out = {k: v.numpy() for k, v in pack(tf.constant([qa["question"] for _, qa in chunk]),
+                                                  tf.constant([c for c, _ in chunk])).items()}
+            out["example_index"] = out["example_index"] + i
+            parts.append(out)
+        packed = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+        got = run_squad.features_from_packed(packed, tokenizer.inv_vocab)
+        assert len(got) == len(expected) > limit
+        for a, b in zip(got, expected):
+            assert [getattr(a, k) for k in keys] == [getattr(b, k) for k in keys]
+    # An empty context has no window; a pair beside it is unaffected.
+    out = pack(tf.constant(["Who?", "Where is it?"]), tf.constant([" \n ", "It is in Paris."]))
+    assert out["example_index"].numpy().tolist() == [1]
+    assert tokenizer.convert_ids_to_tokens(out["input_ids"].numpy()[0][:11].tolist()) == \
+        ["[CLS]", "where", "is", "it", "?", "[SEP]", "it", "is", "in", "paris", "."]
