@@ -584,3 +584,18 @@ def test_in_graph_packing_equals_convert_examples_to_features(tokenizer):
     assert out["example_index"].numpy().tolist() == [1]
     assert tokenizer.convert_ids_to_tokens(out["input_ids"].numpy()[0][:11].tolist()) == \
         ["[CLS]", "where", "is", "it", "?", "[SEP]", "it", "is", "in", "paris", "."]
+
+
+def test_minilm_checkpoint_initializes_the_squad_model(tmp_path):
+    """The converted MiniLM-L6 weights fill every encoder variable; only the SQuAD head is new."""
+    import checkpoints
+    from tests.shared_data import minilm_dir
+    prefix = checkpoints.hf_to_original(minilm_dir(), str(tmp_path / "minilm"))
+    config = modeling.BertConfig.from_json_file(str(tmp_path / "minilm" / "bert_config.json"))
+    model = run_squad.SquadTask(config).build_model()
+    loaded, new, unused = checkpoints.init_from_checkpoint(model.variables_by_name(), prefix)
+    assert new == ["cls/squad/output_weights", "cls/squad/output_bias"]
+    assert len(loaded) == len(model.variables_by_name()) - 2 and not unused
+    ids = tf.constant([[101, 2054, 2003, 1996, 3007, 1029, 102, 3000, 2003, 1996, 3007, 1012, 102]])
+    start, end = model({"input_ids": ids, "input_mask": tf.ones_like(ids), "segment_ids": tf.zeros_like(ids)})
+    assert start.shape == end.shape == (1, 13) and np.isfinite(start.numpy()).all()
