@@ -281,6 +281,17 @@ def test_fast_tokenizer_bad_input(tmp_path):
         tokenization.FastBertTokenizer(_write(tmp_path, "nounk.txt", "[PAD]\nhello\n"))
 
 
+def test_fast_tokenizer_200_char_rule_with_four_byte_characters(tmp_path):
+    import tensorflow as tf
+    vocab_file = _write(tmp_path, "vocab.txt", "[UNK]\n\U0001F600\n##\U0001F600\na\n##a\n")
+    full = tokenization.FullTokenizer(vocab_file, do_lower_case=False)
+    fast = tokenization.FastBertTokenizer(vocab_file, do_lower_case=False)
+    texts = ["\U0001F600" * 200, "\U0001F600" * 201, "a" * 199 + "\U0001F600", "\U0001F600" * 199 + "a a"]
+    got = fast.tokenize(tf.constant(texts)).to_list()
+    assert got == [full.convert_tokens_to_ids(full.tokenize(t)) for t in texts]
+    assert [len(ids) for ids in got] == [200, 1, 200, 201]
+
+
 def test_fast_tokenizer_duplicate_and_empty_vocab_lines(tmp_path):
     import tensorflow as tf
     # Later lines win for a repeated token, as in load_vocab; an empty line keeps its id unused.
@@ -300,7 +311,9 @@ _SAVED_MODEL_LOADER = textwrap.dedent("""
     texts = json.load(open(sys.argv[2], encoding="utf-8"))
     ids = module.tokenize(tf.constant(texts))
     words = module.tokenize_words(tf.constant(texts[:5]))
-    print(json.dumps({"ids": ids.to_list(), "words": words.to_list()}))
+    keras_model = tf.saved_model.load(sys.argv[3])
+    features = keras_model.serve(tf.constant(texts[:5])).numpy().tolist()
+    print(json.dumps({"ids": ids.to_list(), "words": words.to_list(), "features": features}))
 """)
 
 
@@ -331,10 +344,31 @@ def test_fast_tokenizer_saved_model_round_trip(tmp_path):
     script = tmp_path / "load.py"
     script.write_text(_SAVED_MODEL_LOADER)
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
-    result = subprocess.run([sys.executable, str(script), export_dir, str(texts_file)], capture_output=True,
+    # A Keras 3 model that tokenizes raw strings inside, exported as a SavedModel.
+    import keras
+
+    class Featurize(keras.layers.Layer):
+        def __init__(self, tokenizer, **kwargs):
+            super().__init__(**kwargs)
+            self.tokenizer = tokenizer
+            self.embedding = keras.layers.Embedding(len(tokenizer.vocab), 4)
+
+        def call(self, texts):
+            ids = self.tokenizer.tokenize(texts).to_tensor(shape=[None, 32])
+            return keras.ops.sum(self.embedding(ids), axis=1)
+
+    inputs = keras.Input(shape=(), dtype="string")
+    model = keras.Model(inputs, Featurize(fast)(inputs))
+    expected_features = model(tf.constant(texts[:5])).numpy()
+    keras_dir = str(tmp_path / "keras_model")
+    model.export(keras_dir, format="tf_saved_model", verbose=False)
+    result = subprocess.run([sys.executable, str(script), export_dir, str(texts_file), keras_dir],
+                            capture_output=True,
                             text=True, env=env, cwd=str(tmp_path), timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     loaded = json.loads(result.stdout.strip().splitlines()[-1])
     full = _full("uncased")
     assert loaded["ids"] == [full.convert_tokens_to_ids(full.tokenize(t)) for t in texts]
     assert loaded["words"] == fast.tokenize_words(tf.constant(texts[:5])).to_list()
+    import numpy as np
+    np.testing.assert_allclose(np.array(loaded["features"]), expected_features, rtol=1e-6, atol=1e-6)
