@@ -424,7 +424,23 @@ class FastBertTokenizer(_tf().Module):
     """In-graph BERT tokenizer giving the same ids as FullTokenizer, built on tf.strings / tensorflow-text ops.
 
     tokenize(strings) maps a 1-D string tensor (UTF-8) to a tf.RaggedTensor int64 [batch, (pieces)];
-    tokenize_words gives [batch, (words), (pieces)]. Works eagerly, in tf.function and in a SavedModel.
+    tokenize_words gives [batch, (words), (pieces)]. Works eagerly, in tf.function and in SavedModels
+    (loading one needs `import tensorflow_text`, which registers the FastWordpiece ops).
+
+    Rows of printable ASCII (plus tab, newline, carriage return) go through tensorflow-text's end-to-end
+    FastWordpieceTokenizer, whose splitting equals the original's there. Other rows are decoded to code
+    points and mapped through a per-code-point table built from Python's unicodedata at construction
+    (cleaning, whitespace, CJK, punctuation, lower casing + NFD + accent stripping, with str.lower()'s
+    Greek final sigma rule); the words are re-encoded and split by FastWordpiece, over-long words (more
+    than 200 characters) become [UNK]. Known differences from FullTokenizer:
+      * Invalid UTF-8 bytes are dropped as bytes.decode("utf-8", "ignore") does, but TensorFlow's decoder
+        decides how many bytes an invalid sequence spans (equal on all random tests so far).
+      * Python str holding lone surrogates cannot become a tf.string (the original keeps them).
+      * With do_lower_case, NFD reorders adjacent combining characters by combining class; the table maps
+        characters one at a time, so the order of two adjacent non-Mn combining characters with nonzero
+        class (25 code points: some Mc viramas, U+302E/U+302F, musical symbols U+1D165..U+1D172) written
+        out of canonical order is kept as written.
+      * The Unicode version is that of the Python that built the tables (frozen into a SavedModel).
     """
 
     def __init__(self, vocab_file, do_lower_case=True, max_input_chars_per_word=MAX_INPUT_CHARS_PER_WORD,
