@@ -990,10 +990,13 @@ class ProgressLog(object):
         self._last = self.start
 
     def update(self, done, total=None, extra="", force=False):
+        """`extra`: text, or a function making it (only called when a line is logged)."""
         now = time.time()
         if not force and now - self._last < PROGRESS_SECONDS:
             return
         self._last = now
+        if callable(extra):
+            extra = extra()
         elapsed = max(now - self.start, 1e-9)
         text = "%s: %s %s" % (self.label, "{:,}".format(done), self.unit)
         if total:
@@ -1060,7 +1063,7 @@ def run_exact(input_files, output_files, vocab_file, do_lower_case, settings, ca
         corpus, stats = read_corpus_exact(
             input_files, tokenizer,
             progress=lambda st, co: read_log.update(st.bytes, total_bytes,
-                                                    "%d documents" % len(co.docs)))
+                                                    lambda: "%d documents" % len(co.docs)))
         if not corpus.docs:
             raise _no_documents_error(input_files)
         logging.info("read %d documents, %d sentences, %d tokens (%d lines) from %d files",
@@ -1166,7 +1169,7 @@ def fast_worker(job):
     progress = ProgressLog(label, "instances")
 
     def report(force=False):
-        progress.update(state["instances"], None, "%d documents, %.1f%% of its %.1f MB read, ETA %s" % (
+        progress.update(state["instances"], None, lambda: "%d documents, %.1f%% of its %.1f MB read, ETA %s" % (
             state["documents"], 100.0 * stats.bytes / max(range_bytes, 1), range_bytes / 1e6,
             _duration((time.time() - progress.start) * (range_bytes - stats.bytes) / max(stats.bytes, 1))),
             force=force)
