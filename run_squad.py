@@ -150,6 +150,7 @@ def read_squad_examples(input_file, is_training, version_2_with_negative=False,
     skipped_mismatch = 0
     skipped_offset = 0
     empty_contexts = 0
+    first_of_several = 0
     for a_index, entry in enumerate(input_data):
         paragraphs = _field(entry, "paragraphs", list, input_file, "data[%d]" % a_index)
         for p_index, paragraph in enumerate(paragraphs):
@@ -183,6 +184,7 @@ def read_squad_examples(input_file, is_training, version_2_with_negative=False,
                                 "question should have exactly 1 answer (set "
                                 "--train_first_answer to train on the first one)"
                                 % (input_file, where, qas_id, len(answers)))
+                        first_of_several += 1
                     if not is_impossible:
                         if not doc_tokens:
                             skipped_offset += 1
@@ -230,6 +232,9 @@ def read_squad_examples(input_file, is_training, version_2_with_negative=False,
     else:
         logging.info("SQuAD file %s: %d questions, %d examples", input_file, questions,
                      len(examples))
+    if first_of_several:
+        logging.info("SQuAD file %s: %d training questions have several answers; the first one "
+                     "is used (--train_first_answer)", input_file, first_of_several)
     if return_stats:
         return examples, stats
     return examples

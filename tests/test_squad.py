@@ -337,7 +337,7 @@ def test_mismatched_answers_skipped_with_count(tmp_path, caplog, tokenizer):
     data["data"][0]["paragraphs"].append({"context": "  \n ", "qas": [
         {"id": "empty", "question": "Where?", "answers": [{"text": "x", "answer_start": 0}]}]})
     path = _write(tmp_path, data)
-    with caplog.at_level("WARNING"):
+    with caplog.at_level("INFO"):
         examples, stats = run_squad.read_squad_examples(path, is_training=True, train_first_answer=True,
                                                         return_stats=True)
     assert [e.qas_id for e in examples] == ["ok", "first"]
@@ -347,6 +347,7 @@ def test_mismatched_answers_skipped_with_count(tmp_path, caplog, tokenizer):
     assert "Could not find answer: 'Paris is' vs. 'France'" in caplog.text
     assert "lies outside the context" in caplog.text and "empty context" in caplog.text
     assert "skipped 1 whose answer text does not match the context" in caplog.text
+    assert "1 training questions have several answers; the first one is used" in caplog.text
 
     # For prediction every question is kept; the empty context gets the original's nonce answer.
     examples = run_squad.read_squad_examples(path, is_training=False)
