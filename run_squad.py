@@ -1215,14 +1215,18 @@ def run(config, vocab_file, train_file=None, predict_file=None, do_lower_case=Tr
         results["predictions"] = predictions
         if _has_gold_answers(predict_file):
             # Score the predictions as the official script would (with null_odds.json for 2.0).
-            result, text = squad_evaluation.run(
-                predict_file, output_prediction_file, version="2.0" if version_2_with_negative
-                else "auto", na_prob_file=output_null_log_odds_file if version_2_with_negative
-                else None)
-            with open(os.path.join(config.output_dir, "eval_results.json"), "w") as writer:
-                writer.write(text + "\n")
-            logging.info("***** Eval results (official SQuAD metrics) *****\n%s", text)
-            results["eval"] = result
+            try:
+                result, text = squad_evaluation.run(
+                    predict_file, output_prediction_file, version="2.0" if version_2_with_negative
+                    else "auto", na_prob_file=output_null_log_odds_file if version_2_with_negative
+                    else None)
+            except squad_evaluation.SquadEvaluationError as e:
+                logging.warning("Predictions written, but %s cannot be scored: %s", predict_file, e)
+            else:
+                with open(os.path.join(config.output_dir, "eval_results.json"), "w") as writer:
+                    writer.write(text + "\n")
+                logging.info("***** Eval results (official SQuAD metrics) *****\n%s", text)
+                results["eval"] = result
 
     if export_dir:
         results["export"] = export_saved_model(
