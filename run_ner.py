@@ -449,8 +449,24 @@ class NerTask(training.Task):
 # Runner.
 
 
-def input_fn_builder(arrays, is_training, seed=None):
-    """An input function for training.py over in-memory feature arrays (shuffled each epoch when training)."""
+TRIM_MULTIPLE = 32
+
+
+def trim_batch(batch):
+    """Cuts a batch's padding columns beyond its longest input_mask, rounded up to a multiple of 32 (few
+    distinct shapes, so few traces). Results are unchanged: padding is masked out of attention and loss."""
+    width = tf.shape(batch["input_ids"])[1]
+    longest = tf.reduce_max(tf.reduce_sum(batch["input_mask"], axis=1))
+    length = tf.minimum(width, tf.maximum(-(-longest // TRIM_MULTIPLE) * TRIM_MULTIPLE, TRIM_MULTIPLE))
+    return {name: value[:, :length] for name, value in batch.items()}
+
+
+def input_fn_builder(arrays, is_training, seed=None, trim=True):
+    """An input function for training.py over in-memory feature arrays (shuffled each epoch when training).
+
+    trim: batches are cut to their longest sequence (most CoNLL sentences are far shorter than max_seq_length);
+    off for XLA and TPU, which want one static shape.
+    """
 
     def input_fn(batch_size, input_context=None):
         d = tf.data.Dataset.from_tensor_slices(arrays)
@@ -459,9 +475,15 @@ def input_fn_builder(arrays, is_training, seed=None):
         if is_training:
             d = d.shuffle(len(arrays["input_ids"]), seed=seed, reshuffle_each_iteration=True).repeat()
         d = d.batch(batch_size, drop_remainder=is_training)
+        if trim:
+            d = d.map(trim_batch)
         return d.prefetch(tf.data.AUTOTUNE)
 
     return input_fn
+
+
+def _trim_for(config):
+    return not (config.use_xla or config.use_tpu)
 
 
 def load_label_list(data_dir, output_dir, train_sentences=None):
@@ -500,7 +522,8 @@ def predict_sentences(task, sentences, features, label_list, max_seq_length, con
                   for name, a in arrays.items()}
     predicted_ids = []
     loss_sum = 0.0
-    for prediction in training.predict(task, input_fn_builder(arrays, False), config, strategy,
+    for prediction in training.predict(task, input_fn_builder(arrays, False, trim=_trim_for(config)), config,
+                                       strategy,
                                        checkpoint_path=checkpoint_path):
         predicted_ids.append(prediction["predicted_ids"])
         loss_sum += float(np.sum(prediction["token_loss"]))
@@ -621,8 +644,8 @@ def run(data_dir, vocab_file, config, do_lower_case=True, max_seq_length=128, do
         logging.info("  Batch size = %d", config.train_batch_size)
         logging.info("  Num steps = %d", num_train_steps)
         arrays = features_to_arrays(features, max_seq_length)
-        results["train"] = training.train(task, input_fn_builder(arrays, True, seed=config.seed), config,
-                                          strategy)
+        input_fn = input_fn_builder(arrays, True, seed=config.seed, trim=_trim_for(config))
+        results["train"] = training.train(task, input_fn, config, strategy)
 
     checkpoint_path = None
     if do_eval or do_predict or export_dir:

@@ -360,3 +360,22 @@ def test_cli_exports_from_output_dir(tiny_run, tmp_path):
                          capture_output=True)
     assert bad.returncode != 0
     assert b"no label list" in bad.stderr
+
+
+def test_trimmed_batches_give_the_same_outputs(conll_test, cased_tokenizer):
+    config = modeling.BertConfig.from_dict(dict(TINY_CONFIG, vocab_size=28996, max_position_embeddings=128))
+    task = run_ner.NerTask(config, 9)
+    model = task.build_model()
+    labels = run_ner.get_labels(conll_test)
+    short = [s for s in conll_test if len(s.words) <= 30][:64]
+    features = run_ner.convert_sentences_to_features(short, labels, 128, cased_tokenizer)
+    arrays = run_ner.features_to_arrays(features, 128)
+    full = next(iter(run_ner.input_fn_builder(arrays, False, trim=False)(len(features))))
+    trimmed = next(iter(run_ner.input_fn_builder(arrays, False, trim=True)(len(features))))
+    length = -(-int(np.max(arrays["input_mask"].sum(1))) // 32) * 32
+    assert trimmed["input_ids"].shape == (len(features), length) and length < 128
+    a = task.predict_outputs(model, full)
+    b = task.predict_outputs(model, trimmed)
+    scored = arrays["label_weights"][:, :length] > 0
+    assert np.array_equal(a["predicted_ids"].numpy()[:, :length][scored], b["predicted_ids"].numpy()[scored])
+    assert np.allclose(a["token_loss"].numpy()[:, :length], b["token_loss"].numpy(), atol=1e-5)
