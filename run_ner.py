@@ -286,6 +286,8 @@ def convert_sentences_to_features(sentences, label_list, max_seq_length, tokeniz
                 continue
             features.append(_make_feature(index, tokens[start:start + length], scored, sentence, label_map,
                                           max_seq_length, full_tokenizer))
+    for feature in features[:3]:
+        _log_feature(feature, sentences[feature.sentence_index], full_tokenizer)
     if num_split:
         logging.info("%d of %d sentences are longer than %d sub-tokens and were split into windows "
                      "(doc_stride %d)", num_split, len(sentences), max_tokens, doc_stride)
@@ -294,6 +296,18 @@ def convert_sentences_to_features(sentences, label_list, max_seq_length, tokeniz
     if word_tokenizer.unk_words:
         logging.info("%d distinct words were fed as [UNK]", word_tokenizer.unk_words)
     return features
+
+
+def _log_feature(feature, sentence, tokenizer):
+    length = sum(feature.input_mask)
+    tokens = tokenizer.convert_ids_to_tokens(feature.input_ids[:length])
+    labels = dict((position, sentence.labels[word]) for position, word in feature.scored)
+    logging.info("*** Example ***")
+    logging.info("guid: %s", sentence.guid)
+    logging.info("tokens: %s", " ".join(tokenization.printable_text(t) + ("/" + labels[i] if i in labels else "")
+                                        for i, t in enumerate(tokens)))
+    logging.info("input_ids: %s", " ".join(str(x) for x in feature.input_ids))
+    logging.info("label_ids: %s", " ".join(str(x) for x in feature.label_ids))
 
 
 def _document_context(sentences, pieces, index, room):
