@@ -1,6 +1,14 @@
 # coding=utf-8
 """BERT fine-tuning runner for named-entity recognition on CoNLL-format data (CoNLL-2003).
 
+    python run_ner.py --do_train --do_eval --do_predict --data_dir=conll2003 \
+      --vocab_file=vocab.txt --bert_config_file=bert_config.json --init_checkpoint=bert_model.ckpt \
+      --do_lower_case=False --max_seq_length=128 --train_batch_size=32 --learning_rate=5e-5 \
+      --num_train_epochs=3 --output_dir=out/ner --export_dir=out/ner/saved_model
+
+Training, evaluation and prediction run on the shared loop in training.py (its flags: strategy, XLA, dtype,
+optimizer, gradient accumulation, checkpoints).
+
 Data: `train.txt`, `dev.txt`, `test.txt` in --data_dir, one token per line (`word POS chunk tag`, or any
 number of columns with the word first and the tag last, the same number on every line of a file), blank lines
 between sentences, `-DOCSTART-` lines between documents. Tags may be IOB1 or IOB2; they are converted to IOB2
