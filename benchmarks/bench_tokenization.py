@@ -6,6 +6,7 @@ outputs for reference/tokenization/*.jsonl, the exact tokenizer's, which equal t
 
   .venv/bin/python benchmarks/bench_tokenization.py [--shared_dir ../shared] [--batch_size 4096]
 """
+import concurrent.futures
 import glob
 import json
 import os
@@ -42,6 +43,8 @@ def define_flags():
     flags.DEFINE_integer("batch_size", 4096, "Lines per FastBertTokenizer / HF encode_batch call.")
     flags.DEFINE_integer("repeats", 3, "Timed passes over each corpus; the best is reported.")
     flags.DEFINE_list("corpora", [c[0] for c in CORPORA], "Corpora to run (names from the table).")
+    flags.DEFINE_integer("parallel_batches", 1, "FastBertTokenizer batches tokenized at once (Python threads "
+                         "calling the tf.function); 1: one call after another.")
     flags.DEFINE_bool("hf", True, "Also time HF tokenizers' BertWordPieceTokenizer (peer).")
 
 
@@ -84,7 +87,8 @@ def best_time(fn, repeats):
     return best_wall, best_cpu, result
 
 
-def bench_corpus(shared_dir, vocab_name, do_lower_case, patterns, batch_size, repeats, with_hf):
+def bench_corpus(shared_dir, vocab_name, do_lower_case, patterns, batch_size, repeats, with_hf,
+                 parallel_batches=1):
     import tensorflow as tf
 
     vocab_file = os.path.join(shared_dir, "vocab", vocab_name, "vocab.txt")
@@ -105,7 +109,10 @@ def bench_corpus(shared_dir, vocab_name, do_lower_case, patterns, batch_size, re
     tokenize(batches[0])  # trace
 
     def run_fast():
-        return [tokenize(batch) for batch in batches]
+        if parallel_batches <= 1:
+            return [tokenize(batch) for batch in batches]
+        with concurrent.futures.ThreadPoolExecutor(parallel_batches) as pool:
+            return list(pool.map(tokenize, batches))
 
     fast_result = best_time(run_fast, repeats)
     fast_ids = [ids for batch in fast_result[2] for ids in batch.to_list()]
@@ -141,8 +148,9 @@ def main(argv):
     unknown = [c for c in FLAGS.corpora if c not in names]
     if unknown:
         raise ValueError("--corpora: unknown %s; expected names from %s" % (unknown, sorted(names)))
-    print("cores: %d, TensorFlow %s, batch size %d, best of %d" % (
-        os.cpu_count(), tf.__version__, FLAGS.batch_size, FLAGS.repeats))
+    print("cores: %d, load average %.1f, TensorFlow %s, batch size %d, parallel batches %d, best of %d" % (
+        os.cpu_count(), os.getloadavg()[0], tf.__version__, FLAGS.batch_size, FLAGS.parallel_batches,
+        FLAGS.repeats))
     header = "%-22s %7s %8s | %-27s | %-27s | %-27s | %-17s | %-17s" % (
         "corpus", "lines", "tokens", "exact tok/s wall/cpu  same", "fast tok/s wall/cpu   same",
         "HF tok/s wall/cpu     same", "fast/exact w/cpu", "fast/HF w/cpu")
@@ -152,7 +160,7 @@ def main(argv):
     for name in FLAGS.corpora:
         _, vocab_name, do_lower_case, patterns = names[name]
         r = bench_corpus(FLAGS.shared_dir, vocab_name, do_lower_case, patterns, FLAGS.batch_size,
-                         FLAGS.repeats, FLAGS.hf)
+                         FLAGS.repeats, FLAGS.hf, FLAGS.parallel_batches)
         cells = []
         for kind in ("exact", "fast", "hf"):
             if kind not in r:
