@@ -74,6 +74,20 @@ def test_exact_mode_equals_original_conll(tmp_path):
 
 
 @pytest.mark.slow
+def test_exact_mode_documents_run_on_across_files(tmp_path):
+    """As in the original, a file that does not end with a blank line continues into the next file, and a glob
+    matches in sorted order."""
+    first = b"alpha beta gamma .\ndelta epsilon .\n\nzeta eta theta .\niota kappa .\n"
+    second = b"lambda mu nu .\nxi omicron pi .\n\nrho sigma tau .\nupsilon phi .\nchi psi omega .\n"
+    (tmp_path / "part_b.txt").write_bytes(second)
+    (tmp_path / "part_a.txt").write_bytes(first)
+    (tmp_path / "joined.txt").write_bytes(first + second)
+    split_out, _ = _run(tmp_path, str(tmp_path / "part_*.txt"), name="split", dupe_factor=4)
+    joined_out, _ = _run(tmp_path, str(tmp_path / "joined.txt"), name="joined", dupe_factor=4)
+    assert_same_records(split_out, joined_out)
+
+
+@pytest.mark.slow
 def test_cli_equals_original_and_spreads_round_robin(tmp_path):
     """The script's flags (original names and defaults), several output files filled round-robin."""
     outputs = [str(tmp_path / ("part%d.tfrecord" % k)) for k in range(3)]
