@@ -11,9 +11,9 @@ order. Like the original it holds the corpus and all instances in memory (as tok
 
 Fast mode (--num_workers=N >= 1) runs the same algorithm on big corpora in N processes:
   * the input files (their concatenation) are cut into N byte ranges, each snapped to a document boundary;
-    worker w streams its range and writes its own output shard(s). In fast mode the end of a file always
-    ends a document (exact mode, like the original, runs a document on into the next file when a file does
-    not end with a blank line).
+    worker w streams its range and writes its own output shard(s). A document belongs to the worker whose
+    range it begins in. In fast mode the end of a file always ends a document (exact mode, like the original,
+    runs a document on into the next file when a file does not end with a blank line).
   * A worker fills a window with about --window_tokens tokens of consecutive documents of its range (the last
     window may hold up to 1.5x that), then makes instances from the window the way the original makes them
     from the whole corpus: documents shuffled, --dupe_factor passes, random next sentences drawn from any
@@ -35,6 +35,11 @@ Sharding a corpus across K machines: give every machine the same --input_file li
 ranges, so the K machines together write exactly the shards that one machine with --num_workers=K*N would.
 Use one --output_file PATH on every machine (shard names carry the global worker number), or per-machine paths.
 
+Bad input: invalid UTF-8 is an error naming the file and line (the original fails on it too); input without
+any document is an error (no output file is left); lines that give no tokens are skipped and counted in the
+log, as the original skips them; a corpus (or fast-mode window) of one document draws its random next
+sentences from that document, with a warning, as the original does.
+
 Tokenization uses the exact `tokenization` BasicTokenizer and WordpieceTokenizer behind a per-word cache
 (a line is tokenized as the concatenation of its space-separated words, which the original's rules
 guarantee), in both modes.
@@ -43,7 +48,6 @@ guarantee), in both modes.
 import array
 import glob
 import itertools
-import math
 import multiprocessing
 import os
 import random
@@ -1026,7 +1030,7 @@ def _no_documents_error(input_files):
                       "blank lines between documents" % ", ".join(input_files))
 
 
-def _write_batches(tokens, spans, masker, writers, settings, vocab, log_limit, progress=None, total=None):
+def _write_batches(tokens, spans, masker, writers, settings, vocab, log_limit, progress=None):
     """Assembles, masks, serializes and writes the instances `spans` [n, 5] in order, BATCH_SIZE at a time.
 
     masker(ids, lengths, len_a, batch_rows) -> (positions, replacements, counts). Returns how many were logged.

@@ -280,6 +280,10 @@ def test_fast_mode_output_layout(tmp_path):
     counts = cpd.run(sample, str(tmp_path / "t"), _uncased(), num_workers=2, num_tasks=3, task_index=1,
                      dupe_factor=2)
     assert sorted(counts) == [str(tmp_path / "t-00002-of-00006"), str(tmp_path / "t-00003-of-00006")]
+    cpd.run(sample, str(tmp_path / "one"), _uncased(), num_workers=6, dupe_factor=2)
+    for shard in ("-00002-of-00006", "-00003-of-00006"):  # machine 1 of 3 writes what one machine would
+        with open(str(tmp_path / "t") + shard, "rb") as f1, open(str(tmp_path / "one") + shard, "rb") as f2:
+            assert f1.read() == f2.read()
     with pytest.raises(ValueError, match="--output_file has 3 paths and --num_workers=2"):
         cpd.run(sample, ",".join(paths[:3]), _uncased(), num_workers=2)
 
