@@ -477,6 +477,34 @@ def document_instance_spans(starts, docs, document_index, max_seq_length, short_
         i += 1
 
 
+def _shuffle_by_getrandbits(items, rng):
+    """random.Random.shuffle's Fisher-Yates with its _randbelow (rejection sampling on getrandbits), inlined."""
+    getrandbits = rng.getrandbits
+    for i in range(len(items) - 1, 0, -1):
+        n = i + 1
+        k = n.bit_length()
+        r = getrandbits(k)
+        while r >= n:
+            r = getrandbits(k)
+        items[i], items[r] = items[r], items[i]
+
+
+def _pick_shuffle():
+    """The inlined shuffle (twice as fast) where it provably draws like this Python's random.shuffle."""
+    for seed in range(20):
+        ours, theirs = random.Random(seed), random.Random(seed)
+        for size in (0, 1, 2, 3, 5, 64, 127, 128, 129, 300):
+            mine, want = list(range(size)), list(range(size))
+            _shuffle_by_getrandbits(mine, ours)
+            theirs.shuffle(want)
+            if mine != want or ours.random() != theirs.random():
+                return lambda items, rng: rng.shuffle(items)
+    return _shuffle_by_getrandbits
+
+
+shuffle = _pick_shuffle()
+
+
 def masked_lm_predictions(tokens, len_a, settings, vocab, rng):
     """The original create_masked_lm_predictions on ids: returns (positions, replacement ids), by position.
 
@@ -503,7 +531,7 @@ def masked_lm_predictions(tokens, len_a, settings, vocab, rng):
                 groups[-1].append(index)
             else:
                 groups.append([index])
-        rng.shuffle(groups)
+        shuffle(groups, rng)
         selected = []
         for group in groups:
             if len(selected) >= num_to_predict:
@@ -512,7 +540,7 @@ def masked_lm_predictions(tokens, len_a, settings, vocab, rng):
                 continue
             selected.extend(group)
     else:
-        rng.shuffle(candidates)
+        shuffle(candidates, rng)
         selected = candidates[:num_to_predict]
     for index in selected:
         if random_() < 0.8:
@@ -533,7 +561,7 @@ def create_training_instances(corpus, vocab, settings, rng, progress=None):
     Returns instances (a_lo, a_hi, b_lo, b_hi, is_random_next, positions, replacement_ids) in output order.
     """
     docs = list(corpus.docs)
-    rng.shuffle(docs)
+    shuffle(docs, rng)
     flat = corpus.tokens.tolist()
     starts = corpus.starts
     cls_id, sep_id = vocab.cls_id, vocab.sep_id
@@ -554,7 +582,7 @@ def create_training_instances(corpus, vocab, settings, rng, progress=None):
                                     settings.short_seq_prob, rng, emit)
         if progress is not None:
             progress(pass_index + 1, len(instances))
-    rng.shuffle(instances)
+    shuffle(instances, rng)
     return instances
 
 
@@ -1076,11 +1104,14 @@ def run_exact(input_files, output_files, vocab_file, do_lower_case, settings, ca
             logging.warning("only one document: random next sentences come from the same document, as in the "
                             "original")
         rng = random.Random(settings.random_seed)
-        gen_log = ProgressLog("instances", "passes")
+        gen_log = ProgressLog("made instances from", "documents")
+        num_docs = len(corpus.docs)
         instances = create_training_instances(
             corpus, vocab, settings, rng,
-            progress=lambda done, made: gen_log.update(done, settings.dupe_factor, "%d instances" % made,
-                                                       force=True))
+            progress=lambda passes, made: gen_log.update(
+                passes * num_docs, settings.dupe_factor * num_docs,
+                "pass %d of %d, %d instances" % (passes, settings.dupe_factor, made),
+                force=passes == settings.dupe_factor))
         logging.info("*** Writing to output files ***")
         for path in output_files:
             logging.info("  %s", path)
@@ -1197,7 +1228,7 @@ def fast_worker(job):
             logging.warning("%s: a window holds a single document; its random next sentences come from the "
                             "same document", label)
         docs = list(window.docs)
-        rng.shuffle(docs)
+        shuffle(docs, rng)
         spans = array.array("i")
         emit = lambda *span: spans.extend(span)
         for _ in range(settings.dupe_factor):

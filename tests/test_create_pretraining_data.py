@@ -2,6 +2,7 @@
 import json
 import logging as std_logging
 import os
+import random
 import re
 import subprocess
 import sys
@@ -110,6 +111,17 @@ def test_cli_equals_original_and_spreads_round_robin(tmp_path):
         for k in range(3):
             merged[k::3] = parts[k][name]
         np.testing.assert_array_equal(merged, want[name])
+
+
+def test_inlined_shuffle_draws_like_random_shuffle():
+    assert cpd.shuffle is cpd._shuffle_by_getrandbits  # CPython 3.11's shuffle; otherwise rng.shuffle is used
+    ours, theirs = random.Random(7), random.Random(7)
+    for size in range(0, 400, 7):
+        mine, want = list(range(size)), list(range(size))
+        cpd.shuffle(mine, ours)
+        theirs.shuffle(want)
+        assert mine == want
+    assert ours.getstate() == theirs.getstate()
 
 
 def test_cached_tokenizer_equals_original_ids():
