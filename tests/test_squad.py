@@ -450,13 +450,22 @@ def test_end_to_end_tiny_train_predict_export(tmp_path):
     arrays = {k: np.array([list(r.features.feature[k].int64_list.value) for r in records], np.int32)
               for k in ("input_ids", "input_mask", "segment_ids")}
     np.savez(tmp_path / "inputs.npz", **arrays)
+    pairs = [(qa["id"], qa["question"], p["context"]) for p in dev["data"][0]["paragraphs"] for qa in p["qas"]]
+    (tmp_path / "pairs.json").write_text(json.dumps(pairs))
+    # Both signatures in one fresh process: token ids, and the raw dev strings.
     script = (
-        "import numpy as np, tensorflow as tf, tensorflow_text, sys\n"
-        "m = tf.saved_model.load(sys.argv[1]); f = m.signatures['serving_default']\n"
-        "a = np.load(sys.argv[2]); o = f(**{k: tf.constant(a[k]) for k in a.files})\n"
-        "np.savez(sys.argv[3], start=o['start_logits'].numpy(), end=o['end_logits'].numpy())\n")
-    subprocess.run([sys.executable, "-c", script, str(export), str(tmp_path / "inputs.npz"),
-                    str(tmp_path / "logits.npz")], check=True, capture_output=True, cwd=str(tmp_path))
+        "import json, sys, numpy as np, tensorflow as tf, tensorflow_text\n"
+        "m = tf.saved_model.load(sys.argv[1])\n"
+        "a = np.load(sys.argv[2]); o = m.signatures['serving_default'](**{k: tf.constant(a[k]) for k in a.files})\n"
+        "np.savez(sys.argv[3], start=o['start_logits'].numpy(), end=o['end_logits'].numpy())\n"
+        "pairs = json.load(open(sys.argv[4]))\n"
+        "o = m.signatures['serving_text'](question=tf.constant([p[1] for p in pairs]),\n"
+        "                                 context=tf.constant([p[2] for p in pairs]))\n"
+        "np.savez(sys.argv[5], **{k: v.numpy() for k, v in o.items()})\n")
+    proc = subprocess.run([sys.executable, "-c", script, str(export), str(tmp_path / "inputs.npz"),
+                           str(tmp_path / "logits.npz"), str(tmp_path / "pairs.json"), str(tmp_path / "text.npz")],
+                          capture_output=True, text=True, cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
     got = np.load(tmp_path / "logits.npz")
     model = run_squad.SquadTask(modeling.BertConfig.from_dict(TINY_CONFIG)).build_model()
     import checkpoints
@@ -465,18 +474,7 @@ def test_end_to_end_tiny_train_predict_export(tmp_path):
     np.testing.assert_allclose(got["start"], start.numpy(), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(got["end"], end.numpy(), rtol=1e-5, atol=1e-5)
 
-    # serving_text on the raw dev strings, decoded, gives the runner's predictions.
-    pairs = [(qa["id"], qa["question"], p["context"]) for p in dev["data"][0]["paragraphs"] for qa in p["qas"]]
-    (tmp_path / "pairs.json").write_text(json.dumps(pairs))
-    script = (
-        "import json, sys, numpy as np, tensorflow as tf, tensorflow_text\n"
-        "f = tf.saved_model.load(sys.argv[1]).signatures['serving_text']\n"
-        "pairs = json.load(open(sys.argv[2]))\n"
-        "o = f(question=tf.constant([p[1] for p in pairs]), context=tf.constant([p[2] for p in pairs]))\n"
-        "np.savez(sys.argv[3], **{k: v.numpy() for k, v in o.items()})\n")
-    proc = subprocess.run([sys.executable, "-c", script, str(export), str(tmp_path / "pairs.json"),
-                           str(tmp_path / "text.npz")], capture_output=True, text=True, cwd=str(tmp_path))
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    # serving_text outputs, decoded, give the runner's predictions.
     outputs = dict(np.load(tmp_path / "text.npz"))
     vocab = tokenization.FullTokenizer(shared_path("vocab", "uncased", "vocab.txt")).inv_vocab
     text_predictions, text_nbest, text_odds = run_squad.decode_text_outputs(
