@@ -5,6 +5,17 @@ Follows the original run_squad.py: whitespace tokenization of the context with c
 offsets, WordPiece sub-tokens, answer span improvement, sliding windows of `doc_stride` with the
 "max context" rule, a start/end head named cls/squad/output_{weights,bias}, n-best decoding and
 get_final_text, and predictions.json / nbest_predictions.json / null_odds.json in the original formats.
+Training and prediction run on training.py; when the predict file has answers, the official metrics
+are also written to eval_results.json (squad_evaluation, with null_odds.json for 2.0).
+
+  python run_squad.py --vocab_file=vocab.txt --bert_config_file=bert_config.json \
+      --init_checkpoint=bert_model.ckpt --output_dir=out --do_train --train_file=train-v1.1.json \
+      --do_predict --predict_file=dev-v1.1.json [--version_2_with_negative] [--export_dir=out/export]
+
+The SavedModel (--export_dir) has serving_default (input_ids, input_mask, segment_ids -> start_logits,
+end_logits) and serving_text (question, context strings -> the windows convert_examples_to_features
+would make, with their logits); decode_text_outputs() turns the latter into answers. Loading it needs
+`import tensorflow_text`.
 """
 
 import collections
