@@ -54,6 +54,17 @@ def measure(name, corpus, output, vocab, dupe_factor, extra, command=None):
             "sum_peak_mb": total_peak}
 
 
+def import_seconds(statement):
+    """Wall seconds of a fresh interpreter running `statement` (median of 3)."""
+    times = []
+    for _ in range(3):
+        start = time.time()
+        subprocess.run([sys.executable, "-c", statement], cwd=ROOT, check=True, capture_output=True,
+                       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+        times.append(time.time() - start)
+    return sorted(times)[1]
+
+
 def row(result, original_rate, original_work_rate):
     rate = result["instances"] / result["wall_s"]
     work_rate = result["instances"] / result["work_s"]
@@ -114,6 +125,17 @@ def main():
         for result in results[1:]:
             print("%-26s %.1fx the peer's instances/s (wall) in this run" % (
                 result["name"], result["instances"] / result["wall_s"] / peer_rate))
+    base = import_seconds("import numpy, absl.flags, absl.logging")
+    ours = import_seconds("import create_pretraining_data")
+    tf_only = import_seconds("import tensorflow")
+    print("start-up: python + numpy + absl %.1f s; import create_pretraining_data %.1f s (import tensorflow alone "
+          "%.1f s, pulled in by `import tokenization`)" % (base, ours, tf_only))
+    for result in results:
+        if result["name"].startswith("ours fast"):
+            projected = result["wall_s"] - ours + base
+            print("%-26s without the TensorFlow import: ~%.1f s wall, %.0f instances/s (%.1fx the original's)"
+                  % (result["name"], projected, result["instances"] / projected,
+                     result["instances"] / projected / original_rate))
     print("wall: whole process; work: after imports (the original's minus its %.1f s TensorFlow import). "
           "peak MB: ru_maxrss of the child (largest process); sum MB: parent peak + what each worker added."
           % ORIGINAL["import_s"])

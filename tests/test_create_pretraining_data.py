@@ -243,7 +243,7 @@ def test_fast_mode_follows_the_algorithm_and_is_deterministic(tmp_path):
     assert 0.08 < stats["kept"] / stats["masked"] < 0.12
     exact_out, _ = _run(tmp_path, conll, name="exact.tfrecord", dupe_factor=2)
     exact = _instance_checks(read_records(exact_out), vocab)
-    assert abs(stats["random_next"] - exact["random_next"]) < 0.02  # 0.58 on this corpus (short documents)
+    assert abs(stats["random_next"] - exact["random_next"]) < 0.03  # 0.58 on this corpus (short documents)
     assert abs(stats["tokens"] / total - exact["tokens"] / 7131) < 5.0
     assert abs(stats["masked"] / stats["tokens"] - exact["masked"] / exact["tokens"]) < 0.005
 
