@@ -323,6 +323,12 @@ def test_logs_examples_and_counts(tmp_path, caplog):
     assert text.count("*** Example ***") == min(20, counts[out])
     assert "tokens: [CLS]" in text and "masked_lm_labels:" in text and "segment_ids: 0 0" in text
     assert "read 3 documents" in text and "%s: %d instances" % (out, counts[out]) in text
+    assert re.search(r"made instances from: 3 documents of 3 \(100.0%\), \d+ documents/s, .*ETA", text)
+    caplog.clear()
+    out, counts = _run(tmp_path, shared_path("data", "text", "sample_text.txt"), name="fast", num_workers=1)
+    assert re.search(r"worker 0/1: %s instances, \d+ instances/s, 3 documents, 100.0%% of its .* read, "
+                     r"100%% done, ETA 0:00:00" % "{:,}".format(counts[out]), caplog.text)
+    assert caplog.text.count("*** Example ***") == 20
 
 
 @pytest.mark.parametrize("body", [b"", b"\n\n  \n\t\n", b"\x01\x02\n\n"])
