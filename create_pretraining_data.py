@@ -1308,19 +1308,23 @@ def run_fast(input_files, output_files, vocab_file, do_lower_case, settings, num
                      "log_examples": NUM_EXAMPLES_TO_LOG if w == 0 else 0})
     logging.info("fast mode: %d workers (%d of %d in all), %.1f MB of input, windows of %d tokens",
                  num_workers, num_workers, total_workers, sum(sizes) / 1e6, window_tokens)
-    if num_workers == 1:
-        results = [fast_worker(jobs[0])]
-    else:
-        with multiprocessing.get_context("fork").Pool(num_workers) as pool:
-            results = pool.map(fast_worker, jobs, chunksize=1)
+    try:
+        if num_workers == 1:
+            results = [fast_worker(jobs[0])]
+        else:
+            with multiprocessing.get_context("fork").Pool(num_workers) as pool:
+                results = pool.map(fast_worker, jobs, chunksize=1)
+        if num_tasks == 1 and sum(sum(res["counts"]) for res in results) == 0:
+            raise _no_documents_error(input_files)
+    except BaseException:
+        for path in (path for worker_paths in paths for path in worker_paths):
+            if not _is_remote(path) and os.path.exists(path):
+                os.remove(path)
+                logging.info("removed incomplete output %s", path)
+        raise
     result = {}
     for res in results:
         result.update(zip(res["paths"], res["counts"]))
-    if sum(result.values()) == 0 and task_index == 0 and num_tasks == 1:
-        for path in result:
-            if not _is_remote(path) and os.path.exists(path):
-                os.remove(path)
-        raise _no_documents_error(input_files)
     for res in results:
         logging.info("worker %d: %d documents, %d windows, %d instances, peak RSS %.0f MB, %.0f MB above its "
                      "start", res["worker"], res["documents"], res["windows"], res["instances"],

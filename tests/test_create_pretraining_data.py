@@ -361,6 +361,8 @@ def test_invalid_utf8_names_file_and_line(tmp_path):
         _run(tmp_path, b"good line\nbad \xff\xfe line\n")
     with pytest.raises(ValueError, match=r"input.txt: invalid UTF-8 in the line at byte offset 10"):
         _run(tmp_path, b"good line\nbad \xff\xfe line\n", num_workers=1)
+    with pytest.raises(ValueError, match=r"input.txt: invalid UTF-8 in the line at byte offset 2109"):
+        _run(tmp_path, b"first document line\n\n" * 100 + b"xx\n" * 3 + b"bad \xff line\n\n", num_workers=2)
     assert not [p for p in os.listdir(tmp_path) if p.startswith("out")]
 
 
