@@ -305,7 +305,10 @@ class Embeddings(NamedLayer):
     def call(self, input_ids, token_type_ids, training=False):
         seq_length = tf.shape(input_ids)[1]
         words = tf.gather(self.word_embeddings, input_ids)
-        types = tf.gather(self.token_type_embeddings, token_type_ids)
+        # One-hot matmul as the original: the same values as a gather, and a dense gradient, which the
+        # original's global-norm clipping counts differently from gathered (IndexedSlices) rows.
+        type_one_hot = tf.one_hot(token_type_ids, depth=self.config.type_vocab_size, dtype=tf.float32)
+        types = tf.einsum("btv,vh->bth", type_one_hot, tf.convert_to_tensor(self.token_type_embeddings))
         positions = tf.slice(self.position_embeddings, [0, 0], [seq_length, -1])
         output = words + types
         output = output + tf.expand_dims(positions, 0)
