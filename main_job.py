@@ -380,12 +380,13 @@ def small_bert_config(vocab_size, hidden_size, num_layers, num_heads, max_seq_le
 
 
 def pretraining_config(output_dir, bert_config_file, init_checkpoint, steps, batch_size, learning_rate,
-                       save_every, seed):
+                       warmup_steps, save_every, seed):
+    """training.TrainingConfig of the pre-training stage: a checkpoint every save_every steps, all kept."""
     import training
     return training.TrainingConfig(
         output_dir=output_dir, bert_config_file=bert_config_file, init_checkpoint=init_checkpoint,
         train_batch_size=batch_size, eval_batch_size=batch_size, learning_rate=learning_rate,
-        num_train_steps=steps, num_warmup_steps=max(1, steps // 10), save_checkpoints_steps=save_every,
+        num_train_steps=steps, num_warmup_steps=min(warmup_steps, steps), save_checkpoints_steps=save_every,
         iterations_per_loop=min(save_every, 50), keep_checkpoint_max=steps // save_every + 2, seed=seed)
 
 
@@ -458,10 +459,10 @@ DEFAULT_REQUESTS = (
 def run_main_job(output_dir, corpus_file=None, vocab_file=None, init_checkpoint=None, bert_config_file=None,
                  task_data_dir=None, labels=DEFAULT_LABELS, do_lower_case=True, vocab_size=8000,
                  hidden_size=128, num_layers=2, num_heads=4, dropout=0.0, max_seq_length=64,
-                 max_predictions_per_seq=10, dupe_factor=3, pretrain_steps=400, pretrain_batch_size=32,
-                 pretrain_learning_rate=1e-3, eval_every=100, max_eval_steps=20, classifier_epochs=4.0,
-                 classifier_batch_size=32, classifier_learning_rate=5e-4, requests=DEFAULT_REQUESTS,
-                 seed=12345):
+                 max_predictions_per_seq=10, dupe_factor=3, pretrain_steps=500, pretrain_batch_size=32,
+                 pretrain_learning_rate=1e-3, pretrain_warmup_steps=150, eval_every=100, max_eval_steps=20,
+                 classifier_epochs=4.0, classifier_batch_size=32, classifier_learning_rate=5e-4,
+                 requests=DEFAULT_REQUESTS, seed=12345):
     """Runs every stage into output_dir; returns {artifact name: path} plus the measured results."""
     import json
     import create_pretraining_data
@@ -562,7 +563,8 @@ def run_main_job(output_dir, corpus_file=None, vocab_file=None, init_checkpoint=
                     f"for {pretrain_steps} steps (run_pretraining.py on training.py)")
     if pretrain_steps:
         config = pretraining_config(pretrain_dir, bert_config_file, init_checkpoint, pretrain_steps,
-                                    pretrain_batch_size, pretrain_learning_rate, eval_every, seed)
+                                    pretrain_batch_size, pretrain_learning_rate, pretrain_warmup_steps, eval_every,
+                                    seed)
         result = run_pretraining.run_pretraining(config, bert_config, records, max_seq_length,
                                                  max_predictions_per_seq, do_train=True)
         progress.note(f"trained to global step {result['train']['global_step']}")
@@ -672,9 +674,11 @@ def define_flags():
     flags.DEFINE_integer("max_seq_length", 64, "Sequence length of pre-training and fine-tuning.")
     flags.DEFINE_integer("max_predictions_per_seq", 10, "Masked positions per pre-training sequence.")
     flags.DEFINE_integer("dupe_factor", 3, "Passes over the corpus with different masks.")
-    flags.DEFINE_integer("pretrain_steps", 400, "Pre-training steps (0: fine-tune --init_checkpoint as is).")
+    flags.DEFINE_integer("pretrain_steps", 500, "Pre-training steps (0: fine-tune --init_checkpoint as is).")
     flags.DEFINE_integer("pretrain_batch_size", 32, "Pre-training batch size.")
     flags.DEFINE_float("pretrain_learning_rate", 1e-3, "Pre-training peak learning rate.")
+    flags.DEFINE_integer("pretrain_warmup_steps", 150, "Pre-training warm-up steps (a short warm-up leaves the "
+                         "small model predicting the most frequent token for much longer).")
     flags.DEFINE_integer("eval_every", 100, "Evaluate the masked-LM accuracy every this many steps.")
     flags.DEFINE_integer("max_eval_steps", 20, "Batches of each masked-LM evaluation.")
     flags.DEFINE_float("classifier_epochs", 4.0, "Fine-tuning epochs.")
@@ -702,7 +706,8 @@ def main(_):
         num_heads=FLAGS.num_heads, dropout=FLAGS.dropout, max_seq_length=FLAGS.max_seq_length,
         max_predictions_per_seq=FLAGS.max_predictions_per_seq, dupe_factor=FLAGS.dupe_factor,
         pretrain_steps=FLAGS.pretrain_steps, pretrain_batch_size=FLAGS.pretrain_batch_size,
-        pretrain_learning_rate=FLAGS.pretrain_learning_rate, eval_every=FLAGS.eval_every,
+        pretrain_learning_rate=FLAGS.pretrain_learning_rate, pretrain_warmup_steps=FLAGS.pretrain_warmup_steps,
+        eval_every=FLAGS.eval_every,
         max_eval_steps=FLAGS.max_eval_steps, classifier_epochs=FLAGS.classifier_epochs,
         classifier_batch_size=FLAGS.classifier_batch_size,
         classifier_learning_rate=FLAGS.classifier_learning_rate, requests=tuple(FLAGS.request), seed=FLAGS.seed)

@@ -96,7 +96,8 @@ def test_reduced_main_job_end_to_end(tmp_path):
     import json
     out = tmp_path / "job"
     stdout = _run_main_job([f"--output_dir={out}", "--vocab_size=3000", "--pretrain_steps=30", "--eval_every=15",
-                            "--max_eval_steps=3", "--dupe_factor=1", "--classifier_epochs=1",
+                            "--pretrain_warmup_steps=5", "--max_eval_steps=3", "--dupe_factor=1",
+                            "--classifier_epochs=1",
                             "--request=Return the number of log records handled by this logger."], str(tmp_path))
     for stage in range(1, 7):
         assert f"stage {stage}/6" in stdout
@@ -120,12 +121,13 @@ def test_reduced_main_job_end_to_end(tmp_path):
 
     # The same command on the user's own corpus, vocab, checkpoint and task data (no pre-training steps).
     own = tmp_path / "own"
+    checkpoint = out / "pretrain" / "model.ckpt-30"
     stdout = _run_main_job([f"--output_dir={own}", f"--corpus_file={out / 'corpus_eval.txt'}",
-                            f"--vocab_file={out / 'vocab.txt'}", f"--init_checkpoint={out / 'pretrain' / 'model.ckpt-30'}",
+                            f"--vocab_file={out / 'vocab.txt'}", f"--init_checkpoint={checkpoint}",
                             f"--bert_config_file={out / 'pretrain' / 'bert_config.json'}",
                             f"--task_data_dir={out / 'classifier_data'}", "--pretrain_steps=0",
                             "--classifier_epochs=0.2", "--dupe_factor=1"], str(tmp_path))
     assert f"using --vocab_file {out / 'vocab.txt'}" in stdout
-    assert f"fine-tuning {out / 'pretrain' / 'model.ckpt-30'}" in stdout
+    assert f"fine-tuning {checkpoint}" in stdout
     assert (own / "export" / "saved_model.pb").exists()
     assert not (own / "vocab.txt").exists() and not (own / "classifier_data").exists()
