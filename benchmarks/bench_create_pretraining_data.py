@@ -26,7 +26,7 @@ ORIGINAL = {"instances": 35415, "wall_s": 19.0, "import_s": 5.7, "peak_mb": 826.
 
 
 def run_child(args, command=None):
-    """Runs the script (or `command`); returns (wall seconds, peak RSS MB of the child tree, its log)."""
+    """Runs the script (or `command`); returns (wall s, CPU s, peak RSS MB of the child tree, its log)."""
     command = (command or [sys.executable, os.path.join(ROOT, "create_pretraining_data.py")]) + args
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     with tempfile.TemporaryFile() as log:
@@ -39,18 +39,18 @@ def run_child(args, command=None):
         text = log.read().decode("utf-8", "replace")
     if process.returncode != 0:
         raise RuntimeError("%s failed (%d):\n%s" % (" ".join(command[:3]), process.returncode, text[-3000:]))
-    return wall, usage.ru_maxrss / 1024.0, text
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024.0, text
 
 
 def measure(name, corpus, output, vocab, dupe_factor, extra, command=None):
-    wall, peak, log = run_child(["--input_file=" + corpus, "--output_file=" + output, "--vocab_file=" + vocab,
+    wall, cpu, peak, log = run_child(["--input_file=" + corpus, "--output_file=" + output, "--vocab_file=" + vocab,
                                  "--dupe_factor=%d" % dupe_factor] + extra, command)
     instances = int(re.search(r"Wrote (\d+) total instances", log).group(1))
     done = re.search(r"done in ([\d.]+) s", log)
     work = float(done.group(1)) if done else float("nan")
     total = re.search(r"all processes about (\d+) MB", log)
     total_peak = float(total.group(1)) if total else peak
-    return {"name": name, "instances": instances, "wall_s": wall, "work_s": work, "peak_mb": peak,
+    return {"name": name, "instances": instances, "wall_s": wall, "cpu_s": cpu, "work_s": work, "peak_mb": peak,
             "sum_peak_mb": total_peak}
 
 
@@ -65,12 +65,11 @@ def import_seconds(statement):
     return sorted(times)[1]
 
 
-def row(result, original_rate, original_work_rate):
+def row(result, original_rate):
     rate = result["instances"] / result["wall_s"]
-    work_rate = result["instances"] / result["work_s"]
-    return ("%-26s %9d %8.1f %8.1f %10.0f %6.1fx %10.0f %6.1fx %9.0f %9.0f" % (
-        result["name"], result["instances"], result["wall_s"], result["work_s"], rate, rate / original_rate,
-        work_rate, work_rate / original_work_rate, result["peak_mb"], result["sum_peak_mb"]))
+    return "%-26s %9d %8.1f %8.1f %8.1f %10.0f %7.1fx %9.0f %9.0f" % (
+        result["name"], result["instances"], result["wall_s"], result["cpu_s"], result["work_s"], rate,
+        rate / original_rate, result["peak_mb"], result["sum_peak_mb"])
 
 
 def main():
@@ -90,7 +89,6 @@ def main():
         if not os.path.exists(path):
             sys.exit("not found: %s (set BERT_SHARED_DIR or pass --corpus/--vocab)" % path)
     original_rate = ORIGINAL["instances"] / ORIGINAL["wall_s"]
-    original_work_rate = ORIGINAL["instances"] / (ORIGINAL["wall_s"] - ORIGINAL["import_s"])
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "out.tfrecord")
@@ -111,29 +109,33 @@ def main():
             results.append(measure("ours fast, corpus x%d" % args.scale, big, out, args.vocab, args.dupe_factor,
                                     ["--num_workers=%d" % args.num_workers]))
     print("corpus %s, dupe_factor %d, %d CPU cores" % (args.corpus, args.dupe_factor, os.cpu_count()))
-    print("%-26s %9s %8s %8s %10s %7s %10s %7s %9s %9s" % (
-        "run", "instances", "wall s", "work s", "inst/s", "vs orig", "work i/s", "vs orig", "peak MB",
-        "sum MB"))
-    print("%-26s %9d %8.1f %8.1f %10.0f %7s %10.0f %7s %9.0f %9s" % (
-        "original (measured)", ORIGINAL["instances"], ORIGINAL["wall_s"], ORIGINAL["wall_s"] - ORIGINAL["import_s"],
-        original_rate, "1.0x", original_work_rate, "1.0x", ORIGINAL["peak_mb"], "-"))
+    print("%-26s %9s %8s %8s %8s %10s %8s %9s %9s" % (
+        "run", "instances", "wall s", "CPU s", "work s", "inst/s", "vs orig", "peak MB", "sum MB"))
+    print("%-26s %9d %8.1f %8s %8.1f %10.0f %7.1fx %9.0f %9s" % (
+        "original (measured)", ORIGINAL["instances"], ORIGINAL["wall_s"], "-",
+        ORIGINAL["wall_s"] - ORIGINAL["import_s"], original_rate, 1.0, ORIGINAL["peak_mb"], "-"))
     for result in results:
-        print(row(result, original_rate, original_work_rate))
+        print(row(result, original_rate))
+    base = import_seconds("import numpy, absl.flags, absl.logging")
+    ours_import = import_seconds("import create_pretraining_data")
     peers = [r for r in results if r["name"].startswith("peer")]
     if peers:
-        peer_rate = peers[0]["instances"] / peers[0]["wall_s"]
+        peer = peers[0]
+        peer_work = max(peer["wall_s"] - ours_import, 1e-9)
+        print("same load, relative to the peer (instances/s by wall, by CPU, and after imports, taking the "
+              "peer's import time as ours):")
         for result in results[1:]:
-            print("%-26s %.1fx the peer's instances/s (wall) in this run" % (
-                result["name"], result["instances"] / result["wall_s"] / peer_rate))
-    base = import_seconds("import numpy, absl.flags, absl.logging")
-    ours = import_seconds("import create_pretraining_data")
-    tf_only = import_seconds("import tensorflow")
-    print("start-up: python + numpy + absl %.1f s; import create_pretraining_data %.1f s (import tensorflow alone "
-          "%.1f s, pulled in by `import tokenization`)" % (base, ours, tf_only))
+            rate = lambda r, key: r["instances"] / r[key]
+            print("  %-26s %5.1fx wall  %5.1fx CPU  %5.1fx after imports" % (
+                result["name"], rate(result, "wall_s") / rate(peer, "wall_s"),
+                rate(result, "cpu_s") / rate(peer, "cpu_s"), result["instances"] / result["work_s"]
+                / (peer["instances"] / peer_work)))
+    print("start-up: python + numpy + absl %.1f s; import create_pretraining_data %.1f s, nearly all of it "
+          "TensorFlow, pulled in by `import tokenization`" % (base, ours_import))
     for result in results:
         if result["name"].startswith("ours fast"):
-            projected = result["wall_s"] - ours + base
-            print("%-26s without the TensorFlow import: ~%.1f s wall, %.0f instances/s (%.1fx the original's)"
+            projected = result["work_s"] + base
+            print("  %-26s without the TensorFlow import: ~%.1f s wall, %.0f instances/s (%.1fx the original's)"
                   % (result["name"], projected, result["instances"] / projected,
                      result["instances"] / projected / original_rate))
     print("wall: whole process; work: after imports (the original's minus its %.1f s TensorFlow import). "
