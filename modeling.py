@@ -7,9 +7,10 @@ Public API (stable):
   BertModel(config, name="bert"): call(input_ids, input_mask=None, token_type_ids=None, training=False) ->
     {"sequence_output", "pooled_output", "all_encoder_layers", "embedding_output"}; `embedding_table`;
     `variables_by_name()` -> {original name: variable}, e.g. "bert/pooler/dense/kernel".
-  PretrainingModel(config): call(features, training=False) -> {"mlm_log_probs", "mlm_loss",
-    "mlm_example_loss", "nsp_log_probs", "nsp_loss", "nsp_example_loss", "total_loss"}; `bert`;
-    `variables_by_name()` (bert/... and cls/...).
+  PretrainingModel(config): call(features, training=False, mlm_denominator=None, nsp_batch_size=None) ->
+    {"mlm_log_probs", "mlm_loss", "mlm_example_loss", "nsp_log_probs", "nsp_loss", "nsp_example_loss",
+    "total_loss", "sequence_output", "pooled_output"}; `bert`; `variables_by_name()` (bert/... and cls/...).
+    The two optional normalizers make micro-batch losses add up to the larger batch's (accumulation).
   NamedLayer: a keras Layer whose `add_named_weight(original_name, shape, initializer)` registers a weight
     under its original name; `variables_by_name()` merges its own weights with those of NamedLayer children
     added through `track_named(prefix, layer)`. Fine-tuning heads subclass it (or call `create_variable`).
@@ -502,23 +503,32 @@ class NextSentenceHead(NamedLayer):
         return tf.nn.log_softmax(logits, axis=-1)
 
 
-def masked_lm_loss(log_probs, label_ids, label_weights):
-    """Original run_pretraining.py masked-LM loss -> (loss, per_example_loss)."""
+def masked_lm_loss(log_probs, label_ids, label_weights, denominator=None):
+    """Original run_pretraining.py masked-LM loss -> (loss, per_example_loss).
+
+    `denominator` replaces sum(label_weights) + 1e-5 (for micro-batches of a larger batch).
+    """
     label_ids = tf.reshape(tf.cast(label_ids, tf.int32), [-1])
     label_weights = tf.reshape(tf.cast(label_weights, tf.float32), [-1])
     one_hot = tf.one_hot(label_ids, depth=tf.shape(log_probs)[-1], dtype=tf.float32)
     per_example_loss = -tf.reduce_sum(log_probs * one_hot, axis=[-1])
     numerator = tf.reduce_sum(label_weights * per_example_loss)
-    denominator = tf.reduce_sum(label_weights) + 1e-5
+    if denominator is None:
+        denominator = tf.reduce_sum(label_weights) + 1e-5
     return numerator / denominator, per_example_loss
 
 
-def next_sentence_loss(log_probs, labels):
-    """Original run_pretraining.py next-sentence loss -> (loss, per_example_loss)."""
+def next_sentence_loss(log_probs, labels, batch_size=None):
+    """Original run_pretraining.py next-sentence loss -> (loss, per_example_loss).
+
+    `batch_size` replaces the mean's divisor (for micro-batches of a larger batch).
+    """
     labels = tf.reshape(tf.cast(labels, tf.int32), [-1])
     one_hot = tf.one_hot(labels, depth=2, dtype=tf.float32)
     per_example_loss = -tf.reduce_sum(one_hot * log_probs, axis=-1)
-    return tf.reduce_mean(per_example_loss), per_example_loss
+    if batch_size is None:
+        return tf.reduce_mean(per_example_loss), per_example_loss
+    return tf.reduce_sum(per_example_loss) / tf.cast(batch_size, tf.float32), per_example_loss
 
 
 PRETRAINING_FEATURES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids",
@@ -545,7 +555,10 @@ class PretrainingModel(keras.Model):
             out["cls/seq_relationship/" + name] = var
         return out
 
-    def call(self, features, training=False):
+    def call(self, features, training=False, mlm_denominator=None, nsp_batch_size=None):
+        """Losses as the original; for gradient accumulation over micro-batches of one larger batch pass
+        mlm_denominator = sum of masked_lm_weights over the larger batch + 1e-5 and nsp_batch_size = its size,
+        then sum (not average) the micro-batch gradients: the result equals the larger batch's gradient."""
         missing = [k for k in PRETRAINING_FEATURES if k not in features]
         if missing:
             raise ValueError(f"PretrainingModel: features are missing {missing}")
@@ -554,9 +567,10 @@ class PretrainingModel(keras.Model):
         masked = gather_indexes(outputs["sequence_output"], features["masked_lm_positions"])
         mlm_log_probs = self.mlm_head(masked, self.bert.embedding_table)
         mlm_loss, mlm_example_loss = masked_lm_loss(mlm_log_probs, features["masked_lm_ids"],
-                                                    features["masked_lm_weights"])
+                                                    features["masked_lm_weights"], mlm_denominator)
         nsp_log_probs = self.nsp_head(outputs["pooled_output"])
-        nsp_loss, nsp_example_loss = next_sentence_loss(nsp_log_probs, features["next_sentence_labels"])
+        nsp_loss, nsp_example_loss = next_sentence_loss(nsp_log_probs, features["next_sentence_labels"],
+                                                        nsp_batch_size)
         return {
             "mlm_log_probs": mlm_log_probs,
             "mlm_loss": mlm_loss,

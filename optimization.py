@@ -19,7 +19,9 @@ Public API (stable):
   GradientAccumulator(variables): accumulate(grads) sums micro-batch gradients (IndexedSlices densified),
     gradients() returns their mean (None for variables that never got a gradient, which the optimizer then
     leaves untouched as the original does), reset() zeroes them; usable inside tf.function and strategy.run.
-    The mean over N micro-batches of a mean-reduced loss equals the gradient of one N-times larger batch.
+    The mean over N micro-batches of a mean-reduced loss equals the gradient of one N-times larger batch;
+    for the pre-training loss (masked-LM weights differ per micro-batch) call PretrainingModel with
+    mlm_denominator / nsp_batch_size of the larger batch and use gradients(average=False).
 
 Learning-rate step: the original train_op groups the update with `global_step.assign(global_step + 1)` and
 reads global_step for the schedule without ordering the two; the original's recorded step (reference
@@ -300,11 +302,13 @@ class GradientAccumulator(object):
         with tf.control_dependencies(ops):
             return self._count.assign_add(1)
 
-    def gradients(self):
-        """Mean of the accumulated gradients (this replica's); None where no micro-batch had a gradient."""
+    def gradients(self, average=True):
+        """Mean (or, average=False, sum) of the accumulated gradients (this replica's); None where no
+        micro-batch had a gradient."""
         count = tf.cast(tf.maximum(self._count.read_value(), 1), tf.float32)
         has_grad = self._has_grad or [True] * len(self._sums)
-        return [s.read_value() / count if h else None for s, h in zip(self._sums, has_grad)]
+        return [(s.read_value() / count if average else s.read_value()) if h else None
+                for s, h in zip(self._sums, has_grad)]
 
     def reset(self):
         ops = [s.assign(tf.zeros_like(s)) for s in self._sums]
