@@ -164,7 +164,17 @@ def test_minilm_layers_and_sentence_vectors_equal_reference(minilm, reference):
 
 
 @pytest.mark.slow
-def test_cli_on_mrpc_pairs_matches_reference(minilm, reference, tmp_path):
+def test_cli_on_mrpc_pairs_matches_reference(reference, tmp_path):
+    """The real-run commands: convert_checkpoint.py (HF -> original), then extract_features.py."""
+    from tests.shared_data import minilm_dir
+    env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
+    ckpt_dir = tmp_path / "minilm"
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "convert_checkpoint.py"), "--mode=hf_to_original",
+                           f"--hf_dir={minilm_dir()}", f"--output_dir={ckpt_dir}"],
+                          capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    minilm = {"vocab_file": str(ckpt_dir / "vocab.txt"), "bert_config_file": str(ckpt_dir / "bert_config.json"),
+              "init_checkpoint": str(ckpt_dir / "bert_model.ckpt")}
     input_file = tmp_path / "input.txt"
     input_file.write_text("\n".join(mrpc_lines()) + "\n", encoding="utf-8")
     output_file = tmp_path / "output.jsonl"
@@ -172,7 +182,6 @@ def test_cli_on_mrpc_pairs_matches_reference(minilm, reference, tmp_path):
            f"--output_file={output_file}", f"--vocab_file={minilm['vocab_file']}",
            f"--bert_config_file={minilm['bert_config_file']}", f"--init_checkpoint={minilm['init_checkpoint']}",
            "--layers=-1,-2", "--max_seq_length=64", "--batch_size=4", "--do_lower_case=True"]
-    env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = output_file.read_text(encoding="utf-8").splitlines()
