@@ -35,7 +35,9 @@ def _reference_model():
 
 
 def test_config_roundtrip_defaults_and_unknown_keys(tmp_path, caplog):
+    caplog.set_level("WARNING")
     config = modeling.BertConfig.from_dict({"vocab_size": 10, "some_new_key": 1})
+    assert "some_new_key" in caplog.text
     assert config.hidden_size == 768 and config.type_vocab_size == 16 and config.hidden_act == "gelu"
     path = str(tmp_path / "bert_config.json")
     config.to_json_file(path)
