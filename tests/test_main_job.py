@@ -131,3 +131,19 @@ def test_reduced_main_job_end_to_end(tmp_path):
     assert f"fine-tuning {checkpoint}" in stdout
     assert (own / "export" / "saved_model.pb").exists()
     assert not (own / "vocab.txt").exists() and not (own / "classifier_data").exists()
+
+
+def test_console_filter_keeps_progress_lines_only():
+    import logging as pylogging
+
+    def record(module, level, message):
+        return pylogging.LogRecord("absl", level, f"/x/{module}.py", 1, message, None, None)
+
+    keep = [record("training", pylogging.INFO, "step 50/500: loss = 7.5"),
+            record("create_pretraining_data", pylogging.INFO, "Wrote 16658 total instances"),
+            record("checkpoints", pylogging.WARNING, "checkpoint lacks variable x")]
+    drop = [record("checkpoints", pylogging.INFO, "  name = bert/pooler/dense/kernel, *INIT_FROM_CKPT*"),
+            record("main_job", pylogging.INFO, "[main_job 00:01] stage 1/6"),  # printed by Progress itself
+            record("api", pylogging.WARNING, "AutoGraph could not transform <function f> and will run it as-is.")]
+    assert all(main_job._console_filter(r) for r in keep)
+    assert not any(main_job._console_filter(r) for r in drop)
