@@ -15,6 +15,10 @@ Public API (stable):
     hf_to_original_weights(state) / original_to_hf_weights(weights, with_prefix),
     hf_to_original(hf_dir, output_dir) writes bert_model.ckpt + bert_config.json + vocab.txt,
     original_to_hf(init_checkpoint, bert_config_file, vocab_file, output_dir) writes the HF folder.
+  tf-models-official BertEncoder / BertEncoderV2 object-based checkpoints (encoder only):
+    tfm_to_original_weights(checkpoint) -> (OrderedDict {original name: ndarray}, BertConfig);
+    tfm_to_original(checkpoint, output_dir, vocab_file=None, hidden_act="gelu") writes bert_model.ckpt +
+    bert_config.json (+ vocab.txt).
   check_vocab_size(vocab_file, config).
 
 Names are original variable names without ":0" ("bert/embeddings/word_embeddings", "global_step",
@@ -468,3 +472,112 @@ def original_to_hf(init_checkpoint, bert_config_file, vocab_file, output_dir):
     shutil.copyfile(vocab_file, os.path.join(output_dir, "vocab.txt"))
     logging.info("Wrote HF model to %s (%d tensors)", output_dir, len(state))
     return output_dir
+
+
+# ---- tf-models-official (Model Garden) BertEncoder -> original ------------------------------------------
+
+_TFM_VALUE = "/.ATTRIBUTES/VARIABLE_VALUE"
+_TFM_LAYER_PARTS = [
+    ("_attention_layer/_query_dense/kernel", "attention/self/query/kernel"),
+    ("_attention_layer/_query_dense/bias", "attention/self/query/bias"),
+    ("_attention_layer/_key_dense/kernel", "attention/self/key/kernel"),
+    ("_attention_layer/_key_dense/bias", "attention/self/key/bias"),
+    ("_attention_layer/_value_dense/kernel", "attention/self/value/kernel"),
+    ("_attention_layer/_value_dense/bias", "attention/self/value/bias"),
+    ("_attention_layer/_output_dense/kernel", "attention/output/dense/kernel"),
+    ("_attention_layer/_output_dense/bias", "attention/output/dense/bias"),
+    ("_attention_layer_norm/beta", "attention/output/LayerNorm/beta"),
+    ("_attention_layer_norm/gamma", "attention/output/LayerNorm/gamma"),
+    ("_intermediate_dense/kernel", "intermediate/dense/kernel"),
+    ("_intermediate_dense/bias", "intermediate/dense/bias"),
+    ("_output_dense/kernel", "output/dense/kernel"),
+    ("_output_dense/bias", "output/dense/bias"),
+    ("_output_layer_norm/beta", "output/LayerNorm/beta"),
+    ("_output_layer_norm/gamma", "output/LayerNorm/gamma"),
+]
+_TFM_TOP_PARTS = [
+    ("_embedding_layer/embeddings", "bert/embeddings/word_embeddings"),
+    ("_type_embedding_layer/embeddings", "bert/embeddings/token_type_embeddings"),
+    ("_position_embedding_layer/embeddings", "bert/embeddings/position_embeddings"),
+    ("_embedding_norm_layer/beta", "bert/embeddings/LayerNorm/beta"),
+    ("_embedding_norm_layer/gamma", "bert/embeddings/LayerNorm/gamma"),
+]
+_TFM_POOLER_PARTS = [("_pooler_layer/kernel", "bert/pooler/dense/kernel"),
+                     ("_pooler_layer/bias", "bert/pooler/dense/bias")]
+
+
+def tfm_to_original_weights(checkpoint, hidden_act="gelu"):
+    """Reads a Model Garden BertEncoder(V2) from an object-based checkpoint -> (weights, BertConfig).
+
+    The encoder is found by its `_embedding_layer/embeddings` entry (any prefix: `encoder/`,
+    `model/encoder_network/`, ...); heads and optimizer slots in the checkpoint are ignored with a log line.
+    Einsum kernels [H, N, D] / [N, D, H] and biases [N, D] become the original 2-D / 1-D shapes.
+    """
+    prefix_path = resolve_checkpoint(checkpoint)
+    reader = tf.train.load_checkpoint(prefix_path)
+    keys = [k for k in reader.get_variable_to_shape_map() if k.endswith(_TFM_VALUE) and "OPTIMIZER_SLOT" not in k]
+    anchors = [k for k in keys if k.endswith("_embedding_layer/embeddings" + _TFM_VALUE)
+               and not k.endswith(("_type_embedding_layer/embeddings" + _TFM_VALUE,
+                                   "_position_embedding_layer/embeddings" + _TFM_VALUE))]
+    if len(anchors) != 1:
+        raise ValueError(f"{prefix_path}: expected one tf-models-official BertEncoder (an "
+                         f"`_embedding_layer/embeddings` entry), found {len(anchors)}")
+    base = anchors[0][:-len("_embedding_layer/embeddings" + _TFM_VALUE)]
+
+    def get(part):
+        key = base + part + _TFM_VALUE
+        if key not in reader.get_variable_to_shape_map():
+            raise ValueError(f"{prefix_path}: missing tf-models-official variable {key}")
+        used.add(key)
+        return reader.get_tensor(key).astype(np.float32)
+
+    used = set()
+    weights = collections.OrderedDict()
+    for part, name in _TFM_TOP_PARTS:
+        weights[name] = get(part)
+    layer_ids = sorted({int(m.group(1)) for m in (re.match(re.escape(base) + r"_transformer_layers/(\d+)/", k)
+                                                   for k in keys) if m})
+    if layer_ids != list(range(len(layer_ids))) or not layer_ids:
+        raise ValueError(f"{prefix_path}: transformer layers {layer_ids} are not 0..N-1")
+    heads = head_size = None
+    for i in layer_ids:
+        for part, name in _TFM_LAYER_PARTS:
+            value = get(f"_transformer_layers/{i}/{part}")
+            if part.endswith(("_query_dense/kernel", "_key_dense/kernel", "_value_dense/kernel")):
+                heads, head_size = value.shape[1], value.shape[2]
+                value = value.reshape(value.shape[0], -1)
+            elif part.endswith(("_query_dense/bias", "_key_dense/bias", "_value_dense/bias")):
+                value = value.reshape(-1)
+            elif part.endswith("_output_dense/kernel") and value.ndim == 3:
+                value = value.reshape(-1, value.shape[-1])
+            weights[f"bert/encoder/layer_{i}/{name}"] = value
+    for part, name in _TFM_POOLER_PARTS:
+        weights[name] = get(part)
+    for key in sorted(set(keys) - used):
+        logging.info("tf-models-official checkpoint entry not converted: %s", key)
+    word = weights["bert/embeddings/word_embeddings"]
+    config = modeling.BertConfig(
+        vocab_size=int(word.shape[0]), hidden_size=int(word.shape[1]), num_hidden_layers=len(layer_ids),
+        num_attention_heads=int(heads), intermediate_size=int(weights["bert/encoder/layer_0/intermediate/dense/bias"]
+                                                             .shape[0]),
+        hidden_act=hidden_act,
+        max_position_embeddings=int(weights["bert/embeddings/position_embeddings"].shape[0]),
+        type_vocab_size=int(weights["bert/embeddings/token_type_embeddings"].shape[0]))
+    if heads * head_size != config.hidden_size:
+        raise ValueError(f"{prefix_path}: {heads} heads x {head_size} != hidden size {config.hidden_size}")
+    return weights, config
+
+
+def tfm_to_original(checkpoint, output_dir, vocab_file=None, hidden_act="gelu"):
+    """Converts a Model Garden BertEncoder checkpoint into bert_model.ckpt + bert_config.json (+ vocab.txt)."""
+    weights, config = tfm_to_original_weights(checkpoint, hidden_act=hidden_act)
+    check_weights_against_config(weights, config, source=resolve_checkpoint(checkpoint))
+    tf.io.gfile.makedirs(output_dir)
+    prefix = os.path.join(output_dir, ORIGINAL_CHECKPOINT_NAME)
+    save_checkpoint(prefix, weights)
+    config.to_json_file(os.path.join(output_dir, "bert_config.json"))
+    if vocab_file:
+        check_vocab_size(vocab_file, config)
+        tf.io.gfile.copy(vocab_file, os.path.join(output_dir, "vocab.txt"), overwrite=True)
+    logging.info("Wrote %s (%d variables) and bert_config.json", prefix, len(weights))
+    return prefix

@@ -271,3 +271,34 @@ def test_convert_checkpoint_cli_round_trip(tmp_path):
         modeling.BertConfig.from_json_file(os.path.join(folder, "bert_config.json"))
     with pytest.raises(ValueError, match="--init_checkpoint, --bert_config_file"):
         convert_checkpoint.convert("original_to_hf", hf_out, vocab_file=vocab)
+
+
+def test_tf_models_official_encoder_import(tmp_path):
+    tf_keras = pytest.importorskip("tf_keras")
+    networks = pytest.importorskip("official.nlp.modeling.networks")
+    encoder = networks.BertEncoderV2(
+        vocab_size=99, hidden_size=32, num_layers=2, num_attention_heads=4, inner_dim=64, type_vocab_size=2,
+        max_sequence_length=64, output_dropout=0.0, attention_dropout=0.0,
+        inner_activation=lambda x: tf_keras.activations.gelu(x, approximate=True))
+    rng = np.random.RandomState(1)
+    mask = np.array([[1] * 12 + [0] * 4, [1] * 16], np.int32)
+    ids = rng.randint(1, 99, size=[2, 16]).astype(np.int32) * mask
+    types = (np.arange(16)[None, :] >= 7).astype(np.int32) * mask
+    peer = encoder({"input_word_ids": ids, "input_mask": mask, "input_type_ids": types})
+    saved = tf.train.Checkpoint(encoder=encoder).save(str(tmp_path / "tfm" / "ckpt"))
+
+    import convert_checkpoint
+    prefix = convert_checkpoint.convert("tfm_to_original", str(tmp_path / "original"), init_checkpoint=saved)
+    config = modeling.BertConfig.from_json_file(str(tmp_path / "original" / "bert_config.json"))
+    assert (config.num_hidden_layers, config.num_attention_heads, config.intermediate_size) == (2, 4, 64)
+    config.hidden_dropout_prob = config.attention_probs_dropout_prob = 0.0
+    model = modeling.BertModel(config)
+    loaded, new, unused = checkpoints.init_from_checkpoint(model.variables_by_name(), prefix)
+    assert new == [] and unused == []
+    ours = model(ids, mask, types)
+    keep = mask.astype(bool)
+    np.testing.assert_allclose(ours["sequence_output"].numpy()[keep], peer["sequence_output"].numpy()[keep],
+                               atol=1e-5, rtol=0)
+    np.testing.assert_allclose(ours["pooled_output"], peer["pooled_output"], atol=1e-5, rtol=0)
+    with pytest.raises(ValueError, match="expected one tf-models-official BertEncoder"):
+        checkpoints.tfm_to_original_weights(_tiny_folder())
