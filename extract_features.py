@@ -6,8 +6,9 @@ gets one JSON object per line: {"linex_index": i, "features": [{"token": t, "lay
 the original rounds them (round(float(x), 6)).
 
 Extra (not in the original): `--sentence_vector=pooled` adds the pooler output ([CLS] through the pooler
-dense layer) and `--sentence_vector=mean` the mean of the last layer over the example's real tokens, as a
-"sentence_vector" list in each line. Batches run through training.predict (one compiled tf.function).
+dense layer) and `--sentence_vector=mean` the mean of the last layer over the example's real tokens
+(input_mask 1, [CLS] and [SEP] included), as a "sentence_vector" list in each line, rounded like the values.
+Batches run through training.predict (one compiled tf.function).
 """
 import collections
 import json
@@ -47,7 +48,7 @@ def define_flags():
     flags.DEFINE_integer("num_tpu_cores", 8, "Only used if `use_tpu` is True. Total number of TPU cores to use.")
     flags.DEFINE_enum("sentence_vector", "none", SENTENCE_VECTORS,
                       "Extra: also write a `sentence_vector` per line: `pooled` (pooler output) or `mean` "
-                      "(last layer averaged over real tokens).")
+                      "(last layer averaged over real tokens, [CLS] and [SEP] included).")
     for name in ("input_file", "vocab_file", "bert_config_file", "init_checkpoint", "output_file"):
         flags.mark_flag_as_required(name)
 

@@ -161,6 +161,10 @@ def test_minilm_layers_and_sentence_vectors_equal_reference(minilm, reference):
             else:
                 expected = reference["sequence_output"][i][m].astype(np.float64).mean(axis=0)
             np.testing.assert_allclose(result["sentence_vector"], expected, atol=1e-4, rtol=0)
+            line = json.loads(ef.feature_json(feature, result, [-1, -4, 0]))
+            assert list(line) == ["linex_index", "features", "sentence_vector"]
+            assert line["sentence_vector"] == [round(float(x), 6) for x in result["sentence_vector"]]
+            assert [layer["index"] for layer in line["features"][0]["layers"]] == [-1, -4, 0]
 
 
 @pytest.mark.slow
