@@ -315,7 +315,8 @@ _F_CASE_IGNORABLE = 16  # Unicode Case_Ignorable (for the Greek final sigma rule
 _F_CASED = 32      # Cased and not Case_Ignorable
 _F_MAP_MANY = 64   # lower casing gives 0 or several code points: expansion index above _F_BITS
 _F_SPECIAL = 128   # needs the general path: dropped, mapped to 0 or several code points, or capital sigma
-_F_BITS = 8
+_F_E2E_UNSAFE = 256  # (the character it becomes) splits differently in FastWordpiece's own pre-tokenization
+_F_BITS = 9
 _NUM_CODEPOINTS = 0x110000
 _CAPITAL_SIGMA, _FINAL_SIGMA = 0x3A3, 0x3C2
 
@@ -397,6 +398,45 @@ def _char_tables(do_lower_case):
     return tables
 
 
+_E2E_KINDS = []
+
+
+def _end_to_end_kinds():
+    """Word-boundary kind (0, _KIND_DELIM, _KIND_ALONE) FastWordpiece's pre-tokenization gives each code point.
+
+    Read off the op itself: "x" + c + "x" gives one piece for a word character, two for whitespace, three
+    for a character split off on its own (punctuation, CJK). Surrogates count as word characters.
+    Characters marked otherwise than the original treats them route their batch to the word path.
+    """
+    import numpy as np
+
+    if _E2E_KINDS:
+        return _E2E_KINDS[0]
+    tf = _tf()
+    text = _import_tf_text()
+    probe = text.FastWordpieceTokenizer(vocab=[UNK_TOKEN, "x", "##x"], suffix_indicator="##",
+                                        max_bytes_per_word=64, token_out_type=tf.int64,
+                                        unknown_token=UNK_TOKEN, no_pretokenization=False)
+    cps = np.arange(_NUM_CODEPOINTS, dtype=np.int32)
+    cps[0xD800:0xE000] = ord("x")
+    chars = np.full((_NUM_CODEPOINTS, 3), ord("x"), np.int32)
+    chars[:, 1] = cps
+    pieces = probe.tokenize(tf.strings.unicode_encode(tf.constant(chars), "UTF-8")).row_lengths().numpy()
+    kinds = np.select([pieces == 1, pieces == 2, pieces == 3], [0, _KIND_DELIM, _KIND_ALONE], -1)
+    kinds[ord("x")] = 0  # "xxx" is x ##x ##x
+    _E2E_KINDS.append(kinds.astype(np.int32))
+    return _E2E_KINDS[0]
+
+
+def _mark_end_to_end_unsafe(entries, e2e_kinds, skip):
+    """Sets _F_E2E_UNSAFE on entries whose code point FastWordpiece would split otherwise than their kind."""
+    import numpy as np
+
+    cps = entries >> _F_BITS
+    unsafe = (e2e_kinds[np.clip(cps, 0, _NUM_CODEPOINTS - 1)] != (entries & _KIND_MASK)) & ~skip
+    return np.where(unsafe, entries | _F_E2E_UNSAFE, entries).astype(np.int32)
+
+
 def _find_unknown_word(vocab):
     """A one-character word that WordPiece can only map to [UNK] (stands in for words over 200 characters)."""
     first_chars = {token[0] for token in vocab if token}
@@ -431,8 +471,10 @@ class FastBertTokenizer(_tf().Module):
     FastWordpieceTokenizer, whose splitting equals the original's there. Other rows are decoded to code
     points and mapped through a per-code-point table built from Python's unicodedata at construction
     (cleaning, whitespace, CJK, punctuation, lower casing + NFD + accent stripping, with str.lower()'s
-    Greek final sigma rule); the words are re-encoded and split by FastWordpiece, over-long words (more
-    than 200 characters) become [UNK]. Known differences from FullTokenizer:
+    Greek final sigma rule). The result is re-encoded and run through FastWordpiece end to end as whole
+    rows when that splits words as the original (checked per code point against the op at construction)
+    and no word exceeds 200 characters; otherwise the batch is split into words here, over-long words
+    become [UNK], and FastWordpiece runs word by word. Known differences from FullTokenizer:
       * Invalid UTF-8 bytes are dropped as bytes.decode("utf-8", "ignore") does, but TensorFlow's decoder
         decides how many bytes an invalid sequence spans (equal on all random tests so far).
       * Python str holding lone surrogates cannot become a tf.string (the original keeps them).
@@ -475,9 +517,20 @@ class FastBertTokenizer(_tf().Module):
             vocab=tokens, suffix_indicator="##", max_bytes_per_word=self.max_input_chars_per_word,
             token_out_type=tf.int64, unknown_token=UNK_TOKEN, no_pretokenization=False,
             support_detokenization=False)
+        import numpy as np
+
         self._is_suffix_id = tf.constant([token.startswith("##") for token in tokens])
         self._unknown_word = _find_unknown_word(vocab)
+        # Other text, once cleaned and lower cased in the code-point domain, goes to FastWordpiece end to
+        # end as whole rows when no character splits differently there and no word is over 200 characters.
+        self._row_wordpiece = text.FastWordpieceTokenizer(
+            vocab=tokens, suffix_indicator="##", max_bytes_per_word=4 * self.max_input_chars_per_word,
+            token_out_type=tf.int64, unknown_token=UNK_TOKEN, no_pretokenization=False,
+            support_detokenization=False)
         table, exp_start, exp_len, exp_entries = _char_tables(self.do_lower_case)
+        e2e_kinds = _end_to_end_kinds()
+        table = _mark_end_to_end_unsafe(table, e2e_kinds, (table & (_F_DROP | _F_MAP_MANY)) != 0)
+        exp_entries = _mark_end_to_end_unsafe(exp_entries, e2e_kinds, np.arange(len(exp_entries)) == 0)
         self._char_table = tf.constant(table)
         self._sigma_entry = int(table[_CAPITAL_SIGMA])
         self._exp_start = tf.constant(exp_start)
@@ -542,17 +595,22 @@ class FastBertTokenizer(_tf().Module):
                                    lambda: self._expand(info, splits), lambda: (info, splits))
         return info, splits
 
-    def _word_strings(self, strings):
-        """Splits a 1-D string tensor into words: (words [num_words] string, word_rows [num_words], batch)."""
+    def _code_points(self, strings):
+        """Decodes and cleans (and lower cases) rows: (info [chars] int32, row_splits [batch + 1] int64).
+
+        info is code point << _F_BITS | flags | kind, for the characters as the original sees them before
+        splitting into words.
+        """
         tf = _tf()
-        strings = tf.convert_to_tensor(strings, tf.string)
-        strings.shape.assert_has_rank(1)
         decoded = tf.strings.unicode_decode(strings, "UTF-8", errors="replace", replacement_char=0xFFFD)
         splits = decoded.row_splits
         info = tf.gather(self._char_table, decoded.flat_values)
-        info, splits = tf.cond(tf.reduce_any(self._has(info, _F_SPECIAL)),
-                               lambda: self._general_path(info, splits), lambda: (info, splits))
-        # info: code point << _F_BITS | kind, for the characters as the original sees them before splitting.
+        return tf.cond(tf.reduce_any(self._has(info, _F_SPECIAL)),
+                       lambda: self._general_path(info, splits), lambda: (info, splits))
+
+    def _word_path(self, info, splits):
+        """Ids from code points: split into words here, WordPiece each word. Returns (ids, row_splits)."""
+        tf = _tf()
         kind = tf.bitwise.bitwise_and(info, _KIND_MASK)
         prev_kind = tf.concat([[_KIND_DELIM], kind[:-1]], 0)[:tf.size(kind)]
         row_starts = splits[:-1]
@@ -570,16 +628,29 @@ class FastBertTokenizer(_tf().Module):
         words = tf.strings.unicode_encode(chars, "UTF-8")
         too_long = chars.row_lengths() > self.max_input_chars_per_word
         words = tf.where(too_long, tf.constant(self._unknown_word), words)
-        return words, word_rows, tf.shape(strings, out_type=tf.int64)[0]
+        pieces = self._wordpiece.tokenize(words)
+        ids = tf.RaggedTensor.from_value_rowids(pieces, word_rows, nrows=tf.size(splits, tf.int64) - 1,
+                                                validate=False).merge_dims(1, 2)
+        return ids.flat_values, ids.row_splits
+
+    def _row_path(self, info, splits):
+        """Ids from code points: rows re-encoded whole, FastWordpiece end to end. Returns (ids, row_splits)."""
+        tf = _tf()
+        rows = tf.RaggedTensor.from_row_splits(tf.bitwise.right_shift(info, _F_BITS), splits, validate=False)
+        ids = self._row_wordpiece.tokenize(tf.strings.unicode_encode(rows, "UTF-8"))
+        return ids.flat_values, tf.cast(ids.row_splits, tf.int64)
 
     def _code_point_path(self, strings):
-        """Ids for any text: code-point tables, then WordPiece on each word. Returns (ids, row_splits)."""
+        """Ids for any text through the code-point tables. Returns (ids, row_splits)."""
         tf = _tf()
-        words, word_rows, batch = self._word_strings(strings)
-        pieces = self._wordpiece.tokenize(words)
-        ids = tf.RaggedTensor.from_value_rowids(pieces, word_rows, nrows=batch, validate=False)
-        ids = ids.merge_dims(1, 2)
-        return ids.flat_values, ids.row_splits
+        info, splits = self._code_points(strings)
+        # Longest run of word characters (runs may span rows here, which only errs towards the word path).
+        boundaries = tf.where(tf.not_equal(tf.bitwise.bitwise_and(info, _KIND_MASK), 0))[:, 0]
+        edges = tf.concat([[-1], boundaries, tf.size(info, out_type=tf.int64)[None]], 0)
+        longest_run = tf.reduce_max(edges[1:] - edges[:-1]) - 1
+        use_rows = (longest_run <= self.max_input_chars_per_word) & ~tf.reduce_any(
+            self._has(info, _F_E2E_UNSAFE))
+        return tf.cond(use_rows, lambda: self._row_path(info, splits), lambda: self._word_path(info, splits))
 
     def _ascii_path(self, strings):
         """Ids for printable ASCII text: (ASCII lower casing and) FastWordpiece end to end."""

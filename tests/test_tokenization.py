@@ -236,6 +236,30 @@ def test_random_unicode_fast_equals_exact(name):
         assert ids == expected, "text %r (code points %s)" % (text, [hex(ord(c)) for c in text])
 
 
+@pytest.mark.parametrize("name", ["uncased", "multi_cased"])
+def test_random_unicode_both_code_point_paths_equal_exact(name):
+    """The word path (any text) and the whole-row path (rows it accepts) each give the original's ids."""
+    import numpy as np
+    import tensorflow as tf
+    rng = random.Random(99 + len(name))
+    texts = [_random_text(rng) for _ in range(3000)]
+    full, fast = _full(name), _fast(name)
+    expected = [full.convert_tokens_to_ids(full.tokenize(t)) for t in texts]
+    info, splits = fast._code_points(tf.constant(texts))
+    words = tf.RaggedTensor.from_row_splits(*fast._word_path(info, splits)).to_list()
+    assert words == expected
+    info, splits = info.numpy(), splits.numpy()
+    accepted = [i for i, text in enumerate(texts)
+                if not (info[splits[i]:splits[i + 1]] & tokenization._F_E2E_UNSAFE).any()
+                and max([len(w) for w in full.basic_tokenizer.tokenize(text)] + [0]) <= 200]
+    assert len(accepted) > 2500
+    sub_info, sub_splits = fast._code_points(tf.constant([texts[i] for i in accepted]))
+    rows = tf.RaggedTensor.from_row_splits(*fast._row_path(sub_info, sub_splits)).to_list()
+    for i, ids in zip(accepted, rows):
+        assert ids == expected[i], "text %r" % texts[i]
+    assert np.all(tokenization._end_to_end_kinds()[[ord("a"), ord(" "), ord("."), 0x4E00]] == [0, 1, 2, 2])
+
+
 def test_random_bytes_fast_equals_exact():
     import tensorflow as tf
     rng = random.Random(7)
