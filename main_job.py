@@ -482,6 +482,9 @@ def run_main_job(output_dir, corpus_file=None, vocab_file=None, init_checkpoint=
     os.makedirs(output_dir, exist_ok=True)
     out = collections.OrderedDict(output_dir=output_dir, log=os.path.join(output_dir, "main_job.log"))
     progress = Progress(6)
+    if os.path.exists(os.path.join(output_dir, "pretrain", "checkpoint")):
+        progress.note(f"{output_dir} already holds checkpoints: training resumes from them (nothing to do if "
+                      "they are complete); give a new --output_dir for a fresh run")
 
     # 1. Corpus and classification data.
     progress.header("corpus and classification data")
