@@ -76,6 +76,7 @@ def test_one_step_matches_original(jit_compile):
     _check_against_reference(everything, ref)
 
 
+@pytest.mark.slow
 def test_checkpoint_after_step_has_original_names_and_resumes_exactly(tmp_path):
     folder = shared_path(*TINY)
     model, variables, optimizer, everything = _setup(folder)
@@ -161,6 +162,7 @@ def test_lamb_step_matches_formula():
     np.testing.assert_allclose(names["dense/bias"].numpy(), 0.5 - 0.01 * 1.0, rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_lamb_trains_the_reference_model():
     folder = shared_path(*TINY)
     model, variables, optimizer, everything = _setup(folder, optimizer_type="lamb")
