@@ -160,7 +160,9 @@ class DynamicMasker:
                                            unselectable_ids=self.unselectable)
         chooser = text.MaskValuesChooser(self.vocab_size, self.mask_id, 0.8, 0.1)
         masked, positions, ids = text.mask_language_model(ragged, selector, chooser)
-        width = tf.shape(original)[1]
+        width = original.shape[1]
+        if width is None:
+            raise ValueError("dynamic masking needs input_ids with a static sequence length")
         out = dict(features)
         out["input_ids"] = masked.to_tensor(default_value=0, shape=[None, width])
         p = self.max_predictions_per_seq

@@ -126,7 +126,7 @@ def _loss_falls(output_dir, **kwargs):
     result = _train(output_dir, steps=30, iterations_per_loop=10, save_checkpoints_steps=30, **kwargs)
     losses = [value for _, value in summary_scalars(output_dir)["loss"]]
     assert len(losses) == 3 and all(np.isfinite(losses))
-    assert losses[-1] < losses[0] - 0.5, losses
+    assert losses[0] > losses[1] > losses[2] and losses[2] < losses[0] - 0.2, losses
     assert result["global_step"] == 30
     return result
 
@@ -134,7 +134,7 @@ def _loss_falls(output_dir, **kwargs):
 @pytest.mark.slow
 def test_lamb_with_dynamic_masking_trains(tmp_path):
     masker = rp.DynamicMasker(shared_path("vocab", "uncased", "vocab.txt"), 30522, 20)
-    _loss_falls(str(tmp_path / "lamb"), optimizer="lamb", learning_rate=1e-2, masker=masker)
+    _loss_falls(str(tmp_path / "lamb"), optimizer="lamb", learning_rate=2e-2, masker=masker)
 
 
 @pytest.mark.slow
