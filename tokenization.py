@@ -605,8 +605,23 @@ class FastBertTokenizer(_tf().Module):
         decoded = tf.strings.unicode_decode(strings, "UTF-8", errors="replace", replacement_char=0xFFFD)
         splits = decoded.row_splits
         info = tf.gather(self._char_table, decoded.flat_values)
-        return tf.cond(tf.reduce_any(self._has(info, _F_SPECIAL)),
-                       lambda: self._general_path(info, splits), lambda: (info, splits))
+        special = self._has(info, _F_SPECIAL)
+        return tf.cond(tf.reduce_any(special),
+                       lambda: self._general_rows(info, splits, special), lambda: (info, splits))
+
+    def _general_rows(self, info, splits, special):
+        """Runs the general path on the rows that need it only, keeping the rows' order."""
+        tf = _tf()
+        rows = tf.RaggedTensor.from_row_splits(info, splits, validate=False)
+        row_special = tf.reduce_any(tf.RaggedTensor.from_row_splits(special, splits, validate=False), axis=1)
+        special_rows = tf.where(row_special)[:, 0]
+        clean_rows = tf.where(~row_special)[:, 0]
+        picked = tf.gather(rows, special_rows)
+        general = tf.RaggedTensor.from_row_splits(
+            *self._general_path(picked.flat_values, picked.row_splits), validate=False)
+        order = tf.math.invert_permutation(tf.concat([clean_rows, special_rows], 0))
+        merged = tf.gather(tf.concat([tf.gather(rows, clean_rows), general], axis=0), order)
+        return merged.flat_values, merged.row_splits
 
     def _word_path(self, info, splits):
         """Ids from code points: split into words here, WordPiece each word. Returns (ids, row_splits)."""
