@@ -258,6 +258,18 @@ class CheckpointManager(object):
         return step
 
 
+def checkpoint_for_inference(output_dir, init_checkpoint):
+    """The newest checkpoint in output_dir, else init_checkpoint; an error when there is neither."""
+    latest = None
+    if output_dir and tf.io.gfile.exists(os.path.join(output_dir, STATE_FILE)):
+        latest = CheckpointManager(output_dir).latest_checkpoint()
+    path = latest or init_checkpoint
+    if not path:
+        raise ValueError("no checkpoint to use: --output_dir=%s holds none and --init_checkpoint is not set"
+                         % output_dir)
+    return path
+
+
 def check_vocab_size(vocab_file, config):
     """Errors when vocab.txt holds more tokens than config.vocab_size (ids would be out of range)."""
     if not tf.io.gfile.exists(vocab_file):

@@ -80,13 +80,20 @@ class DataProcessor(object):
     # Metrics reported next to eval_loss, as GLUE reports them for the task.
     metric_names = ("accuracy",)
 
+    # Files in data_dir, and the guid prefixes of the dev and test sets.
+    train_file, dev_file, test_file = "train.tsv", "dev.tsv", "test.tsv"
+    dev_set, test_set = "dev", "test"
+
     def get_train_examples(self, data_dir):
-        raise NotImplementedError()
+        return self._create_examples(os.path.join(data_dir, self.train_file), "train")
 
     def get_dev_examples(self, data_dir):
-        raise NotImplementedError()
+        return self._create_examples(os.path.join(data_dir, self.dev_file), self.dev_set)
 
     def get_test_examples(self, data_dir):
+        return self._create_examples(os.path.join(data_dir, self.test_file), self.test_set)
+
+    def _create_examples(self, path, set_type):
         raise NotImplementedError()
 
     def get_labels(self):
@@ -207,19 +214,11 @@ class MnliProcessor(DataProcessor):
     dev_file, test_file = "dev_matched.tsv", "test_matched.tsv"
     dev_set, test_set = "dev_matched", "test"
 
-    def get_train_examples(self, data_dir):
-        return self._create_examples(os.path.join(data_dir, "train.tsv"), "train")
-
-    def get_dev_examples(self, data_dir):
-        return self._create_examples(os.path.join(data_dir, self.dev_file), self.dev_set)
-
-    def get_test_examples(self, data_dir):
-        return self._create_examples(os.path.join(data_dir, self.test_file), self.test_set, test=True)
-
     def get_labels(self):
         return ["contradiction", "entailment", "neutral"]
 
-    def _create_examples(self, path, set_type, test=False):
+    def _create_examples(self, path, set_type):
+        test = set_type.startswith("test")
         return self._examples(path, set_type, (8, 9, None if test else -1), skip_header=True,
                               guid_column=0)
 
@@ -236,15 +235,6 @@ class MrpcProcessor(DataProcessor):
 
     metric_names = ("accuracy", "f1")
 
-    def get_train_examples(self, data_dir):
-        return self._create_examples(os.path.join(data_dir, "train.tsv"), "train")
-
-    def get_dev_examples(self, data_dir):
-        return self._create_examples(os.path.join(data_dir, "dev.tsv"), "dev")
-
-    def get_test_examples(self, data_dir):
-        return self._create_examples(os.path.join(data_dir, "test.tsv"), "test")
-
     def get_labels(self):
         return ["0", "1"]
 
@@ -259,15 +249,6 @@ class ColaProcessor(DataProcessor):
     is_pair = False
     metric_names = ("mcc", "accuracy")
 
-    def get_train_examples(self, data_dir):
-        return self._create_examples(os.path.join(data_dir, "train.tsv"), "train")
-
-    def get_dev_examples(self, data_dir):
-        return self._create_examples(os.path.join(data_dir, "dev.tsv"), "dev")
-
-    def get_test_examples(self, data_dir):
-        return self._create_examples(os.path.join(data_dir, "test.tsv"), "test")
-
     def get_labels(self):
         return ["0", "1"]
 
@@ -281,15 +262,6 @@ class Sst2Processor(DataProcessor):
     """SST-2 (GLUE version): sentence, label; the test set is index, sentence."""
 
     is_pair = False
-
-    def get_train_examples(self, data_dir):
-        return self._create_examples(os.path.join(data_dir, "train.tsv"), "train")
-
-    def get_dev_examples(self, data_dir):
-        return self._create_examples(os.path.join(data_dir, "dev.tsv"), "dev")
-
-    def get_test_examples(self, data_dir):
-        return self._create_examples(os.path.join(data_dir, "test.tsv"), "test")
 
     def get_labels(self):
         return ["0", "1"]
@@ -306,15 +278,6 @@ class _GlueIndexedPairProcessor(DataProcessor):
     # (text_a, text_b, label) for train/dev and (text_a, text_b) for test.
     columns = None
     test_columns = None
-
-    def get_train_examples(self, data_dir):
-        return self._create_examples(os.path.join(data_dir, "train.tsv"), "train")
-
-    def get_dev_examples(self, data_dir):
-        return self._create_examples(os.path.join(data_dir, "dev.tsv"), "dev")
-
-    def get_test_examples(self, data_dir):
-        return self._create_examples(os.path.join(data_dir, "test.tsv"), "test")
 
     def _create_examples(self, path, set_type):
         if set_type == "test":
@@ -389,7 +352,7 @@ class CustomProcessor(DataProcessor):
         self.is_regression = is_regression
         self.is_pair = self.text_b_column is not None
         self.metric_names = ("pearson", "spearman") if is_regression else ("accuracy",)
-        self.files = {"train": train_file, "dev": dev_file, "test": test_file}
+        self.train_file, self.dev_file, self.test_file = train_file, dev_file, test_file
         self.data_dir = data_dir
         self._labels = list(label_list) if label_list else None
 
@@ -415,7 +378,7 @@ class CustomProcessor(DataProcessor):
                 raise ValueError("custom task: give --label_column or --label_list")
             if self.data_dir is None:
                 raise ValueError("custom task: --label_list is needed when there is no train file")
-            path = os.path.join(self.data_dir, self.files["train"])
+            path = os.path.join(self.data_dir, self.train_file)
             labels = set()
             for ex in self._create_examples(path, "train", check_labels=False):
                 labels.add(ex.label)
@@ -446,15 +409,6 @@ class CustomProcessor(DataProcessor):
                     guid="%s-%d" % (set_type, i), text_a=line[a_col],
                     text_b=None if b_col is None else line[b_col], label=label))
         return examples
-
-    def get_train_examples(self, data_dir):
-        return self._create_examples(os.path.join(data_dir, self.files["train"]), "train")
-
-    def get_dev_examples(self, data_dir):
-        return self._create_examples(os.path.join(data_dir, self.files["dev"]), "dev")
-
-    def get_test_examples(self, data_dir):
-        return self._create_examples(os.path.join(data_dir, self.files["test"]), "test")
 
 
 PROCESSORS = collections.OrderedDict([
@@ -1126,18 +1080,6 @@ class ClassifierExport(tf.Module):
         return self._outputs(*self._pack(text_a, text_b))
 
 
-def checkpoint_for_inference(output_dir, init_checkpoint):
-    """The newest checkpoint in output_dir, else init_checkpoint; an error when there is neither."""
-    latest = None
-    if output_dir and tf.io.gfile.exists(os.path.join(output_dir, checkpoints.STATE_FILE)):
-        latest = checkpoints.CheckpointManager(output_dir).latest_checkpoint()
-    path = latest or init_checkpoint
-    if not path:
-        raise ValueError("no checkpoint to use: --output_dir=%s holds none and --init_checkpoint is not set"
-                         % output_dir)
-    return path
-
-
 def export_saved_model(export_dir, bert_config, num_labels, is_regression, is_pair, vocab_file,
                        do_lower_case, max_seq_length, checkpoint_path, label_list=None):
     """Writes a SavedModel with serving_default (token ids) and serving_text (raw strings) signatures.
@@ -1245,8 +1187,8 @@ def run(task_name, data_dir, vocab_file, config, do_lower_case=True, max_seq_len
     if export_dir:
         results["export"] = export_saved_model(
             export_dir, bert_config, num_labels, processor.is_regression, processor.is_pair, vocab_file,
-            do_lower_case, max_seq_length, checkpoint_for_inference(config.output_dir, config.init_checkpoint),
-            label_list)
+            do_lower_case, max_seq_length,
+            checkpoints.checkpoint_for_inference(config.output_dir, config.init_checkpoint), label_list)
     return results
 
 

@@ -671,7 +671,7 @@ def run(data_dir, vocab_file, config, do_lower_case=True, max_seq_length=128, do
 
     checkpoint_path = None
     if do_eval or do_predict or export_dir:
-        checkpoint_path = run_classifier.checkpoint_for_inference(config.output_dir, config.init_checkpoint)
+        checkpoint_path = checkpoints.checkpoint_for_inference(config.output_dir, config.init_checkpoint)
     for enabled, set_name, file_key in ((do_eval, "eval", "dev"), (do_predict, "test", "test")):
         if not enabled:
             continue

@@ -1094,17 +1094,6 @@ def decode_text_outputs(questions, contexts, outputs, inv_vocab, do_lower_case=T
                                do_lower_case, version_2_with_negative, null_score_diff_threshold)
 
 
-def checkpoint_for_inference(output_dir, init_checkpoint):
-    """The newest checkpoint in output_dir, else init_checkpoint; an error when there is neither."""
-    latest = None
-    if output_dir and tf.io.gfile.exists(os.path.join(output_dir, checkpoints.STATE_FILE)):
-        latest = checkpoints.CheckpointManager(output_dir).latest_checkpoint()
-    path = latest or init_checkpoint
-    if not path:
-        raise ValueError("no checkpoint to export: --output_dir=%s holds none and --init_checkpoint "
-                         "is not set" % output_dir)
-    return path
-
 
 # ---------------------------------------------------------------- runner
 
@@ -1242,7 +1231,7 @@ def run(config, vocab_file, train_file=None, predict_file=None, do_lower_case=Tr
     if export_dir:
         results["export"] = export_saved_model(
             export_dir, bert_config,
-            checkpoint_for_inference(config.output_dir, config.init_checkpoint), vocab_file,
+            checkpoints.checkpoint_for_inference(config.output_dir, config.init_checkpoint), vocab_file,
             do_lower_case, max_seq_length, doc_stride, max_query_length)
     return results
 
