@@ -133,29 +133,13 @@ def _is_remote(path):
 
 
 def _load_vocab(vocab_file):
-    """The original's vocab: token -> line index, in file order (tokenization.load_vocab's rules)."""
+    """The original's vocab: token -> line index, in file order."""
     if not vocab_file:
         raise ValueError("--vocab_file is required: the vocab.txt the BERT model was trained with")
-    if _is_remote(vocab_file):
-        return tokenization.load_vocab(vocab_file)
-    if not os.path.isfile(vocab_file):
+    if not _is_remote(vocab_file) and not os.path.isfile(vocab_file):
         raise ValueError("--vocab_file %s does not exist: expected a vocab.txt file, one token per line"
                          % vocab_file)
-    with open(vocab_file, "rb") as reader:
-        data = reader.read()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise ValueError("--vocab_file %s is not valid UTF-8: %s" % (vocab_file, err)) from err
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    vocab = {}
-    for index, line in enumerate(lines):
-        vocab[line.strip()] = index
-    if not vocab:
-        raise ValueError("--vocab_file %s is empty: expected one token per line" % vocab_file)
-    return vocab
+    return tokenization.load_vocab(vocab_file)
 
 
 class Vocab(object):

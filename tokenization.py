@@ -80,14 +80,17 @@ def printable_text(text):
 
 def load_vocab(vocab_file):
     """Loads a vocab.txt (one token per line) into an OrderedDict token -> index."""
-    import tensorflow as tf  # gfile reads local and remote (gs://) paths alike.
-
     if not vocab_file:
         raise ValueError("vocab_file is empty: expected the path of a vocab.txt file")
-    if not tf.io.gfile.exists(vocab_file):
+    if "://" in vocab_file:  # remote (gs://, ...): TensorFlow's file system reads it.
+        import tensorflow as tf
+        exists, opener = tf.io.gfile.exists, tf.io.gfile.GFile
+    else:
+        exists, opener = os.path.isfile, open
+    if not exists(vocab_file):
         raise ValueError("vocab_file %s does not exist: expected a vocab.txt file, one token per line"
                          % vocab_file)
-    with tf.io.gfile.GFile(vocab_file, "rb") as reader:
+    with opener(vocab_file, "rb") as reader:
         data = reader.read()
     try:
         text = data.decode("utf-8")
@@ -460,7 +463,7 @@ def _tf():
     return tf
 
 
-class FastBertTokenizer(_tf().Module):
+class _FastBertTokenizerMethods(object):
     """In-graph BERT tokenizer giving the same ids as FullTokenizer, built on tf.strings / tensorflow-text ops.
 
     tokenize(strings) maps a 1-D string tensor (UTF-8) to a tf.RaggedTensor int64 [batch, (pieces)];
@@ -714,3 +717,23 @@ class FastBertTokenizer(_tf().Module):
             validate=False)
         word_splits = tf.searchsorted(starts, ids.row_splits, side="left", out_type=tf.int64)
         return tf.RaggedTensor.from_row_splits(words, word_splits, validate=False)
+
+
+def _fast_tokenizer_class():
+    """FastBertTokenizer: _FastBertTokenizerMethods on a tf.Module, made on first use so that importing this
+    module (the exact tokenizer) does not load TensorFlow."""
+
+    class FastBertTokenizer(_FastBertTokenizerMethods, _tf().Module):
+        __doc__ = _FastBertTokenizerMethods.__doc__
+
+    FastBertTokenizer.__module__ = __name__
+    FastBertTokenizer.__qualname__ = "FastBertTokenizer"
+    return FastBertTokenizer
+
+
+def __getattr__(name):
+    if name == "FastBertTokenizer":
+        cls = _fast_tokenizer_class()
+        globals()[name] = cls
+        return cls
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))

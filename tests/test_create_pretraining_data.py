@@ -147,12 +147,6 @@ def test_ascii_words_split_like_basic_tokenizer():
             assert tokenizer.basic_tokens(word) == basic.tokenize(word), word
 
 
-def test_local_vocab_loader_equals_tokenization_load_vocab():
-    for name in ("uncased", "multi_cased"):
-        path = shared_path("vocab", name, "vocab.txt")
-        assert list(cpd._load_vocab(path).items()) == list(tokenization.load_vocab(path).items())
-
-
 # ----------------------------------------------------------------------------------------------------------
 # Writer: tf.train.Example serialization and TFRecord framing without TensorFlow.
 
@@ -384,3 +378,11 @@ def test_bad_flags_and_paths(tmp_path):
         _run(tmp_path, sample, vocab_file=str(vocab))
     out, counts = _run(tmp_path, sample, max_seq_length=5, dupe_factor=1)
     assert (read_records(out)["input_mask"].sum(axis=1) == 5).all()
+
+
+def test_script_does_not_load_tensorflow():
+    """Exact-mode and fast-mode workers run without TensorFlow (start-up time and memory)."""
+    code = "import sys, create_pretraining_data; print('tensorflow' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert out.stdout.strip() == "False"
