@@ -426,8 +426,14 @@ def _build_replica_step(task, model, optimizer, config, loss_scale, num_replicas
 
 
 def _make_train_loop(strategy, replica_step, use_xla, autograph=False):
-    """tf.function running n steps from the iterator; returns the mean of the logged values."""
-    # Traced once, called twice below. Autograph is off (Task.autograph) as it triples the tracing time.
+    """tf.function running n steps from the iterator; returns the mean of the logged values.
+
+    Every step runs through the one call site inside the while loop: a stateful random op (dropout) gets one
+    kernel per call site, all seeded alike, so a step called before the loop would repeat the masks of a step
+    inside it. The loop starts from zeros shaped by a trace of one step that never runs (the step function
+    itself is traced once and reused).
+    """
+    # Autograph is off (Task.autograph) as it triples the tracing time.
     step_fn = tf.function(replica_step, jit_compile=bool(use_xla), autograph=autograph)
 
     def one_step(iterator):
@@ -439,12 +445,20 @@ def _make_train_loop(strategy, replica_step, use_xla, autograph=False):
         logs = one_step(iterator)
         return i + 1, {name: total[name] + logs[name] for name in total}
 
+    log_specs = {}
+
     @tf.function(autograph=False)
-    def train_loop(iterator, n):
-        total = one_step(iterator)
+    def loop(iterator, n):
+        zeros = {name: tf.zeros(shape, dtype) for name, (shape, dtype) in log_specs.items()}
         _, total = tf.while_loop(lambda i, _: i < n, lambda i, t: more_steps(i, t, iterator),
-                                 (tf.constant(1), total))
+                                 (tf.constant(0), zeros))
         return {name: value / tf.cast(n, tf.float32) for name, value in total.items()}
+
+    def train_loop(iterator, n):
+        if not log_specs:
+            probe = tf.function(one_step, autograph=False).get_concrete_function(iterator)
+            log_specs.update({name: (t.shape, t.dtype) for name, t in probe.structured_outputs.items()})
+        return loop(iterator, n)
 
     return train_loop
 
