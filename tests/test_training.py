@@ -206,3 +206,28 @@ def test_predict_yields_examples_in_order_and_evaluate_is_deterministic(tmp_path
     assert limited["next_sentence_loss"] != first["next_sentence_loss"]
     text = open(os.path.join(config.output_dir, "eval_results.txt")).read()
     assert text.startswith("global_step = 30\nloss = ")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Train loop.
+
+
+def test_every_step_draws_new_dropout_masks_and_logs_are_means():
+    """No two steps (within a loop or across loops) repeat a dropout mask, as in the original's train_op."""
+    keras.utils.set_random_seed(12345)
+    masks = tf.Variable(tf.zeros([0, 64]), shape=[None, 64])
+
+    def replica_step(features):
+        dropped = tf.nn.dropout(features, rate=0.5)
+        masks.assign(tf.concat([masks, tf.cast(dropped > 0, tf.float32)], 0))
+        return {"kept": tf.reduce_sum(tf.cast(dropped > 0, tf.float32))}
+
+    loop = training._make_train_loop(tf.distribute.get_strategy(), replica_step, use_xla=False)
+    iterator = iter(tf.data.Dataset.from_tensors(tf.ones([1, 64])).repeat())
+    first = loop(iterator, tf.constant(3))
+    second = loop(iterator, tf.constant(4))
+    drawn = masks.numpy()
+    assert drawn.shape == (7, 64)
+    assert len({row.tobytes() for row in drawn}) == 7
+    np.testing.assert_allclose(float(first["kept"]), drawn[:3].sum() / 3, rtol=1e-6)
+    np.testing.assert_allclose(float(second["kept"]), drawn[3:].sum() / 4, rtol=1e-6)
