@@ -6,3 +6,14 @@ ROOT = os.path.dirname(os.path.abspath(__file__))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import pytest
+from absl import logging as absl_logging
+
+
+@pytest.fixture(autouse=True)
+def absl_info_logging():
+    """Every test starts with absl at INFO, as the scripts set it in main(): a test that parses absl flags
+    in-process resets the verbosity (default WARNING), which would hide INFO records from later tests' caplog."""
+    absl_logging.set_verbosity(absl_logging.INFO)
+    yield
