@@ -130,14 +130,8 @@ def main():
                 result["name"], rate(result, "wall_s") / rate(peer, "wall_s"),
                 rate(result, "cpu_s") / rate(peer, "cpu_s"), result["instances"] / result["work_s"]
                 / (peer["instances"] / peer_work)))
-    print("start-up: python + numpy + absl %.1f s; import create_pretraining_data %.1f s, nearly all of it "
-          "TensorFlow, pulled in by `import tokenization`" % (base, ours_import))
-    for result in results:
-        if result["name"].startswith("ours fast"):
-            projected = result["work_s"] + base
-            print("  %-26s without the TensorFlow import: ~%.1f s wall, %.0f instances/s (%.1fx the original's)"
-                  % (result["name"], projected, result["instances"] / projected,
-                     result["instances"] / projected / original_rate))
+    print("start-up: python + numpy + absl %.1f s; import create_pretraining_data %.1f s (no TensorFlow)"
+          % (base, ours_import))
     print("wall: whole process; work: after imports (the original's minus its %.1f s TensorFlow import). "
           "peak MB: ru_maxrss of the child (largest process); sum MB: parent peak + what each worker added."
           % ORIGINAL["import_s"])
