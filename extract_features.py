@@ -90,15 +90,6 @@ def read_examples(input_file):
     return examples
 
 
-def _truncate_seq_pair(tokens_a, tokens_b, max_length):
-    """Truncates a pair in place, one token at a time from the longer sequence (from b on ties)."""
-    while len(tokens_a) + len(tokens_b) > max_length:
-        if len(tokens_a) > len(tokens_b):
-            tokens_a.pop()
-        else:
-            tokens_b.pop()
-
-
 def convert_examples_to_features(examples, seq_length, tokenizer):
     """`[CLS] a [SEP] (b [SEP])`, zero padded to seq_length; truncation as the original (logged here)."""
     if seq_length < 3:
@@ -109,24 +100,10 @@ def convert_examples_to_features(examples, seq_length, tokenizer):
         tokens_a = tokenizer.tokenize(example.text_a)
         tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else None
         before = len(tokens_a) + (len(tokens_b) if tokens_b else 0)
-        if tokens_b:
-            _truncate_seq_pair(tokens_a, tokens_b, seq_length - 3)
-        elif len(tokens_a) > seq_length - 2:
-            tokens_a = tokens_a[0:(seq_length - 2)]
+        tokens, input_ids, input_mask, input_type_ids = tokenization.pack_sequence_pair(
+                tokenizer, tokens_a, tokens_b, seq_length)
         if len(tokens_a) + (len(tokens_b) if tokens_b else 0) < before:
             n_truncated += 1
-
-        tokens = ["[CLS]"] + tokens_a + ["[SEP]"]
-        input_type_ids = [0] * len(tokens)
-        if tokens_b:
-            tokens += tokens_b + ["[SEP]"]
-            input_type_ids += [1] * (len(tokens_b) + 1)
-        input_ids = tokenizer.convert_tokens_to_ids(tokens)
-        input_mask = [1] * len(input_ids)
-        padding = seq_length - len(input_ids)
-        input_ids += [0] * padding
-        input_mask += [0] * padding
-        input_type_ids += [0] * padding
 
         if ex_index < 5:
             logging.info("*** Example ***")

@@ -443,18 +443,6 @@ def get_processor(task_name, **custom_args):
     return PROCESSORS[name]()
 
 
-def _truncate_seq_pair(tokens_a, tokens_b, max_length):
-    """Truncates a sequence pair in place, always popping from the longer one (ties: from b)."""
-    while True:
-        total_length = len(tokens_a) + len(tokens_b)
-        if total_length <= max_length:
-            break
-        if len(tokens_a) > len(tokens_b):
-            tokens_a.pop()
-        else:
-            tokens_b.pop()
-
-
 def convert_single_example(ex_index, example, label_list, max_seq_length, tokenizer):
     """Converts one `InputExample` into `InputFeatures` ([CLS] a [SEP] b [SEP], zero padding).
 
@@ -470,23 +458,8 @@ def convert_single_example(ex_index, example, label_list, max_seq_length, tokeni
     if example.text_b:
         tokens_b = tokenizer.tokenize(example.text_b)
 
-    if tokens_b:
-        _truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 3)
-    elif len(tokens_a) > max_seq_length - 2:
-        tokens_a = tokens_a[0:(max_seq_length - 2)]
-
-    tokens = ["[CLS]"] + tokens_a + ["[SEP]"]
-    segment_ids = [0] * len(tokens)
-    if tokens_b:
-        tokens += tokens_b + ["[SEP]"]
-        segment_ids += [1] * (len(tokens_b) + 1)
-
-    input_ids = tokenizer.convert_tokens_to_ids(tokens)
-    input_mask = [1] * len(input_ids)
-    padding = max_seq_length - len(input_ids)
-    input_ids += [0] * padding
-    input_mask += [0] * padding
-    segment_ids += [0] * padding
+    tokens, input_ids, input_mask, segment_ids = tokenization.pack_sequence_pair(
+            tokenizer, tokens_a, tokens_b, max_seq_length)
 
     if label_list is None:
         label_id = float(example.label)
@@ -845,7 +818,7 @@ class ClassifierTask(training.Task):
 def pack_inputs(ids_a, ids_b, max_seq_length, cls_id, sep_id):
     """Packs ragged token ids [batch, (tokens)] into dense int32 input_ids, input_mask, segment_ids.
 
-    Equal to convert_single_example: [CLS] a [SEP] b [SEP] with _truncate_seq_pair (a row whose b is empty
+    Equal to convert_single_example: [CLS] a [SEP] b [SEP] with tokenization.truncate_seq_pair (a row whose b is empty
     is a single sequence cut to max_seq_length - 2), zero padding to max_seq_length.
     """
     ids_a = tf.cast(ids_a, tf.int32).with_row_splits_dtype(tf.int64)
@@ -856,7 +829,7 @@ def pack_inputs(ids_a, ids_b, max_seq_length, cls_id, sep_id):
     len_b = ids_b.row_lengths()
     has_b = tf.cast(len_b > 0, tf.int64)
     budget = max_seq_length - 2 - has_b
-    # _truncate_seq_pair pops from the longer sequence (from b on ties) until the pair fits.
+    # truncate_seq_pair pops from the longer sequence (from b on ties) until the pair fits.
     keep_a = tf.minimum(len_a, tf.maximum(budget - len_b, (budget + 1) // 2))
     keep_b = tf.minimum(len_b, tf.maximum(budget - len_a, budget // 2))
     ids_a = tf.ragged.boolean_mask(ids_a, tf.ragged.range(len_a) < keep_a[:, tf.newaxis])

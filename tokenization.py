@@ -137,6 +137,40 @@ def whitespace_tokenize(text):
     return text.split()
 
 
+def truncate_seq_pair(tokens_a, tokens_b, max_length):
+    """Truncates a sequence pair in place to max_length tokens, always popping from the longer one (ties:
+    from b), as the original's _truncate_seq_pair."""
+    while len(tokens_a) + len(tokens_b) > max_length:
+        if len(tokens_a) > len(tokens_b):
+            tokens_a.pop()
+        else:
+            tokens_b.pop()
+
+
+def pack_sequence_pair(tokenizer, tokens_a, tokens_b, max_seq_length):
+    """The original's packing: [CLS] a [SEP] (b [SEP]), a pair truncated by truncate_seq_pair to fit, a single
+    sequence cut to max_seq_length - 2, ids zero padded. Truncates tokens_a/tokens_b in place.
+
+    Returns (tokens, input_ids, input_mask, segment_ids).
+    """
+    if tokens_b:
+        truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 3)
+    elif len(tokens_a) > max_seq_length - 2:
+        del tokens_a[max_seq_length - 2:]
+    tokens = ["[CLS]"] + tokens_a + ["[SEP]"]
+    segment_ids = [0] * len(tokens)
+    if tokens_b:
+        tokens += tokens_b + ["[SEP]"]
+        segment_ids += [1] * (len(tokens_b) + 1)
+    input_ids = tokenizer.convert_tokens_to_ids(tokens)
+    input_mask = [1] * len(input_ids)
+    padding = max_seq_length - len(input_ids)
+    input_ids += [0] * padding
+    input_mask += [0] * padding
+    segment_ids += [0] * padding
+    return tokens, input_ids, input_mask, segment_ids
+
+
 class FullTokenizer(object):
     """Runs end-to-end tokenization: BasicTokenizer then WordpieceTokenizer."""
 

@@ -90,10 +90,10 @@ def test_cola_sst2_stsb_rte_columns():
 
 def test_truncate_seq_pair_pops_from_the_longer():
     a, b = list("abcdefg"), list("xyz")
-    rc._truncate_seq_pair(a, b, 6)
+    tokenization.truncate_seq_pair(a, b, 6)
     assert a == list("abc") and b == list("xyz")
     a, b = list("abcd"), list("wxyz")
-    rc._truncate_seq_pair(a, b, 5)
+    tokenization.truncate_seq_pair(a, b, 5)
     assert a == list("abc") and b == list("wx")
 
 
@@ -250,7 +250,7 @@ def test_pack_inputs_equals_convert_single_example(tokenizer):
         for row, a, b in zip(got, a_rows, b_rows):
             a, b = list(a), list(b)
             if b:
-                rc._truncate_seq_pair(a, b, max_seq_length - 3)
+                tokenization.truncate_seq_pair(a, b, max_seq_length - 3)
                 want = [101] + a + [102] + b + [102]
             else:
                 want = [101] + a[:max_seq_length - 2] + [102]
