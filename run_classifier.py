@@ -1172,17 +1172,7 @@ def define_flags():
     flags.DEFINE_string("data_dir", None, "The input data dir. Should contain the .tsv files (or other data "
                         "files) for the task.")
     flags.DEFINE_string("task_name", None, "The name of the task to train: " + ", ".join(PROCESSORS) + ".")
-    flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
-    flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text. Should be True for uncased "
-                      "models and False for cased models.")
-    flags.DEFINE_integer("max_seq_length", 128, "The maximum total input sequence length after WordPiece "
-                         "tokenization. Longer sequences are truncated, shorter ones padded.")
-    flags.DEFINE_bool("do_train", False, "Whether to run training.")
-    flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.")
-    flags.DEFINE_bool("do_predict", False, "Whether to run the model in inference mode on the test set.")
-    flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs to perform.")
-    flags.DEFINE_float("warmup_proportion", 0.1, "Proportion of training to perform linear learning rate "
-                       "warmup for. E.g., 0.1 = 10% of training.")
+    training.define_finetuning_flags("Longer sequences are truncated, shorter ones padded.")
     flags.DEFINE_string("export_dir", None, "Write a SavedModel here (serving_default on token ids, "
                         "serving_text on raw strings) from the newest checkpoint in output_dir.")
     flags.DEFINE_string("predict_input", None, "Predict every line of this file ('-': stdin), text_a or "

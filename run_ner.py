@@ -694,21 +694,11 @@ def define_flags():
     training.define_training_flags(train_batch_size=32, eval_batch_size=8, predict_batch_size=8,
                                    learning_rate=5e-5, save_checkpoints_steps=1000, iterations_per_loop=1000)
     flags.DEFINE_string("data_dir", None, "The input data dir with train.txt, dev.txt and test.txt (CoNLL format).")
-    flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
-    flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text. Should be True for uncased "
-                      "models and False for cased models.")
-    flags.DEFINE_integer("max_seq_length", 128, "The maximum total input sequence length after WordPiece "
-                         "tokenization. Longer sentences are split into windows, shorter ones padded.")
+    training.define_finetuning_flags("Longer sentences are split into windows, shorter ones padded.")
     flags.DEFINE_integer("doc_stride", 64, "When a sentence is longer than the maximum length, how many "
                          "sub-tokens its windows start apart.")
     flags.DEFINE_bool("document_context", False, "Fill each window with sub-tokens of the neighbouring "
                       "sentences of the same document (context only, not scored).")
-    flags.DEFINE_bool("do_train", False, "Whether to run training.")
-    flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.")
-    flags.DEFINE_bool("do_predict", False, "Whether to run the model in inference mode on the test set.")
-    flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs to perform.")
-    flags.DEFINE_float("warmup_proportion", 0.1, "Proportion of training to perform linear learning rate "
-                       "warmup for. E.g., 0.1 = 10% of training.")
     flags.DEFINE_string("export_dir", None, "Write a SavedModel here (serving_default: token ids -> per-token "
                         "label probabilities) from the newest checkpoint in output_dir.")
 

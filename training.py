@@ -111,6 +111,24 @@ def define_training_flags(include_num_steps=False, flag_values=None, **defaults)
     define("integer", "seed", 12345, "Seed of initialisation, dropout, shuffling and dynamic masking.")
 
 
+def define_finetuning_flags(max_seq_length_help, flag_values=None):
+    """Defines the flags the fine-tuning runners share (original names, defaults and help)."""
+    fv = flag_values if flag_values is not None else flags.FLAGS
+    flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.",
+                        flag_values=fv)
+    flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text. Should be True for uncased "
+                      "models and False for cased models.", flag_values=fv)
+    flags.DEFINE_integer("max_seq_length", 128, "The maximum total input sequence length after WordPiece "
+                         "tokenization. " + max_seq_length_help, flag_values=fv)
+    flags.DEFINE_bool("do_train", False, "Whether to run training.", flag_values=fv)
+    flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.", flag_values=fv)
+    flags.DEFINE_bool("do_predict", False, "Whether to run the model in inference mode on the test set.",
+                      flag_values=fv)
+    flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs to perform.", flag_values=fv)
+    flags.DEFINE_float("warmup_proportion", 0.1, "Proportion of training to perform linear learning rate "
+                       "warmup for. E.g., 0.1 = 10% of training.", flag_values=fv)
+
+
 @dataclasses.dataclass
 class TrainingConfig:
     """Everything the loop needs; build it from flags (`from_flags`) or directly with keyword arguments."""
