@@ -582,3 +582,61 @@ class PretrainingModel(keras.Model):
             "sequence_output": outputs["sequence_output"],
             "pooled_output": outputs["pooled_output"],
         }
+
+
+# ----------------------------------------------------------------------------------------------
+# Fine-tuning: the original classifier, dropout 0.1 then output_weights / output_bias.
+
+CLASSIFIER_DROPOUT = 0.1
+
+
+class ClassifierHead(NamedLayer):
+    """"output_weights" [num_labels, hidden] (truncated normal, stddev 0.02), "output_bias" [num_labels]."""
+
+    def __init__(self, num_labels, hidden_size, **kwargs):
+        super().__init__(**kwargs)
+        self.num_labels = num_labels
+        self.hidden_size = hidden_size
+
+    def build(self, input_shape=None):
+        self.output_weights = self.add_named_weight(
+            "output_weights", (self.num_labels, self.hidden_size), create_initializer(0.02))
+        self.output_bias = self.add_named_weight("output_bias", (self.num_labels,), "zeros", autocast=False)
+        self.built = True
+
+    def call(self, pooled, training=False):
+        if training:
+            pooled = tf.nn.dropout(pooled, rate=CLASSIFIER_DROPOUT)
+        logits = tf.matmul(tf.cast(pooled, self.compute_dtype),
+                           tf.cast(self.output_weights, self.compute_dtype), transpose_b=True)
+        return tf.nn.bias_add(tf.cast(logits, tf.float32), self.output_bias)
+
+
+class ClassifierModel(keras.Model):
+    """BertModel + the original classification head ("one output layer"): on the pooled output, call(features)
+    -> float32 logits [batch, num_labels]; with per_token, on every position of the sequence output ->
+    [batch, seq, num_labels]."""
+
+    def __init__(self, bert_config, num_labels, per_token=False, name="classifier", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.bert_config = bert_config
+        self.num_labels = num_labels
+        self.per_token = per_token
+        self.bert = BertModel(bert_config, name="bert")
+        self.head = ClassifierHead(num_labels, bert_config.hidden_size, name="output")
+        self.head.build()
+
+    def variables_by_name(self):
+        out = self.bert.variables_by_name()
+        out.update(self.head.variables_by_name())
+        return out
+
+    @property
+    def _default_save_signature(self):
+        # Keras would trace a float-input signature; ClassifierExport defines the serving functions.
+        return None
+
+    def call(self, features, training=False):
+        outputs = self.bert(features["input_ids"], features["input_mask"], features["segment_ids"],
+                            training=training)
+        return self.head(outputs["sequence_output" if self.per_token else "pooled_output"], training=training)

@@ -30,7 +30,6 @@ import sys
 from absl import app
 from absl import flags
 from absl import logging
-import keras
 import numpy as np
 import tensorflow as tf
 
@@ -677,61 +676,6 @@ def compute_metrics(metric_names, predictions, labels):
     return result
 
 
-# ----------------------------------------------------------------------------------------------
-# The original classifier: dropout 0.1 on the pooled output, then output_weights / output_bias.
-
-CLASSIFIER_DROPOUT = 0.1
-
-
-class ClassifierHead(modeling.NamedLayer):
-    """"output_weights" [num_labels, hidden] (truncated normal, stddev 0.02), "output_bias" [num_labels]."""
-
-    def __init__(self, num_labels, hidden_size, **kwargs):
-        super().__init__(**kwargs)
-        self.num_labels = num_labels
-        self.hidden_size = hidden_size
-
-    def build(self, input_shape=None):
-        self.output_weights = self.add_named_weight(
-            "output_weights", (self.num_labels, self.hidden_size), modeling.create_initializer(0.02))
-        self.output_bias = self.add_named_weight("output_bias", (self.num_labels,), "zeros", autocast=False)
-        self.built = True
-
-    def call(self, pooled, training=False):
-        if training:
-            pooled = tf.nn.dropout(pooled, rate=CLASSIFIER_DROPOUT)
-        logits = tf.matmul(tf.cast(pooled, self.compute_dtype),
-                           tf.cast(self.output_weights, self.compute_dtype), transpose_b=True)
-        return tf.nn.bias_add(tf.cast(logits, tf.float32), self.output_bias)
-
-
-class ClassifierModel(keras.Model):
-    """BertModel + the original classification head; call(features) -> float32 logits [batch, num_labels]."""
-
-    def __init__(self, bert_config, num_labels, name="classifier", **kwargs):
-        super().__init__(name=name, **kwargs)
-        self.bert_config = bert_config
-        self.num_labels = num_labels
-        self.bert = modeling.BertModel(bert_config, name="bert")
-        self.head = ClassifierHead(num_labels, bert_config.hidden_size, name="output")
-        self.head.build()
-
-    def variables_by_name(self):
-        out = self.bert.variables_by_name()
-        out.update(self.head.variables_by_name())
-        return out
-
-    @property
-    def _default_save_signature(self):
-        # Keras would trace a float-input signature; ClassifierExport defines the serving functions.
-        return None
-
-    def call(self, features, training=False):
-        outputs = self.bert(features["input_ids"], features["input_mask"], features["segment_ids"],
-                            training=training)
-        return self.head(outputs["pooled_output"], training=training)
-
-
 def classifier_loss(logits, labels, is_regression):
     """(mean loss, per-example loss): cross entropy of the softmax, or squared error for regression."""
     if is_regression:
@@ -760,7 +704,7 @@ class ClassifierTask(training.Task):
         self.metric_names = tuple(metric_names)
 
     def build_model(self):
-        model = ClassifierModel(self.bert_config, self.num_labels)
+        model = modeling.ClassifierModel(self.bert_config, self.num_labels)
         dummy = tf.zeros([1, 2], tf.int32)
         model({"input_ids": dummy, "input_mask": dummy, "segment_ids": dummy})
         return model
@@ -864,12 +808,6 @@ def dataset_fn_builder(input_file, seq_length, is_training, drop_remainder, is_r
         return d
 
     return input_fn
-
-
-def num_train_steps_for(num_examples, train_batch_size, num_train_epochs, warmup_proportion):
-    """(num_train_steps, num_warmup_steps) as the original computes them."""
-    num_train_steps = int(num_examples / train_batch_size * num_train_epochs)
-    return num_train_steps, int(num_train_steps * warmup_proportion)
 
 
 def _feature_file(examples, label_list, max_seq_length, tokenizer, path, num_workers=1):
@@ -1059,17 +997,13 @@ def export_saved_model(export_dir, bert_config, num_labels, is_regression, is_pa
 
     Loading it needs TensorFlow and `import tensorflow_text` (for the tokenizer's ops), not this code.
     """
-    policy = keras.config.dtype_policy()
-    keras.config.set_dtype_policy("float32")  # serve in float32 whatever --dtype trained the model
-    try:
+    with training.float32_policy():
         model = ClassifierTask(bert_config, num_labels, is_regression).build_model()
         checkpoints.init_from_checkpoint(model.variables_by_name(), checkpoint_path)
         module = ClassifierExport(model, vocab_file, do_lower_case, max_seq_length, is_regression, is_pair)
         signatures = {"serving_default": module.serve_ids.get_concrete_function(),
                       SERVING_TEXT: module.serve_text.get_concrete_function()}
         tf.saved_model.save(module, export_dir, signatures=signatures)
-    finally:
-        keras.config.set_dtype_policy(policy)
     if label_list is not None:
         tf.io.gfile.makedirs(os.path.join(export_dir, "assets.extra"))
         with tf.io.gfile.GFile(os.path.join(export_dir, "assets.extra", "labels.txt"), "w") as f:
@@ -1118,7 +1052,7 @@ def run(task_name, data_dir, vocab_file, config, do_lower_case=True, max_seq_len
 
     if do_train:
         train_examples = processor.get_train_examples(data_dir)
-        num_train_steps, num_warmup_steps = num_train_steps_for(
+        num_train_steps, num_warmup_steps = training.num_train_steps_for(
             len(train_examples), config.train_batch_size, num_train_epochs, warmup_proportion)
         config = dataclasses.replace(config, num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps)
         train_file = _feature_file(train_examples, label_list, max_seq_length, tokenizer,

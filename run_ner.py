@@ -50,14 +50,12 @@ import os
 from absl import app
 from absl import flags
 from absl import logging
-import keras
 import numpy as np
 import tensorflow as tf
 
 import checkpoints
 import conlleval
 import modeling
-import run_classifier
 import tokenization
 import training
 
@@ -338,20 +336,14 @@ def _document_context(sentences, pieces, index, room):
 
 def _make_feature(sentence_index, window_tokens, scored, sentence, label_map, max_seq_length, tokenizer):
     tokens = ["[CLS]"] + window_tokens + ["[SEP]"]
-    input_ids = tokenizer.convert_tokens_to_ids(tokens)
-    input_mask = [1] * len(input_ids)
-    label_ids = [0] * len(input_ids)
-    label_weights = [0.0] * len(input_ids)
+    input_ids, input_mask, segment_ids = tokenization.ids_and_padding(
+        tokenizer, tokens, [0] * len(tokens), max_seq_length)
+    label_ids = [0] * max_seq_length
+    label_weights = [0.0] * max_seq_length
     for position, word_index in scored:
         label_ids[position] = label_map[sentence.labels[word_index]]
         label_weights[position] = 1.0
-    padding = max_seq_length - len(input_ids)
-    input_ids += [0] * padding
-    input_mask += [0] * padding
-    label_ids += [0] * padding
-    label_weights += [0.0] * padding
-    return InputFeatures(sentence_index, input_ids, input_mask, [0] * max_seq_length, label_ids, label_weights,
-                         scored)
+    return InputFeatures(sentence_index, input_ids, input_mask, segment_ids, label_ids, label_weights, scored)
 
 
 FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids", "label_ids", "label_weights")
@@ -400,23 +392,8 @@ def write_predictions(path, triples):
 
 
 # ----------------------------------------------------------------------------------------------
-# Model: BertModel + the classifier's dropout and output_weights / output_bias on every position.
-
-
-class NerModel(run_classifier.ClassifierModel):
-    """BertModel + the classifier's dropout and "output_weights" [num_labels, hidden], "output_bias"
-    [num_labels], applied at every position of the sequence output.
-
-    call(features) -> float32 logits [batch, seq, num_labels].
-    """
-
-    def __init__(self, bert_config, num_labels, name="ner", **kwargs):
-        super().__init__(bert_config, num_labels, name=name, **kwargs)
-
-    def call(self, features, training=False):
-        outputs = self.bert(features["input_ids"], features["input_mask"], features["segment_ids"],
-                            training=training)
-        return self.head(outputs["sequence_output"], training=training)
+# Model: modeling.ClassifierModel(per_token=True): the classifier's dropout and output_weights /
+# output_bias on every position.
 
 
 def token_losses(logits, label_ids):
@@ -437,7 +414,7 @@ class NerTask(training.Task):
         self.num_labels = num_labels
 
     def build_model(self):
-        model = NerModel(self.bert_config, self.num_labels)
+        model = modeling.ClassifierModel(self.bert_config, self.num_labels, per_token=True, name="ner")
         dummy = tf.zeros([1, 2], tf.int32)
         model({"input_ids": dummy, "input_mask": dummy, "segment_ids": dummy})
         return model
@@ -614,16 +591,12 @@ class NerExport(tf.Module):
 
 def export_saved_model(export_dir, bert_config, label_list, checkpoint_path):
     """Writes the SavedModel (tensor signature) and assets.extra/labels.txt (label of each output column)."""
-    policy = keras.config.dtype_policy()
-    keras.config.set_dtype_policy("float32")  # serve in float32 whatever --dtype trained the model
-    try:
+    with training.float32_policy():
         model = NerTask(bert_config, len(label_list)).build_model()
         checkpoints.init_from_checkpoint(model.variables_by_name(), checkpoint_path)
         module = NerExport(model)
         tf.saved_model.save(module, export_dir,
                             signatures={"serving_default": module.serve.get_concrete_function()})
-    finally:
-        keras.config.set_dtype_policy(policy)
     tf.io.gfile.makedirs(os.path.join(export_dir, "assets.extra"))
     write_label_list(label_list, os.path.join(export_dir, "assets.extra", "labels.txt"))
     logging.info("Exported %s to %s", checkpoint_path, export_dir)
@@ -658,7 +631,7 @@ def run(data_dir, vocab_file, config, do_lower_case=True, max_seq_length=128, do
     if do_train:
         features = _features_for(train_sentences, label_list, max_seq_length, tokenizer, doc_stride, document_context,
                                  "train")
-        num_train_steps, num_warmup_steps = run_classifier.num_train_steps_for(
+        num_train_steps, num_warmup_steps = training.num_train_steps_for(
             len(features), config.train_batch_size, num_train_epochs, warmup_proportion)
         config = dataclasses.replace(config, num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps)
         logging.info("***** Running training *****")

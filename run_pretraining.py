@@ -4,9 +4,7 @@ Added to the original: every flag of training.define_training_flags (distributio
 float16, LAMB, gradient accumulation, ...) and --dynamic_masking (fresh masks drawn per step with
 tensorflow-text instead of the static masks stored in the records).
 """
-import os
 
-import numpy as np
 import tensorflow as tf
 from absl import app
 from absl import flags

@@ -368,13 +368,8 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride
             tokens.append("[SEP]")
             segment_ids.append(1)
 
-            input_ids = tokenizer.convert_tokens_to_ids(tokens)
-            input_mask = [1] * len(input_ids)
-            padding = max_seq_length - len(input_ids)
-            input_ids += [0] * padding
-            input_mask += [0] * padding
-            segment_ids += [0] * padding
-            assert len(input_ids) == max_seq_length
+            input_ids, input_mask, segment_ids = tokenization.ids_and_padding(
+                tokenizer, tokens, segment_ids, max_seq_length)
 
             start_position = None
             end_position = None
@@ -1062,14 +1057,15 @@ def export_saved_model(export_dir, bert_config, checkpoint_path, vocab_file=None
 
     Loading it needs TensorFlow and `import tensorflow_text` (for the tokenizer's ops).
     """
-    model = SquadTask(bert_config).build_model()
-    checkpoints.init_from_checkpoint(model.variables_by_name(), checkpoint_path)
-    module = SquadExport(model, vocab_file, do_lower_case, max_seq_length, doc_stride,
-                         max_query_length)
-    signatures = {"serving_default": module.serve.get_concrete_function()}
-    if module.serve_text is not None:
-        signatures[SERVING_TEXT] = module.serve_text.get_concrete_function()
-    tf.saved_model.save(module, export_dir, signatures=signatures)
+    with training.float32_policy():
+        model = SquadTask(bert_config).build_model()
+        checkpoints.init_from_checkpoint(model.variables_by_name(), checkpoint_path)
+        module = SquadExport(model, vocab_file, do_lower_case, max_seq_length, doc_stride,
+                             max_query_length)
+        signatures = {"serving_default": module.serve.get_concrete_function()}
+        if module.serve_text is not None:
+            signatures[SERVING_TEXT] = module.serve_text.get_concrete_function()
+        tf.saved_model.save(module, export_dir, signatures=signatures)
     logging.info("Exported %s to %s (signatures: %s)", checkpoint_path, export_dir,
                  ", ".join(signatures))
     return export_dir
@@ -1165,8 +1161,8 @@ def run(config, vocab_file, train_file=None, predict_file=None, do_lower_case=Tr
         train_examples = read_squad_examples(train_file, is_training=True,
                                              version_2_with_negative=version_2_with_negative,
                                              train_first_answer=train_first_answer)
-        num_train_steps = int(len(train_examples) / config.train_batch_size * num_train_epochs)
-        num_warmup_steps = int(num_train_steps * warmup_proportion)
+        num_train_steps, num_warmup_steps = training.num_train_steps_for(
+            len(train_examples), config.train_batch_size, num_train_epochs, warmup_proportion)
         config = dataclasses.replace(config, num_train_steps=num_train_steps,
                                      num_warmup_steps=num_warmup_steps)
         # Pre-shuffle the examples so that a small shuffle buffer suffices, as the original.

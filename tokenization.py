@@ -162,13 +162,17 @@ def pack_sequence_pair(tokenizer, tokens_a, tokens_b, max_seq_length):
     if tokens_b:
         tokens += tokens_b + ["[SEP]"]
         segment_ids += [1] * (len(tokens_b) + 1)
-    input_ids = tokenizer.convert_tokens_to_ids(tokens)
-    input_mask = [1] * len(input_ids)
-    padding = max_seq_length - len(input_ids)
-    input_ids += [0] * padding
-    input_mask += [0] * padding
-    segment_ids += [0] * padding
+    input_ids, input_mask, segment_ids = ids_and_padding(tokenizer, tokens, segment_ids, max_seq_length)
     return tokens, input_ids, input_mask, segment_ids
+
+
+def ids_and_padding(tokenizer, tokens, segment_ids, max_seq_length):
+    """Token ids, input mask (1 per token) and segment ids, each zero padded to max_seq_length."""
+    if len(tokens) > max_seq_length:
+        raise ValueError(f"{len(tokens)} tokens do not fit max_seq_length {max_seq_length}")
+    input_ids = tokenizer.convert_tokens_to_ids(tokens)
+    padding = [0] * (max_seq_length - len(input_ids))
+    return input_ids + padding, [1] * len(input_ids) + padding, list(segment_ids) + padding
 
 
 class FullTokenizer(object):

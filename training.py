@@ -35,8 +35,8 @@ determinism and restarts the random streams (dropout) at every checkpoint from t
 killed and restarted with the same command ends with exactly the weights of an uninterrupted run (CPU, no
 XLA: XLA's random numbers are not reproducible).
 """
+import contextlib
 import dataclasses
-import json
 import math
 import os
 import time
@@ -109,6 +109,12 @@ def define_training_flags(include_num_steps=False, flag_values=None, **defaults)
     define("bool", "deterministic", False,
            "Enable TensorFlow op determinism (exactly reproducible runs and resumes on CPU).")
     define("integer", "seed", 12345, "Seed of initialisation, dropout, shuffling and dynamic masking.")
+
+
+def num_train_steps_for(num_examples, train_batch_size, num_train_epochs, warmup_proportion):
+    """(num_train_steps, num_warmup_steps) as the original fine-tuning scripts compute them."""
+    num_train_steps = int(num_examples / train_batch_size * num_train_epochs)
+    return num_train_steps, int(num_train_steps * warmup_proportion)
 
 
 def define_finetuning_flags(max_seq_length_help, flag_values=None):
@@ -233,6 +239,18 @@ def set_precision_policy(dtype):
     import keras
     policy = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}[dtype]
     keras.config.set_dtype_policy(policy)
+
+
+@contextlib.contextmanager
+def float32_policy():
+    """Keras dtype policy float32 inside the block (exports serve in float32 whatever --dtype trained)."""
+    import keras
+    policy = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("float32")
+    try:
+        yield
+    finally:
+        keras.config.set_dtype_policy(policy)
 
 
 class Task:
