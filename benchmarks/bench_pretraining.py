@@ -1,11 +1,25 @@
-"""End-to-end pre-training throughput: run_pretraining vs tf-models-official (legacy tf_keras) on BERT-base.
+"""End-to-end pre-training throughput on BERT-base: run_pretraining vs tf-models-official and HF PyTorch.
 
-Both read the same TFRecords with the same batch, run the masked-LM + next-sentence losses with the
-original-style AdamWeightDecay, in a device loop of `--steps` steps; the number reported is the examples/s
-of the second (steady, already compiled) loop. Each configuration runs in its own process, which also
-reports its peak resident memory (and peak GPU memory where there is a GPU).
+Three implementations, each configuration `impl:dtype:xla` in its own process, all with the same batch
+from the same TFRecords, the masked-LM + next-sentence losses and AdamW-style weight decay (LayerNorm and
+biases excluded) with global-norm clipping 1.0 and a linear-decay learning rate:
+- `ours`: run_pretraining.run_pretraining (the original's AdamWeightDecay), `xla` = jit_compile.
+- `peer`: tf-models-official (legacy tf_keras) BertEncoder + BertPretrainerV2, `xla` = jit_compile.
+- `hf`: transformers BertForPreTraining (hidden_act "gelu_new", the original's tanh gelu) with
+  torch.optim.AdamW(fused=True); bfloat16 = torch.autocast, and `xla=1` means torch.compile(model)
+  (there is no XLA in PyTorch).
+  Torch threads = os.cpu_count(). HF is installed by `source scripts/setup.sh --bench`. Unlike the
+  original (and ours and peer), BertForPreTraining computes masked-LM logits at every position, not only at
+  the masked ones; peak RSS does not count torch.compile's compile-worker processes.
+ours and peer read the TFRecords with tf.data (repeat, shuffle(100), decode, batch) inside their loops. hf
+cannot consume tf.data tensors, so a helper process decodes a pool of batches with that same pipeline
+beforehand (so TensorFlow is not resident in the torch process) and the hf loop cycles through that pool,
+turning each batch into torch tensors (and moving it to the device) inside the timed loop; that leaves
+hf a little less input work per step than the others.
+Each process runs one warm-up loop of `--steps` steps and reports the examples/s of the second (steady,
+already compiled) loop, its peak resident memory (and peak GPU memory where there is a GPU).
 
-    .venv/bin/python benchmarks/bench_pretraining.py --steps=5 --configs=ours:float32:0,peer:float32:0
+    .venv/bin/python benchmarks/bench_pretraining.py --steps=5 --configs=ours:float32:0,peer:float32:0,hf:float32:0
 """
 import argparse
 import json
@@ -16,23 +30,98 @@ import sys
 import tempfile
 import time
 
+import numpy as np
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_INPUT = os.path.join(ROOT, "..", "shared", "reference", "pretraining_data",
                              "conll_train_docs_dupe2.tfrecord")
 DEFAULT_CONFIGS = ",".join(f"{impl}:{dtype}:{xla}" for dtype in ("float32", "bfloat16") for xla in (0, 1)
-                           for impl in ("ours", "peer"))
+                           for impl in ("ours", "peer", "hf"))
 BERT_BASE = dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
                  intermediate_size=3072, hidden_act="gelu", hidden_dropout_prob=0.1,
                  attention_probs_dropout_prob=0.1, max_position_embeddings=512, type_vocab_size=2,
                  initializer_range=0.02)
+HF_POOL_BATCHES = 32
+IMPLS = ("ours", "peer", "hf")
+DTYPES = {"ours": ("float32", "bfloat16", "float16"), "peer": ("float32", "bfloat16", "float16"),
+          "hf": ("float32", "bfloat16")}
 
 
-def _peak_memory():
+def _peak_memory(impl):
     out = {"peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0}
+    if impl == "hf":
+        import torch
+        if torch.cuda.is_available():
+            out["peak_gpu_mb"] = torch.cuda.max_memory_allocated() / 2 ** 20
+        return out
     import tensorflow as tf
     if tf.config.list_physical_devices("GPU"):
         out["peak_gpu_mb"] = tf.config.experimental.get_memory_info("GPU:0")["peak"] / 2 ** 20
     return out
+
+
+def _dataset(args):
+    """The shared input pipeline: TFRecords, repeat, shuffle(100), decode, batches (int32 / float32)."""
+    import tensorflow as tf
+    seq, preds = args.max_seq_length, args.max_predictions_per_seq
+    spec = {"input_ids": seq, "input_mask": seq, "segment_ids": seq, "masked_lm_positions": preds,
+            "masked_lm_ids": preds, "next_sentence_labels": 1}
+
+    def decode(record):
+        feats = {k: tf.io.FixedLenFeature([n], tf.int64) for k, n in spec.items()}
+        feats["masked_lm_weights"] = tf.io.FixedLenFeature([preds], tf.float32)
+        ex = tf.io.parse_single_example(record, feats)
+        return {k: tf.cast(v, tf.int32) if v.dtype == tf.int64 else v for k, v in ex.items()}
+
+    files = tf.io.gfile.glob(args.input_file)
+    if not files:
+        raise SystemExit(f"--input_file {args.input_file}: no file matches")
+    dataset = tf.data.Dataset.from_tensor_slices(files).repeat().interleave(
+        tf.data.TFRecordDataset, cycle_length=min(4, len(files)), num_parallel_calls=tf.data.AUTOTUNE)
+    dataset = dataset.shuffle(100).map(decode, num_parallel_calls=tf.data.AUTOTUNE)
+    return dataset.batch(args.batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+
+
+def _pool_size(args):
+    return max(1, min(2 * args.steps, HF_POOL_BATCHES))
+
+
+def write_pool(args, path):
+    """Decodes the first batches of the shared pipeline into an .npz of stacked arrays [pool, batch, ...]."""
+    batches = list(_dataset(args).take(_pool_size(args)).as_numpy_iterator())
+    np.savez(path, **{k: np.stack([b[k] for b in batches]) for k in batches[0]})
+
+
+def hf_batches(pool):
+    """Turns decoded pool arrays into HF BertForPreTraining inputs, one dict of int64 arrays per batch.
+
+    labels: -100 everywhere except at masked_lm_positions whose weight is > 0, which hold masked_lm_ids;
+    next_sentence_label: next_sentence_labels[:, 0].
+    """
+    batches = []
+    for i in range(pool["input_ids"].shape[0]):
+        ids = pool["input_ids"][i].astype(np.int64)
+        labels = np.full_like(ids, -100)
+        rows, cols = np.nonzero(pool["masked_lm_weights"][i] > 0)
+        positions = pool["masked_lm_positions"][i][rows, cols]
+        if positions.size and positions.max() >= ids.shape[1]:
+            raise ValueError(f"masked_lm_positions up to {positions.max()} >= max_seq_length {ids.shape[1]}")
+        labels[rows, positions] = pool["masked_lm_ids"][i][rows, cols]
+        batches.append({"input_ids": ids, "attention_mask": pool["input_mask"][i].astype(np.int64),
+                        "token_type_ids": pool["segment_ids"][i].astype(np.int64), "labels": labels,
+                        "next_sentence_label": pool["next_sentence_labels"][i][:, 0].astype(np.int64)})
+    return batches
+
+
+def _decode_pool_in_subprocess(args, path):
+    cmd = [sys.executable, os.path.abspath(__file__), f"--decode_pool={path}", f"--input_file={args.input_file}",
+           f"--batch_size={args.batch_size}", f"--max_seq_length={args.max_seq_length}",
+           f"--max_predictions_per_seq={args.max_predictions_per_seq}", f"--steps={args.steps}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    if proc.returncode:
+        raise SystemExit(f"hf: decoding {args.input_file} failed (exit {proc.returncode}):\n{proc.stderr[-2000:]}")
+    with np.load(path) as data:
+        return {k: data[k] for k in data.files}
 
 
 def run_ours(args, dtype, xla):
@@ -78,21 +167,7 @@ def run_peer(args, dtype, xla):
     optimizer = optimization.create_optimizer(1e-4, 2 * args.steps, 0, optimizer_type="adamw")
     if dtype == "float16":
         optimizer = tf_keras.mixed_precision.LossScaleOptimizer(optimizer)
-    seq, preds = args.max_seq_length, args.max_predictions_per_seq
-    spec = {"input_ids": seq, "input_mask": seq, "segment_ids": seq, "masked_lm_positions": preds,
-            "masked_lm_ids": preds, "next_sentence_labels": 1}
-
-    def decode(record):
-        feats = {k: tf.io.FixedLenFeature([n], tf.int64) for k, n in spec.items()}
-        feats["masked_lm_weights"] = tf.io.FixedLenFeature([preds], tf.float32)
-        ex = tf.io.parse_single_example(record, feats)
-        return {k: tf.cast(v, tf.int32) if v.dtype == tf.int64 else v for k, v in ex.items()}
-
-    files = tf.io.gfile.glob(args.input_file)
-    dataset = tf.data.Dataset.from_tensor_slices(files).repeat().interleave(
-        tf.data.TFRecordDataset, cycle_length=min(4, len(files)), num_parallel_calls=tf.data.AUTOTUNE)
-    dataset = dataset.shuffle(100).map(decode, num_parallel_calls=tf.data.AUTOTUNE)
-    dataset = dataset.batch(args.batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+    dataset = _dataset(args)
     iterator = iter(dataset)
 
     def step(f):
@@ -133,12 +208,130 @@ def run_peer(args, dtype, xla):
             "wall_s": end - start}
 
 
+def run_hf(args, dtype, xla):
+    try:
+        import torch
+        import transformers
+    except ImportError as e:
+        raise SystemExit(f"hf: {e}; the HF PyTorch peer needs torch and transformers: "
+                         "run `source scripts/setup.sh --bench`")
+    if dtype not in DTYPES["hf"]:
+        raise SystemExit(f"hf: dtype {dtype!r} not supported; expected one of {DTYPES['hf']}")
+    with tempfile.TemporaryDirectory() as tmp:
+        pool = hf_batches(_decode_pool_in_subprocess(args, os.path.join(tmp, "pool.npz")))
+    torch.set_num_threads(os.cpu_count())
+    torch.manual_seed(0)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    c = BERT_BASE
+    config = transformers.BertConfig(
+        vocab_size=c["vocab_size"], hidden_size=c["hidden_size"], num_hidden_layers=c["num_hidden_layers"],
+        num_attention_heads=c["num_attention_heads"], intermediate_size=c["intermediate_size"],
+        hidden_act="gelu_new", hidden_dropout_prob=c["hidden_dropout_prob"],
+        attention_probs_dropout_prob=c["attention_probs_dropout_prob"],
+        max_position_embeddings=c["max_position_embeddings"], type_vocab_size=c["type_vocab_size"],
+        initializer_range=c["initializer_range"], layer_norm_eps=1e-12)
+    model = transformers.BertForPreTraining(config).to(device)
+    model.train()
+    params = list(model.named_parameters())
+    no_decay = ("LayerNorm", "layer_norm", "bias")
+    groups = [{"params": [p for n, p in params if not any(x in n for x in no_decay)], "weight_decay": 0.01},
+              {"params": [p for n, p in params if any(x in n for x in no_decay)], "weight_decay": 0.0}]
+    # fused=True: one kernel per update (HF Trainer's default, adamw_torch_fused); the default for-each
+    # implementation takes several times longer per step on CPU.
+    optimizer = torch.optim.AdamW(groups, lr=1e-4, betas=(0.9, 0.999), eps=1e-6, fused=True)
+    total_steps = 2 * args.steps
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: max(0.0, 1.0 - step / total_steps))
+    forward = torch.compile(model) if xla else model
+    autocast = dtype == "bfloat16"
+    position = 0
+
+    def loop():
+        nonlocal position
+        loss = None
+        for _ in range(args.steps):
+            batch = {k: torch.from_numpy(v).to(device, non_blocking=True)
+                     for k, v in pool[position % len(pool)].items()}
+            position += 1
+            with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=autocast):
+                loss = forward(**batch).loss
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+        return float(loss)
+
+    start = time.time()
+    try:
+        loop()
+    except Exception as e:  # torch.compile errors surface at the first call
+        if not xla:
+            raise
+        raise SystemExit(f"hf xla=1 (torch.compile) failed on this machine: {type(e).__name__}: "
+                         f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}")
+    timed = time.time()
+    loss = loop()
+    end = time.time()
+    return {"examples_per_sec": args.steps * args.batch_size / (end - timed), "loss": loss,
+            "wall_s": end - start, "xla_means": "torch.compile" if xla else "eager",
+            "torch": torch.__version__, "transformers": transformers.__version__, "device": device}
+
+
 def run_one(args):
     impl, dtype, xla = args.one.split(":")
-    result = (run_ours if impl == "ours" else run_peer)(args, dtype, int(xla))
-    result.update(_peak_memory())
+    result = {"ours": run_ours, "peer": run_peer, "hf": run_hf}[impl](args, dtype, int(xla))
+    result.update(_peak_memory(impl))
     result.update(impl=impl, dtype=dtype, xla=int(xla))
     print("RESULT " + json.dumps(result), flush=True)
+
+
+def parse_configs(text):
+    """'impl:dtype:xla,...' -> list of (impl, dtype, xla); errors name --configs and what was expected."""
+    configs = []
+    for spec in text.split(","):
+        parts = spec.strip().split(":")
+        if (len(parts) != 3 or parts[0] not in IMPLS or parts[1] not in DTYPES[parts[0]]
+                or parts[2] not in ("0", "1")):
+            allowed = "; ".join(f"{impl}: {'|'.join(DTYPES[impl])}" for impl in IMPLS)
+            raise SystemExit(f"--configs: bad entry {spec!r}; expected impl:dtype:xla with xla 0|1 and "
+                             f"impl: dtype among {allowed}")
+        configs.append((parts[0], parts[1], int(parts[2])))
+    return configs
+
+
+def _label(impl, dtype, xla):
+    return f"{impl}:{dtype}:{xla}" + (" (torch.compile)" if impl == "hf" and xla else "")
+
+
+def summarize(results):
+    """Ratios of each `ours` configuration to the best float32 peers and to the same dtype/xla peers."""
+    by_key = {(r["impl"], r["dtype"], r["xla"]): r["examples_per_sec"] for r in results}
+    best = {impl: max([v for (i, d, _), v in by_key.items() if i == impl and d == "float32"], default=None)
+            for impl in ("peer", "hf")}
+    ours = sorted((k for k in by_key if k[0] == "ours"), key=lambda k: (DTYPES["ours"].index(k[1]), k[2]))
+    lines = []
+    if not ours:
+        return lines
+    for _, dtype, xla in ours:
+        value = by_key[("ours", dtype, xla)]
+        ratios = [f"{value / best[impl]:.2f}x the best {impl} float32" for impl in ("peer", "hf") if best[impl]]
+        lines.append(f"ours {dtype} xla={xla}: " + (", ".join(ratios) if ratios else "no float32 peer result"))
+
+    def cell(value, ratio):
+        return f"{value:10.2f} {ratio:>9s}" if value is not None else f"{'-':>10s} {'-':>9s}"
+
+    lines.append("")
+    lines.append("examples/s, same dtype and xla (hf xla=1 is torch.compile); ratio = ours / peer")
+    lines.append(f"{'dtype':9s} {'xla':>3s} {'ours':>10s} "
+                 + " ".join(f"{impl:>10s} {'ours/' + impl:>9s}" for impl in ("peer", "hf")))
+    for _, dtype, xla in ours:
+        value = by_key[("ours", dtype, xla)]
+        row = f"{dtype:9s} {xla:3d} {value:10.2f}"
+        for impl in ("peer", "hf"):
+            other = by_key.get((impl, dtype, xla))
+            row += " " + cell(other, f"{value / other:.2f}x" if other else "-")
+        lines.append(row)
+    return lines
 
 
 def main():
@@ -148,39 +341,49 @@ def main():
     parser.add_argument("--max_seq_length", type=int, default=128)
     parser.add_argument("--max_predictions_per_seq", type=int, default=20)
     parser.add_argument("--steps", type=int, default=20, help="steps per timed loop (one warm-up loop first)")
-    parser.add_argument("--configs", default=DEFAULT_CONFIGS, help="impl:dtype:xla, comma separated")
+    parser.add_argument("--configs", default=DEFAULT_CONFIGS,
+                        help="impl:dtype:xla, comma separated; impl ours|peer|hf (hf xla=1 = torch.compile)")
     parser.add_argument("--timeout", type=int, default=1800, help="seconds per configuration")
     parser.add_argument("--one", help=argparse.SUPPRESS)
+    parser.add_argument("--decode_pool", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.decode_pool:
+        return write_pool(args, args.decode_pool)
     if args.one:
         return run_one(args)
+    if args.steps < 1:
+        raise SystemExit(f"--steps must be >= 1, got {args.steps}")
     if not os.path.exists(args.input_file) and not any(c in args.input_file for c in "*?["):
         raise SystemExit(f"--input_file {args.input_file} not found")
-    results = []
-    for spec in args.configs.split(","):
+    results, failures = [], []
+    for impl, dtype, xla in parse_configs(args.configs):
+        spec, label = f"{impl}:{dtype}:{xla}", _label(impl, dtype, xla)
         cmd = [sys.executable, os.path.abspath(__file__), f"--one={spec}", f"--input_file={args.input_file}",
                f"--batch_size={args.batch_size}", f"--max_seq_length={args.max_seq_length}",
                f"--max_predictions_per_seq={args.max_predictions_per_seq}", f"--steps={args.steps}"]
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
+        except subprocess.TimeoutExpired:
+            failures.append((label, f"timed out after --timeout={args.timeout} s"))
+            print(f"{label}: failed (timed out after {args.timeout} s)", file=sys.stderr, flush=True)
+            continue
         lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
         if proc.returncode or not lines:
-            print(f"{spec}: failed (exit {proc.returncode})\n{proc.stderr[-2000:]}", file=sys.stderr)
+            tail = [l for l in proc.stderr.strip().splitlines() if l.strip()]
+            failures.append((label, tail[-1] if tail else f"exit {proc.returncode}, no RESULT line"))
+            print(f"{label}: failed (exit {proc.returncode})\n{proc.stderr[-2000:]}", file=sys.stderr, flush=True)
             continue
         results.append(json.loads(lines[-1][len("RESULT "):]))
         r = results[-1]
-        print(f"{spec:24s} {r['examples_per_sec']:8.2f} examples/s  peak RSS {r['peak_rss_mb']:8.0f} MB"
+        print(f"{label:32s} {r['examples_per_sec']:8.2f} examples/s  peak RSS {r['peak_rss_mb']:8.0f} MB"
               + (f"  peak GPU {r['peak_gpu_mb']:8.0f} MB" if "peak_gpu_mb" in r else "")
               + f"  loss {r['loss']:.3f}  wall {r['wall_s']:.0f} s", flush=True)
-    by_key = {(r["impl"], r["dtype"], r["xla"]): r["examples_per_sec"] for r in results}
-    peer_fp32 = max([v for (impl, dtype, _), v in by_key.items() if impl == "peer" and dtype == "float32"],
-                    default=None)
-    if peer_fp32:
-        for (impl, dtype, xla), value in sorted(by_key.items()):
-            if impl == "ours":
-                print(f"ours {dtype} xla={xla}: {value / peer_fp32:.2f}x the best peer float32")
+    for line in summarize(results):
+        print(line)
+    for label, reason in failures:
+        print(f"failed: {label}: {reason}")
     print(json.dumps(results))
-
 
 if __name__ == "__main__":
     main()
