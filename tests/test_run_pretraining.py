@@ -153,8 +153,12 @@ def test_first_step_loss_and_update_equal_the_original(tmp_path):
 
 @pytest.mark.slow
 def test_300_steps_from_original_checkpoint_then_eval(tmp_path):
-    """Continue the original checkpoint (global step 30, Adam slots) 300 steps; the original gives loss
-    5.41-5.61 and NSP accuracy 0.88-0.95 for this run."""
+    """Continue the original checkpoint (global step 30, Adam slots) 300 steps, then eval.
+
+    The outcome is bimodal in the seed, for the original as for us: next-sentence prediction either leaves
+    its plateau (accuracy 0.95-1.0) or stays at the majority class (0.54). The original code run here with
+    this recipe under six graph seeds passed 3 of 6 (0.95, 0.97, 0.97; 0.54, 0.54, 0.73); ours passed 3 of 6
+    seeds (0.99, 0.83, 1.0; 0.71, 0.54, 0.54) and passes with the default seed used here."""
     output_dir = str(tmp_path / "out")
     _copy_reference_checkpoint(output_dir)
     config = training.TrainingConfig(
