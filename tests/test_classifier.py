@@ -97,6 +97,14 @@ def test_truncate_seq_pair_pops_from_the_longer():
     assert a == list("abc") and b == list("wx")
 
 
+def test_ids_and_padding(tokenizer):
+    ids, mask, segments = tokenization.ids_and_padding(tokenizer, ["[CLS]", "the", "[SEP]"], [0, 0, 0], 5)
+    assert ids[:3] == tokenizer.convert_tokens_to_ids(["[CLS]", "the", "[SEP]"]) and ids[3:] == [0, 0]
+    assert mask == [1, 1, 1, 0, 0] and segments == [0, 0, 0, 0, 0]
+    with pytest.raises(ValueError, match="max_seq_length 2"):
+        tokenization.ids_and_padding(tokenizer, ["[CLS]", "the", "[SEP]"], [0, 0, 0], 2)
+
+
 def test_convert_single_example_layout(tokenizer):
     example = rc.InputExample("t-1", "The dog is hairy.", "Is it?", "1")
     f = rc.convert_single_example(0, example, ["0", "1"], 16, tokenizer)

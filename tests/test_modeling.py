@@ -176,6 +176,36 @@ def test_mixed_precision_keeps_variables_and_losses_float32(policy):
         keras.mixed_precision.set_global_policy("float32")
 
 
+def test_bfloat16_dense_runs_bias_and_activation_in_float32():
+    """Under mixed_bfloat16 only the matmul is bf16: bias and GELU see float32 (precision, and CPU speed)."""
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        dense = modeling.Dense(16, "gelu", name="d")
+        x = tf.random.stateless_normal([4, 8], seed=[1, 2])
+        dense.build((None, 8))
+        dense.bias.assign(tf.random.stateless_normal([16], seed=[3, 4]) * 0.37)
+        got = dense(tf.cast(x, tf.bfloat16))
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    assert dense.bias.dtype == "float32" and got.dtype == tf.bfloat16
+    product = tf.cast(tf.matmul(tf.cast(x, tf.bfloat16), tf.cast(dense.kernel, tf.bfloat16)), tf.float32)
+    expected = tf.cast(modeling.gelu(product + tf.convert_to_tensor(dense.bias)), tf.bfloat16)
+    np.testing.assert_array_equal(got.numpy().astype(np.float32), expected.numpy().astype(np.float32))
+
+
+def test_classifier_model_pooled_and_per_token():
+    config = modeling.BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                 intermediate_size=32, type_vocab_size=2)
+    ids = tf.constant([[5, 6, 7, 0], [8, 9, 0, 0]])
+    features = {"input_ids": ids, "input_mask": tf.cast(ids > 0, tf.int32), "segment_ids": tf.zeros_like(ids)}
+    pooled = modeling.ClassifierModel(config, 3)
+    per_token = modeling.ClassifierModel(config, 3, per_token=True, name="ner")
+    assert pooled(features).shape == (2, 3) and per_token(features).shape == (2, 4, 3)
+    names = sorted(per_token.variables_by_name())
+    assert names == sorted(pooled.variables_by_name())
+    assert "output_weights" in names and "output_bias" in names and "bert/pooler/dense/kernel" in names
+
+
 def test_gather_indexes():
     seq = tf.reshape(tf.range(2 * 4 * 3, dtype=tf.float32), [2, 4, 3])
     got = modeling.gather_indexes(seq, tf.constant([[1, 3], [0, 2]]))

@@ -87,6 +87,25 @@ def test_multi_worker_strategy_needs_tf_config(monkeypatch):
         training.create_strategy(training.TrainingConfig(distribution_strategy="multi_worker_mirrored"))
 
 
+def test_float32_policy_restores_the_training_policy():
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    try:
+        with training.float32_policy():
+            assert keras.config.dtype_policy().name == "float32"
+        assert keras.config.dtype_policy().name == "mixed_bfloat16"
+        with pytest.raises(RuntimeError):
+            with training.float32_policy():
+                raise RuntimeError("export failed")
+        assert keras.config.dtype_policy().name == "mixed_bfloat16"
+    finally:
+        keras.config.set_dtype_policy("float32")
+
+
+def test_num_train_steps_for_as_the_original():
+    assert training.num_train_steps_for(3668, 32, 3.0, 0.1) == (343, 34)
+    assert training.num_train_steps_for(10, 32, 1.0, 0.1) == (0, 0)
+
+
 def test_write_eval_results_format(tmp_path):
     path = str(tmp_path / "eval_results.txt")
     training.write_eval_results(path, {"loss": 5.123456789, "global_step": 300, "masked_lm_accuracy": 0.25})
