@@ -20,7 +20,8 @@ Public API (stable):
   get_activation(name), gelu(x), gelu_exact(x), layer_norm(x, gamma, beta), gather_indexes(seq, positions).
 
 Mixed precision: layers follow the Keras dtype policy (e.g. "mixed_bfloat16"); variables stay float32,
-softmax, LayerNorm, log-softmax and losses run in float32.
+matmuls run in the compute dtype, and softmax, LayerNorm, dropout, residual sums, log-softmax and losses run
+in float32 (under bfloat16 also the dense layers' bias and activation).
 """
 import collections
 import copy
