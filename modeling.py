@@ -257,15 +257,15 @@ class Dense(NamedLayer):
     def call(self, x):
         y = tf.matmul(x, tf.cast(self.kernel, x.dtype)) if x.shape.rank == 2 else \
             tf.einsum("...i,io->...o", x, tf.cast(self.kernel, x.dtype))
-        if self.activation is not None and y.dtype == tf.bfloat16:
+        output_dtype = y.dtype
+        if self.activation is not None and output_dtype == tf.bfloat16:
             # Bias and activation in float32: more precise, and several times faster than bfloat16
             # elementwise arithmetic on CPU.
-            y = tf.nn.bias_add(tf.cast(y, tf.float32), tf.cast(self.bias, tf.float32))
-            return tf.cast(self.activation(y), tf.bfloat16)
+            y = tf.cast(y, tf.float32)
         y = tf.nn.bias_add(y, tf.cast(self.bias, y.dtype))
         if self.activation is not None:
             y = self.activation(y)
-        return y
+        return tf.cast(y, output_dtype)
 
 
 class LayerNorm(NamedLayer):
