@@ -113,11 +113,19 @@ def hf_batches(pool):
     return batches
 
 
+CHILD_ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+
+
+def _child_command(args, mode_flag):
+    """This script, rerun in a child process in `mode_flag`'s mode with the same data flags."""
+    return [sys.executable, os.path.abspath(__file__), mode_flag, f"--input_file={args.input_file}",
+            f"--batch_size={args.batch_size}", f"--max_seq_length={args.max_seq_length}",
+            f"--max_predictions_per_seq={args.max_predictions_per_seq}", f"--steps={args.steps}"]
+
+
 def _decode_pool_in_subprocess(args, path):
-    cmd = [sys.executable, os.path.abspath(__file__), f"--decode_pool={path}", f"--input_file={args.input_file}",
-           f"--batch_size={args.batch_size}", f"--max_seq_length={args.max_seq_length}",
-           f"--max_predictions_per_seq={args.max_predictions_per_seq}", f"--steps={args.steps}"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    proc = subprocess.run(_child_command(args, f"--decode_pool={path}"), capture_output=True, text=True,
+                          env=CHILD_ENV)
     if proc.returncode:
         raise SystemExit(f"hf: decoding {args.input_file} failed (exit {proc.returncode}):\n{proc.stderr[-2000:]}")
     with np.load(path) as data:
@@ -358,12 +366,9 @@ def main():
     results, failures = [], []
     for impl, dtype, xla in parse_configs(args.configs):
         spec, label = f"{impl}:{dtype}:{xla}", _label(impl, dtype, xla)
-        cmd = [sys.executable, os.path.abspath(__file__), f"--one={spec}", f"--input_file={args.input_file}",
-               f"--batch_size={args.batch_size}", f"--max_seq_length={args.max_seq_length}",
-               f"--max_predictions_per_seq={args.max_predictions_per_seq}", f"--steps={args.steps}"]
-        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+        cmd = _child_command(args, f"--one={spec}")
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=CHILD_ENV)
         except subprocess.TimeoutExpired:
             failures.append((label, f"timed out after --timeout={args.timeout} s"))
             print(f"{label}: failed (timed out after {args.timeout} s)", file=sys.stderr, flush=True)
