@@ -13,7 +13,7 @@ from absl import app
 from absl import flags
 from absl import logging
 
-import checkpoints
+import conversions
 
 MODES = ("hf_to_original", "original_to_hf", "tfm_to_original")
 FLAGS = flags.FLAGS
@@ -38,18 +38,18 @@ def convert(mode, output_dir, hf_dir=None, init_checkpoint=None, bert_config_fil
     if mode == "hf_to_original":
         if not hf_dir:
             raise ValueError("--hf_dir is required for --mode=hf_to_original")
-        return checkpoints.hf_to_original(hf_dir, output_dir, vocab_file=vocab_file)
+        return conversions.hf_to_original(hf_dir, output_dir, vocab_file=vocab_file)
     if mode == "original_to_hf":
         missing = [name for name, value in (("--init_checkpoint", init_checkpoint),
                                             ("--bert_config_file", bert_config_file),
                                             ("--vocab_file", vocab_file)) if not value]
         if missing:
             raise ValueError(f"{', '.join(missing)} required for --mode=original_to_hf")
-        return checkpoints.original_to_hf(init_checkpoint, bert_config_file, vocab_file, output_dir)
+        return conversions.original_to_hf(init_checkpoint, bert_config_file, vocab_file, output_dir)
     if mode == "tfm_to_original":
         if not init_checkpoint:
             raise ValueError("--init_checkpoint is required for --mode=tfm_to_original")
-        return checkpoints.tfm_to_original(init_checkpoint, output_dir, vocab_file=vocab_file, hidden_act=hidden_act)
+        return conversions.tfm_to_original(init_checkpoint, output_dir, vocab_file=vocab_file, hidden_act=hidden_act)
     raise ValueError(f"--mode must be one of {MODES}, got {mode!r}")
 
 

@@ -34,6 +34,7 @@ import numpy as np
 import tensorflow as tf
 
 import checkpoints
+import fast_tokenization
 import modeling
 import tokenization
 import training
@@ -953,7 +954,7 @@ class ClassifierExport(tf.Module):
     def __init__(self, model, vocab_file, do_lower_case, max_seq_length, is_regression, is_pair):
         super().__init__(name="classifier_export")
         self.model = model
-        self.tokenizer = tokenization.FastBertTokenizer(vocab_file, do_lower_case)
+        self.tokenizer = fast_tokenization.FastBertTokenizer(vocab_file, do_lower_case)
         vocab = tokenization.load_vocab(vocab_file)
         for token in ("[CLS]", "[SEP]"):
             if token not in vocab:

@@ -32,6 +32,7 @@ import keras
 import tensorflow as tf
 
 import checkpoints
+import fast_tokenization
 import modeling
 import squad_evaluation
 import tokenization
@@ -1024,7 +1025,7 @@ class SquadExport(tf.Module):
             for token in ("[CLS]", "[SEP]"):
                 if token not in vocab:
                     raise ValueError("vocab_file %s has no %s token" % (vocab_file, token))
-            self.tokenizer = tokenization.FastBertTokenizer(vocab_file, do_lower_case)
+            self.tokenizer = fast_tokenization.FastBertTokenizer(vocab_file, do_lower_case)
             self.cls_id, self.sep_id = vocab["[CLS]"], vocab["[SEP]"]
             self.packing = (max_seq_length, doc_stride, max_query_length)
             self.packing_config = tf.constant(list(self.packing), tf.int32)

@@ -21,6 +21,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+import fast_tokenization  # noqa: E402
 import tokenization  # noqa: E402
 
 FLAGS = flags.FLAGS
@@ -94,7 +95,7 @@ def bench_corpus(shared_dir, vocab_name, do_lower_case, patterns, batch_size, re
     vocab_file = os.path.join(shared_dir, "vocab", vocab_name, "vocab.txt")
     lines, reference_ids = read_lines(shared_dir, patterns)
     full = tokenization.FullTokenizer(vocab_file, do_lower_case)
-    fast = tokenization.FastBertTokenizer(vocab_file, do_lower_case)
+    fast = fast_tokenization.FastBertTokenizer(vocab_file, do_lower_case)
 
     def run_exact():
         return [full.convert_tokens_to_ids(full.tokenize(line)) for line in lines]

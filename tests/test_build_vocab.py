@@ -6,6 +6,7 @@ import sys
 import pytest
 
 import build_vocab
+import fast_tokenization
 import tokenization
 from tests.shared_data import shared_path
 
@@ -61,7 +62,7 @@ def test_build_vocab_on_conll_corpus(tmp_path):
     words = sum(len(full.basic_tokenizer.tokenize(line)) for line in lines)
     assert total / words < 1.5
 
-    fast = tokenization.FastBertTokenizer(vocab_file, do_lower_case=True)
+    fast = fast_tokenization.FastBertTokenizer(vocab_file, do_lower_case=True)
     sample = [line for line in lines if line.strip()][:1000]
     assert fast.tokenize(tf.constant(sample)).to_list() == [
         full.convert_tokens_to_ids(full.tokenize(line)) for line in sample]

@@ -7,6 +7,8 @@ import pytest
 import tensorflow as tf
 
 import checkpoints
+import conversions
+import tokenization
 import modeling
 from tests.shared_data import minilm_dir, shared_path
 
@@ -159,7 +161,7 @@ def test_minilm_hf_import_matches_hf_and_original(tmp_path):
     ref_hf = np.load(shared_path("reference", "minilm", "minilm_hf_gelu_exact.npz"))
     ref_orig = np.load(shared_path("reference", "minilm", "minilm_original_gelu_tanh.npz"))
 
-    config, weights = checkpoints.read_hf(hf_dir)
+    config, weights = conversions.read_hf(hf_dir)
     assert config.hidden_act == "gelu_exact" and config.num_hidden_layers == 6
     model = modeling.BertModel(config)
     for name, var in model.variables_by_name().items():
@@ -167,7 +169,7 @@ def test_minilm_hf_import_matches_hf_and_original(tmp_path):
     _compare_minilm(model, ref_hf)
 
     out_dir = str(tmp_path / "original")
-    prefix = checkpoints.hf_to_original(hf_dir, out_dir)
+    prefix = conversions.hf_to_original(hf_dir, out_dir)
     assert sorted(os.listdir(out_dir)) == sorted([
         "bert_config.json", "vocab.txt", "bert_model.ckpt.index", "bert_model.ckpt.data-00000-of-00001"])
     config2 = modeling.BertConfig.from_json_file(os.path.join(out_dir, "bert_config.json"))
@@ -182,9 +184,9 @@ def test_hf_export_round_trip(tmp_path):
     from safetensors.numpy import load_file
     hf_dir = minilm_dir()
     out_dir = str(tmp_path / "original")
-    checkpoints.hf_to_original(hf_dir, out_dir)
+    conversions.hf_to_original(hf_dir, out_dir)
     hf_out = str(tmp_path / "hf")
-    checkpoints.original_to_hf(out_dir, os.path.join(out_dir, "bert_config.json"),
+    conversions.original_to_hf(out_dir, os.path.join(out_dir, "bert_config.json"),
                                os.path.join(out_dir, "vocab.txt"), hf_out)
     source = load_file(os.path.join(hf_dir, "model.safetensors"))
     exported = load_file(os.path.join(hf_out, "model.safetensors"))
@@ -194,20 +196,20 @@ def test_hf_export_round_trip(tmp_path):
         np.testing.assert_array_equal(source[name], exported[name], err_msg=name)
     hf_config = json.load(open(os.path.join(hf_out, "config.json")))
     assert hf_config["hidden_act"] == "gelu" and hf_config["hidden_size"] == 384
-    config, _ = checkpoints.read_hf(hf_out)
+    config, _ = conversions.read_hf(hf_out)
     assert config.hidden_act == "gelu_exact"
 
 
 def test_hf_export_with_pretraining_heads(tmp_path):
     from safetensors.numpy import load_file
     folder = _tiny_folder()
-    checkpoints.original_to_hf(folder, os.path.join(folder, "bert_config.json"),
+    conversions.original_to_hf(folder, os.path.join(folder, "bert_config.json"),
                                shared_path("vocab", "uncased", "vocab.txt"), str(tmp_path))
     state = load_file(str(tmp_path / "model.safetensors"))
     assert "bert.embeddings.word_embeddings.weight" in state
     assert state["cls.seq_relationship.weight"].shape == (2, 128)
     assert not any(k.endswith(("adam_m", "adam_v")) or "global_step" in k for k in state)
-    back = checkpoints.hf_to_original_weights(state)
+    back = conversions.hf_to_original_weights(state)
     reader = tf.train.load_checkpoint(folder)
     names = [n for n in _original_names(folder) if n != "global_step" and not n.endswith(("adam_m", "adam_v"))]
     assert list(back) == names
@@ -217,20 +219,20 @@ def test_hf_export_with_pretraining_heads(tmp_path):
 
 def test_bad_hf_and_vocab_inputs(tmp_path):
     with pytest.raises(FileNotFoundError, match="config.json"):
-        checkpoints.read_hf(str(tmp_path))
+        conversions.read_hf(str(tmp_path))
     (tmp_path / "config.json").write_text(json.dumps({"vocab_size": 10, "hidden_size": 8,
                                                       "num_attention_heads": 2}))
     with pytest.raises(FileNotFoundError, match="model.safetensors"):
-        checkpoints.read_hf(str(tmp_path))
+        conversions.read_hf(str(tmp_path))
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("\n".join(f"tok{i}" for i in range(12)) + "\n")
     config = modeling.BertConfig(vocab_size=10)
     with pytest.raises(ValueError, match="vocab.txt has 12 tokens but the config's vocab_size is 10"):
-        checkpoints.check_vocab_size(str(vocab), config)
+        tokenization.check_vocab_size(str(vocab), config.vocab_size)
     with pytest.raises(ValueError, match="hidden_act"):
-        checkpoints.hf_config_to_bert_config({"vocab_size": 10, "hidden_act": "swish"})
+        conversions.hf_config_to_bert_config({"vocab_size": 10, "hidden_act": "swish"})
     with pytest.raises(ValueError, match="no BERT counterpart"):
-        checkpoints.hf_to_original_weights({"encoder.layer.0.crossattention.weight": np.zeros(2)})
+        conversions.hf_to_original_weights({"encoder.layer.0.crossattention.weight": np.zeros(2)})
 
 
 def test_hf_weights_not_matching_config(tmp_path):
@@ -241,7 +243,7 @@ def test_hf_weights_not_matching_config(tmp_path):
     os.symlink(os.path.join(hf_dir, "model.safetensors"), str(tmp_path / "model.safetensors"))
     with pytest.raises(ValueError, match=r"bert/embeddings/word_embeddings: .* \[30522, 384\] vs config "
                                          r"\[30000, 384\]"):
-        checkpoints.read_hf(str(tmp_path))
+        conversions.read_hf(str(tmp_path))
 
 
 @pytest.mark.slow
@@ -301,4 +303,4 @@ def test_tf_models_official_encoder_import(tmp_path):
                                atol=1e-5, rtol=0)
     np.testing.assert_allclose(ours["pooled_output"], peer["pooled_output"], atol=1e-5, rtol=0)
     with pytest.raises(ValueError, match="expected one tf-models-official BertEncoder"):
-        checkpoints.tfm_to_original_weights(_tiny_folder())
+        conversions.tfm_to_original_weights(_tiny_folder())

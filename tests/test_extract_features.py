@@ -7,6 +7,7 @@ import sys
 import numpy as np
 import pytest
 
+import conversions
 import extract_features as ef
 import tokenization
 from tests.shared_data import shared_path
@@ -111,15 +112,14 @@ def test_parse_layers():
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Real weights: MiniLM-L6 (HF safetensors) converted to an original-format checkpoint by checkpoints.py.
+# Real weights: MiniLM-L6 (HF safetensors) converted to an original-format checkpoint by conversions.py.
 # ---------------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def minilm(tmp_path_factory):
-    import checkpoints
     from tests.shared_data import minilm_dir
     hf_dir = minilm_dir()
     out = str(tmp_path_factory.mktemp("minilm"))
-    prefix = checkpoints.hf_to_original(hf_dir, out)
+    prefix = conversions.hf_to_original(hf_dir, out)
     config_file = os.path.join(out, "bert_config.json")
     with open(config_file, encoding="utf-8") as f:
         assert json.load(f)["hidden_act"] == "gelu_exact"

@@ -8,9 +8,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import conversions
 import modeling
 import run_squad
 import squad_evaluation
+import fast_tokenization
 import tokenization
 from tests.shared_data import shared_path
 
@@ -554,7 +556,7 @@ def test_parity_with_tf_models_official_squad_lib(tokenizer, tmp_path):
 def test_in_graph_packing_equals_convert_examples_to_features(tokenizer):
     """pack_squad_inputs (the SavedModel's serving_text packing) gives the same windows, ids, word map
     and max-context flags as convert_examples_to_features, on real questions and contexts."""
-    fast = tokenization.FastBertTokenizer(shared_path("vocab", "uncased", "vocab.txt"), True)
+    fast = fast_tokenization.FastBertTokenizer(shared_path("vocab", "uncased", "vocab.txt"), True)
     keys = ("unique_id", "example_index", "doc_span_index", "tokens", "token_to_orig_map",
             "token_is_max_context", "input_ids", "input_mask", "segment_ids")
     for path, limit, (max_seq_length, doc_stride, max_query_length) in (
@@ -589,7 +591,7 @@ def test_minilm_checkpoint_initializes_the_squad_model(tmp_path):
     """The converted MiniLM-L6 weights fill every encoder variable; only the SQuAD head is new."""
     import checkpoints
     from tests.shared_data import minilm_dir
-    prefix = checkpoints.hf_to_original(minilm_dir(), str(tmp_path / "minilm"))
+    prefix = conversions.hf_to_original(minilm_dir(), str(tmp_path / "minilm"))
     config = modeling.BertConfig.from_json_file(str(tmp_path / "minilm" / "bert_config.json"))
     model = run_squad.SquadTask(config).build_model()
     loaded, new, unused = checkpoints.init_from_checkpoint(model.variables_by_name(), prefix)

@@ -1,0 +1,223 @@
+"""How every script starts and ends: quiet TensorFlow, user errors as one line, files named by flags.
+
+Import this module before TensorFlow: unless the user set TF_CPP_MIN_LOG_LEVEL, it sets it to 2 (TensorFlow's
+C++ INFO and WARNING lines off). A script's entry point is
+
+    if __name__ == "__main__":
+        define_flags()
+        cli.run(main)
+
+which runs `main` under absl with INFO logging (unless --verbosity is given), drops TensorFlow's start-up noise
+that no log level hides (the cuInit error on machines without a GPU, absl's "before InitializeLog" warning,
+XLA's "Compiled cluster" line), and turns a `UserError` (a flag value, a missing or malformed file, bad data)
+or an operating-system error on a named file into one line `error: ...` on stderr with exit status 2. Internal
+errors keep their traceback; `--verbosity=1` or BERT_TRACEBACK=1 shows it for user errors too.
+
+This module never imports TensorFlow (create_pretraining_data.py and build_vocab.py run without it), except
+to read remote (gs://...) paths.
+"""
+import atexit
+import glob
+import os
+import re
+import sys
+import threading
+
+from absl import app
+from absl import flags
+from absl import logging
+
+_USER_LOG_LEVEL = "TF_CPP_MIN_LOG_LEVEL" in os.environ
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+TRACEBACK_ENV = "BERT_TRACEBACK"
+EXIT_USER_ERROR = 2
+
+# TensorFlow lines that TF_CPP_MIN_LOG_LEVEL=2 does not hide and that say nothing to the user.
+_NOISE = re.compile(rb"failed call to cuInit|All log messages before absl::InitializeLog\(\)|"
+                    rb"Compiled cluster using XLA!")
+
+
+class UserError(ValueError):
+    """A problem with the user's flags, files or data; a script shows it as one `error: ...` line."""
+
+
+class MissingFileError(UserError, FileNotFoundError):
+    """A file or folder named by a flag does not exist."""
+
+
+def run(main):
+    """absl's app.run(main) with quiet TensorFlow and user errors as one line (exit status 2)."""
+    if not _USER_LOG_LEVEL:
+        _filter_stderr_noise()
+    app.run(_guarded(main))
+
+
+def _guarded(main):
+    def guarded_main(argv):
+        if not flags.FLAGS["verbosity"].present:
+            logging.set_verbosity(logging.INFO)
+        try:
+            return main(argv)
+        except (UserError, OSError) as err:
+            if not _is_user_error(err) or _show_traceback():
+                raise
+            print("error: " + one_line(err), file=sys.stderr, flush=True)
+            sys.exit(EXIT_USER_ERROR)
+
+    return guarded_main
+
+
+def _is_user_error(err):
+    """UserErrors, and operating-system errors on a named file (missing, permission, disk full)."""
+    return isinstance(err, UserError) or getattr(err, "filename", None) is not None
+
+
+def _show_traceback():
+    return os.environ.get(TRACEBACK_ENV, "") not in ("", "0") or logging.get_verbosity() >= 1
+
+
+def one_line(err):
+    """The error's message on one line (an OSError as `path: reason`)."""
+    if isinstance(err, OSError) and not isinstance(err, UserError) and err.filename is not None:
+        text = f"{err.filename}: {err.strerror or err}"
+    else:
+        text = str(err)
+    return " ".join(text.split())
+
+
+def _filter_stderr_noise():
+    """Routes file descriptor 2 through a thread that drops the _NOISE lines (C++ code writes there directly)."""
+    try:
+        sys.stderr.flush()
+        original = os.dup(2)
+        read_fd, write_fd = os.pipe()
+        os.dup2(write_fd, 2)
+        os.close(write_fd)
+    except (OSError, ValueError):
+        return
+
+    def pump():
+        pending = b""
+        while True:
+            try:
+                chunk = os.read(read_fd, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            *lines, pending = (pending + chunk).split(b"\n")
+            kept = b"".join(line + b"\n" for line in lines if not _NOISE.search(line))
+            if pending and not _NOISE.search(pending):
+                kept += pending
+                pending = b""
+            if kept:
+                os.write(original, kept)
+        if pending and not _NOISE.search(pending):
+            os.write(original, pending)
+        os.close(read_fd)
+
+    thread = threading.Thread(target=pump, name="stderr-filter", daemon=True)
+    thread.start()
+
+    def restore():
+        try:
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+        os.dup2(original, 2)  # the pipe's last writer closes: the pump sees the end and stops
+        thread.join(timeout=5)
+
+    atexit.register(restore)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Files and folders named by flags.
+
+
+def is_remote(path):
+    return "://" in path
+
+
+def _gfile():
+    import tensorflow as tf
+    return tf.io.gfile
+
+
+def exists(path):
+    return _gfile().exists(path) if is_remote(path) else os.path.exists(path)
+
+
+def isdir(path):
+    return _gfile().isdir(path) if is_remote(path) else os.path.isdir(path)
+
+
+def require_file(path, flag):
+    """Returns `path` when it names a file; else a MissingFileError naming the flag."""
+    if not path:
+        raise UserError(f"{flag} is required")
+    if not exists(path) or isdir(path):
+        what = "is a folder, expected a file" if exists(path) else "no such file"
+        raise MissingFileError(f"{flag}={path}: {what}")
+    return path
+
+
+def require_dir(path, flag):
+    """Returns `path` when it names a folder; else a MissingFileError naming the flag."""
+    if not path:
+        raise UserError(f"{flag} is required")
+    if not isdir(path):
+        raise MissingFileError(f"{flag}={path}: no such folder")
+    return path
+
+
+def input_files(value, flag="--input_file"):
+    """Comma-separated files or globs -> the files (each glob sorted); a pattern matching nothing is an error."""
+    if not value:
+        raise UserError(f"{flag} is required: file names or globs, comma separated")
+    files = []
+    for pattern in value.split(","):
+        pattern = pattern.strip()
+        if not pattern:
+            continue
+        if is_remote(pattern):
+            matches = sorted(p for p in _gfile().glob(pattern) if not _gfile().isdir(p))
+        else:
+            matches = sorted(p for p in glob.glob(pattern) if os.path.isfile(p))
+        if not matches:
+            raise MissingFileError(f"{flag}: {pattern!r} matches no file")
+        files.extend(matches)
+    return files
+
+
+def make_dir(path, flag):
+    """Creates the folder `path` (and its parents) if needed; a clear error naming the flag otherwise."""
+    if not path:
+        raise UserError(f"{flag} is required")
+    if is_remote(path):
+        _gfile().makedirs(path)
+        return path
+    if os.path.isdir(path):
+        return path
+    blocker = path
+    while blocker and not os.path.exists(blocker):
+        blocker = os.path.dirname(blocker.rstrip(os.sep))
+    if blocker and not os.path.isdir(blocker):
+        raise UserError(f"{flag}={path}: cannot create the folder: {blocker} is a file")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as err:
+        raise UserError(f"{flag}={path}: cannot create the folder: {err.strerror or err}") from None
+    return path
+
+
+def make_parent_dir(path, flag):
+    """Creates the folder an output file named by `flag` goes into."""
+    if not path:
+        raise UserError(f"{flag} is required")
+    parent = os.path.dirname(path)
+    if parent:
+        make_dir(parent, flag)
+    if not is_remote(path) and os.path.isdir(path):
+        raise UserError(f"{flag}={path}: is a folder, expected a file name")
+    return path

@@ -1,0 +1,337 @@
+"""BERT checkpoints from and to other formats, in the original variable names.
+
+  HF BERT (config.json + model.safetensors):
+    hf_config_to_bert_config(dict) / bert_config_to_hf_config(config),
+    hf_to_original_weights(state) / original_to_hf_weights(weights, with_prefix),
+    read_hf(hf_dir) -> (BertConfig, weights),
+    hf_to_original(hf_dir, output_dir) writes bert_model.ckpt + bert_config.json + vocab.txt,
+    original_to_hf(init_checkpoint, bert_config_file, vocab_file, output_dir) writes the HF folder.
+  tf-models-official BertEncoder / BertEncoderV2 object-based checkpoints (encoder only):
+    tfm_to_original_weights(checkpoint) -> (OrderedDict {original name: ndarray}, BertConfig);
+    tfm_to_original(checkpoint, output_dir, vocab_file=None, hidden_act="gelu") writes bert_model.ckpt +
+    bert_config.json (+ vocab.txt).
+convert_checkpoint.py is the command line over these.
+"""
+import collections
+import json
+import os
+import re
+import shutil
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+import modeling
+import tokenization
+from checkpoints import ORIGINAL_CHECKPOINT_NAME, load_checkpoint, resolve_checkpoint, save_checkpoint
+
+HF_CONFIG = "config.json"
+HF_WEIGHTS = "model.safetensors"
+
+_HF_ACT_TO_ORIGINAL = {"gelu": "gelu_exact", "gelu_new": "gelu", "gelu_pytorch_tanh": "gelu",
+                       "gelu_fast": "gelu", "relu": "relu", "tanh": "tanh", "linear": "linear"}
+_ORIGINAL_ACT_TO_HF = {"gelu_exact": "gelu", "gelu": "gelu_new", "relu": "relu", "tanh": "tanh",
+                       "linear": "linear"}
+
+
+def hf_config_to_bert_config(hf):
+    """BertConfig from an HF config.json dict (HF "gelu" is exact GELU -> "gelu_exact")."""
+    act = hf.get("hidden_act", "gelu")
+    if act not in _HF_ACT_TO_ORIGINAL:
+        raise ValueError(f"HF config: unsupported hidden_act {act!r} (expected one of {list(_HF_ACT_TO_ORIGINAL)})")
+    if hf.get("position_embedding_type", "absolute") != "absolute":
+        raise ValueError(f"HF config: position_embedding_type {hf['position_embedding_type']!r} is not supported")
+    eps = hf.get("layer_norm_eps", 1e-12)
+    if abs(eps - modeling.LAYER_NORM_EPSILON) > 1e-15:
+        logging.warning("HF config: layer_norm_eps %g differs from BERT's %g", eps, modeling.LAYER_NORM_EPSILON)
+    values = {key: hf[key] for key in modeling.BertConfig.from_dict({"vocab_size": 1}).to_dict() if key in hf}
+    values["hidden_act"] = _HF_ACT_TO_ORIGINAL[act]
+    return modeling.BertConfig.from_dict(values, source="HF config")
+
+
+def bert_config_to_hf_config(config):
+    """HF config.json dict of a BertConfig."""
+    out = {"architectures": ["BertModel"], "model_type": "bert", "layer_norm_eps": modeling.LAYER_NORM_EPSILON,
+           "pad_token_id": 0, "position_embedding_type": "absolute"}
+    out.update(config.to_dict())
+    out["hidden_act"] = _ORIGINAL_ACT_TO_HF[config.hidden_act]
+    return out
+
+
+def _hf_name_table(num_layers):
+    """[(hf name without "bert.", original name, transpose)] for a model of `num_layers` layers."""
+    table = [
+        ("embeddings.word_embeddings.weight", "bert/embeddings/word_embeddings", False),
+        ("embeddings.token_type_embeddings.weight", "bert/embeddings/token_type_embeddings", False),
+        ("embeddings.position_embeddings.weight", "bert/embeddings/position_embeddings", False),
+        ("embeddings.LayerNorm.bias", "bert/embeddings/LayerNorm/beta", False),
+        ("embeddings.LayerNorm.weight", "bert/embeddings/LayerNorm/gamma", False),
+    ]
+    dense = [("attention.self.query", "attention/self/query"), ("attention.self.key", "attention/self/key"),
+             ("attention.self.value", "attention/self/value"), ("attention.output.dense", "attention/output/dense"),
+             ("attention.output.LayerNorm", "attention/output/LayerNorm"),
+             ("intermediate.dense", "intermediate/dense"), ("output.dense", "output/dense"),
+             ("output.LayerNorm", "output/LayerNorm")]
+    for i in range(num_layers):
+        for hf, orig in dense:
+            hf, orig = f"encoder.layer.{i}.{hf}", f"bert/encoder/layer_{i}/{orig}"
+            if orig.endswith("LayerNorm"):
+                table += [(hf + ".bias", orig + "/beta", False), (hf + ".weight", orig + "/gamma", False)]
+            else:
+                table += [(hf + ".weight", orig + "/kernel", True), (hf + ".bias", orig + "/bias", False)]
+    table += [
+        ("pooler.dense.weight", "bert/pooler/dense/kernel", True),
+        ("pooler.dense.bias", "bert/pooler/dense/bias", False),
+        ("cls.predictions.transform.dense.weight", "cls/predictions/transform/dense/kernel", True),
+        ("cls.predictions.transform.dense.bias", "cls/predictions/transform/dense/bias", False),
+        ("cls.predictions.transform.LayerNorm.bias", "cls/predictions/transform/LayerNorm/beta", False),
+        ("cls.predictions.transform.LayerNorm.weight", "cls/predictions/transform/LayerNorm/gamma", False),
+        ("cls.predictions.bias", "cls/predictions/output_bias", False),
+        ("cls.seq_relationship.weight", "cls/seq_relationship/output_weights", False),
+        ("cls.seq_relationship.bias", "cls/seq_relationship/output_bias", False),
+    ]
+    return table
+
+
+# HF tensors with no original counterpart: buffers, and the decoder tied to the word embeddings.
+_HF_SKIP = ("embeddings.position_ids", "cls.predictions.decoder.weight", "cls.predictions.decoder.bias")
+
+
+def _normalize_hf_name(hf_name):
+    name = hf_name[len("bert."):] if hf_name.startswith("bert.") else hf_name
+    if name.endswith(".gamma"):
+        name = name[:-len(".gamma")] + ".weight"
+    elif name.endswith(".beta"):
+        name = name[:-len(".beta")] + ".bias"
+    return name
+
+
+def _num_layers(names, pattern):
+    layers = [int(m.group(1)) for m in (re.search(pattern, n) for n in names) if m]
+    return max(layers) + 1 if layers else 0
+
+
+def hf_to_original_weights(state):
+    """{original name: ndarray} (original order) from an HF BERT state dict, with or without "bert."."""
+    normalized = {}
+    for hf_name, value in state.items():
+        name = _normalize_hf_name(hf_name)
+        if name not in _HF_SKIP:
+            normalized[name] = value
+    table = _hf_name_table(_num_layers(normalized, r"^encoder\.layer\.(\d+)\."))
+    known = {hf for hf, _, _ in table}
+    unknown = sorted(n for n in normalized if n not in known)
+    if unknown:
+        raise ValueError(f"HF weights hold tensors with no BERT counterpart: {unknown[:10]}")
+    out = collections.OrderedDict()
+    for hf, orig, transpose in table:
+        if hf in normalized:
+            array = np.asarray(normalized[hf], dtype=np.float32)
+            out[orig] = np.ascontiguousarray(array.T) if transpose else array
+    return out
+
+
+def original_to_hf_weights(weights, with_prefix=None):
+    """HF state dict from {original name: ndarray}; "bert." prefix when cls/ heads are present (or asked)."""
+    weights = {n: v for n, v in weights.items() if n != "global_step" and not n.endswith(("/adam_m", "/adam_v"))}
+    table = _hf_name_table(_num_layers(weights, r"^bert/encoder/layer_(\d+)/"))
+    known = {orig for _, orig, _ in table}
+    unknown = sorted(n for n in weights if n not in known)
+    if unknown:
+        raise ValueError(f"Variables with no HF BERT counterpart: {unknown[:10]}")
+    has_heads = any(n.startswith("cls/") for n in weights)
+    prefix = "bert." if (has_heads if with_prefix is None else with_prefix) else ""
+    out = collections.OrderedDict()
+    for hf, orig, transpose in table:
+        if orig in weights:
+            array = np.asarray(weights[orig])
+            array = np.ascontiguousarray(array.T if transpose else array)
+            out[hf if hf.startswith("cls.") else prefix + hf] = array
+    if "cls/predictions/output_bias" in weights:
+        out["cls.predictions.decoder.weight"] = np.ascontiguousarray(weights["bert/embeddings/word_embeddings"])
+        out["cls.predictions.decoder.bias"] = np.ascontiguousarray(weights["cls/predictions/output_bias"])
+    return out
+
+
+def _require(path, what):
+    if not tf.io.gfile.exists(path):
+        raise FileNotFoundError(f"{what} not found: {path}")
+    return path
+
+
+def read_hf(hf_dir):
+    """(BertConfig, {original name: ndarray}) from an HF folder with config.json and model.safetensors."""
+    from safetensors.numpy import load_file
+    config_path = _require(os.path.join(hf_dir, HF_CONFIG), "HF config")
+    weights_path = os.path.join(hf_dir, HF_WEIGHTS)
+    if not tf.io.gfile.exists(weights_path):
+        raise FileNotFoundError(f"HF weights not found: {weights_path} (only the safetensors format is read)")
+    with open(config_path) as f:
+        hf_config = json.load(f)
+    config = hf_config_to_bert_config(hf_config)
+    weights = hf_to_original_weights(load_file(weights_path))
+    check_weights_against_config(weights, config, source=weights_path)
+    return config, weights
+
+
+def check_weights_against_config(weights, config, source="weights"):
+    """Errors naming the variable when a weight's shape disagrees with what the config builds."""
+    model = modeling.PretrainingModel(config) if any(n.startswith("cls/") for n in weights) else \
+        modeling.BertModel(config)
+    expected = {n: [int(d) for d in v.shape] for n, v in model.variables_by_name().items()}
+    problems = []
+    for name, value in weights.items():
+        if name in expected and list(np.shape(value)) != expected[name]:
+            problems.append(f"{name}: {source} {list(np.shape(value))} vs config {expected[name]}")
+    missing = [n for n in expected if n.startswith("bert/") and n not in weights]
+    if problems:
+        raise ValueError("Weights do not match the config: " + "; ".join(problems))
+    if missing:
+        raise ValueError(f"{source} lacks {missing[:10]} ({len(missing)} BERT variables missing)")
+
+
+def hf_to_original(hf_dir, output_dir, vocab_file=None):
+    """Converts an HF BERT folder into bert_model.ckpt + bert_config.json + vocab.txt; returns the prefix."""
+    config, weights = read_hf(hf_dir)
+    vocab_file = vocab_file or os.path.join(hf_dir, "vocab.txt")
+    tokenization.check_vocab_size(vocab_file, config.vocab_size)
+    tf.io.gfile.makedirs(output_dir)
+    prefix = os.path.join(output_dir, ORIGINAL_CHECKPOINT_NAME)
+    save_checkpoint(prefix, weights)
+    config.to_json_file(os.path.join(output_dir, "bert_config.json"))
+    tf.io.gfile.copy(vocab_file, os.path.join(output_dir, "vocab.txt"), overwrite=True)
+    logging.info("Wrote %s (%d variables), bert_config.json and vocab.txt", prefix, len(weights))
+    return prefix
+
+
+def original_to_hf(init_checkpoint, bert_config_file, vocab_file, output_dir):
+    """Converts an original checkpoint + config + vocab into an HF folder; returns the output folder."""
+    from safetensors.numpy import save_file
+    config = modeling.BertConfig.from_json_file(bert_config_file)
+    tokenization.check_vocab_size(vocab_file, config.vocab_size)
+    weights = load_checkpoint(init_checkpoint)
+    weights = collections.OrderedDict((n, v) for n, v in weights.items()
+                                      if n.startswith(("bert/", "cls/predictions/", "cls/seq_relationship/"))
+                                      and not n.endswith(("/adam_m", "/adam_v")))
+    check_weights_against_config(weights, config, source=resolve_checkpoint(init_checkpoint))
+    state = original_to_hf_weights(weights)
+    tf.io.gfile.makedirs(output_dir)
+    save_file(dict(state), os.path.join(output_dir, HF_WEIGHTS), metadata={"format": "pt"})
+    hf_config = bert_config_to_hf_config(config)
+    if any(n.startswith("cls.") for n in state):
+        hf_config["architectures"] = ["BertForPreTraining"]
+    with open(os.path.join(output_dir, HF_CONFIG), "w") as f:
+        json.dump(hf_config, f, indent=2, sort_keys=True)
+    shutil.copyfile(vocab_file, os.path.join(output_dir, "vocab.txt"))
+    logging.info("Wrote HF model to %s (%d tensors)", output_dir, len(state))
+    return output_dir
+
+
+# ---- tf-models-official (Model Garden) BertEncoder -> original ------------------------------------------
+
+_TFM_VALUE = "/.ATTRIBUTES/VARIABLE_VALUE"
+_TFM_LAYER_PARTS = [
+    ("_attention_layer/_query_dense/kernel", "attention/self/query/kernel"),
+    ("_attention_layer/_query_dense/bias", "attention/self/query/bias"),
+    ("_attention_layer/_key_dense/kernel", "attention/self/key/kernel"),
+    ("_attention_layer/_key_dense/bias", "attention/self/key/bias"),
+    ("_attention_layer/_value_dense/kernel", "attention/self/value/kernel"),
+    ("_attention_layer/_value_dense/bias", "attention/self/value/bias"),
+    ("_attention_layer/_output_dense/kernel", "attention/output/dense/kernel"),
+    ("_attention_layer/_output_dense/bias", "attention/output/dense/bias"),
+    ("_attention_layer_norm/beta", "attention/output/LayerNorm/beta"),
+    ("_attention_layer_norm/gamma", "attention/output/LayerNorm/gamma"),
+    ("_intermediate_dense/kernel", "intermediate/dense/kernel"),
+    ("_intermediate_dense/bias", "intermediate/dense/bias"),
+    ("_output_dense/kernel", "output/dense/kernel"),
+    ("_output_dense/bias", "output/dense/bias"),
+    ("_output_layer_norm/beta", "output/LayerNorm/beta"),
+    ("_output_layer_norm/gamma", "output/LayerNorm/gamma"),
+]
+_TFM_TOP_PARTS = [
+    ("_embedding_layer/embeddings", "bert/embeddings/word_embeddings"),
+    ("_type_embedding_layer/embeddings", "bert/embeddings/token_type_embeddings"),
+    ("_position_embedding_layer/embeddings", "bert/embeddings/position_embeddings"),
+    ("_embedding_norm_layer/beta", "bert/embeddings/LayerNorm/beta"),
+    ("_embedding_norm_layer/gamma", "bert/embeddings/LayerNorm/gamma"),
+]
+_TFM_POOLER_PARTS = [("_pooler_layer/kernel", "bert/pooler/dense/kernel"),
+                     ("_pooler_layer/bias", "bert/pooler/dense/bias")]
+
+
+def tfm_to_original_weights(checkpoint, hidden_act="gelu"):
+    """Reads a Model Garden BertEncoder(V2) from an object-based checkpoint -> (weights, BertConfig).
+
+    The encoder is found by its `_embedding_layer/embeddings` entry (any prefix: `encoder/`,
+    `model/encoder_network/`, ...); heads and optimizer slots in the checkpoint are ignored with a log line.
+    Einsum kernels [H, N, D] / [N, D, H] and biases [N, D] become the original 2-D / 1-D shapes.
+    """
+    prefix_path = resolve_checkpoint(checkpoint)
+    reader = tf.train.load_checkpoint(prefix_path)
+    keys = [k for k in reader.get_variable_to_shape_map() if k.endswith(_TFM_VALUE) and "OPTIMIZER_SLOT" not in k]
+    anchors = [k for k in keys if k.endswith("_embedding_layer/embeddings" + _TFM_VALUE)
+               and not k.endswith(("_type_embedding_layer/embeddings" + _TFM_VALUE,
+                                   "_position_embedding_layer/embeddings" + _TFM_VALUE))]
+    if len(anchors) != 1:
+        raise ValueError(f"{prefix_path}: expected one tf-models-official BertEncoder (an "
+                         f"`_embedding_layer/embeddings` entry), found {len(anchors)}")
+    base = anchors[0][:-len("_embedding_layer/embeddings" + _TFM_VALUE)]
+
+    def get(part):
+        key = base + part + _TFM_VALUE
+        if key not in reader.get_variable_to_shape_map():
+            raise ValueError(f"{prefix_path}: missing tf-models-official variable {key}")
+        used.add(key)
+        return reader.get_tensor(key).astype(np.float32)
+
+    used = set()
+    weights = collections.OrderedDict()
+    for part, name in _TFM_TOP_PARTS:
+        weights[name] = get(part)
+    layer_ids = sorted({int(m.group(1)) for m in (re.match(re.escape(base) + r"_transformer_layers/(\d+)/", k)
+                                                   for k in keys) if m})
+    if layer_ids != list(range(len(layer_ids))) or not layer_ids:
+        raise ValueError(f"{prefix_path}: transformer layers {layer_ids} are not 0..N-1")
+    heads = head_size = None
+    for i in layer_ids:
+        for part, name in _TFM_LAYER_PARTS:
+            value = get(f"_transformer_layers/{i}/{part}")
+            if part.endswith(("_query_dense/kernel", "_key_dense/kernel", "_value_dense/kernel")):
+                heads, head_size = value.shape[1], value.shape[2]
+                value = value.reshape(value.shape[0], -1)
+            elif part.endswith(("_query_dense/bias", "_key_dense/bias", "_value_dense/bias")):
+                value = value.reshape(-1)
+            elif part.endswith("_output_dense/kernel") and value.ndim == 3:
+                value = value.reshape(-1, value.shape[-1])
+            weights[f"bert/encoder/layer_{i}/{name}"] = value
+    for part, name in _TFM_POOLER_PARTS:
+        weights[name] = get(part)
+    for key in sorted(set(keys) - used):
+        logging.info("tf-models-official checkpoint entry not converted: %s", key)
+    word = weights["bert/embeddings/word_embeddings"]
+    config = modeling.BertConfig(
+        vocab_size=int(word.shape[0]), hidden_size=int(word.shape[1]), num_hidden_layers=len(layer_ids),
+        num_attention_heads=int(heads), intermediate_size=int(weights["bert/encoder/layer_0/intermediate/dense/bias"]
+                                                             .shape[0]),
+        hidden_act=hidden_act,
+        max_position_embeddings=int(weights["bert/embeddings/position_embeddings"].shape[0]),
+        type_vocab_size=int(weights["bert/embeddings/token_type_embeddings"].shape[0]))
+    if heads * head_size != config.hidden_size:
+        raise ValueError(f"{prefix_path}: {heads} heads x {head_size} != hidden size {config.hidden_size}")
+    return weights, config
+
+
+def tfm_to_original(checkpoint, output_dir, vocab_file=None, hidden_act="gelu"):
+    """Converts a Model Garden BertEncoder checkpoint into bert_model.ckpt + bert_config.json (+ vocab.txt)."""
+    weights, config = tfm_to_original_weights(checkpoint, hidden_act=hidden_act)
+    check_weights_against_config(weights, config, source=resolve_checkpoint(checkpoint))
+    tf.io.gfile.makedirs(output_dir)
+    prefix = os.path.join(output_dir, ORIGINAL_CHECKPOINT_NAME)
+    save_checkpoint(prefix, weights)
+    config.to_json_file(os.path.join(output_dir, "bert_config.json"))
+    if vocab_file:
+        tokenization.check_vocab_size(vocab_file, config.vocab_size)
+        tf.io.gfile.copy(vocab_file, os.path.join(output_dir, "vocab.txt"), overwrite=True)
+    logging.info("Wrote %s (%d variables) and bert_config.json", prefix, len(weights))
+    return prefix
