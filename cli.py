@@ -35,7 +35,7 @@ EXIT_USER_ERROR = 2
 
 # TensorFlow lines that TF_CPP_MIN_LOG_LEVEL=2 does not hide and that say nothing to the user.
 _NOISE = re.compile(rb"failed call to cuInit|All log messages before absl::InitializeLog\(\)|"
-                    rb"Compiled cluster using XLA!")
+                    rb"Compiled cluster using XLA!|oneDNN supports DT_INT64 only on platforms with AVX-512")
 
 
 class UserError(ValueError):

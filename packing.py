@@ -1,0 +1,264 @@
+"""How each task packs WordPiece ids into model inputs, as TensorFlow ops.
+
+One definition per task serves both the feature records a runner writes (ids from tokenization.FullTokenizer,
+the original's exact tokens) and the raw-text signatures of the SavedModels it exports (ids from
+fast_tokenization.FastBertTokenizer, in the graph), so training and serving cannot pack differently.
+
+  pack_pair(ids_a, ids_b, max_seq_length, cls_id, sep_id): [CLS] a [SEP] (b [SEP]) with the original's pair
+    truncation (classifier, extract_features).
+  squad_windows(query_ids, doc_pieces, ...): the original run_squad.py's windows over a context, with the
+    "max context" flags and, for training, the answer's start/end positions.
+  ner_windows(word_pieces, ...): windows over a sentence in which every word is scored exactly once.
+
+Inputs are ragged int tensors ([batch, (ids)] or [batch, (words), (pieces)]); `ragged_ids` makes them from
+Python lists. Outputs are dense int32 tensors, one row per packed sequence.
+"""
+import itertools
+
+import numpy as np
+import tensorflow as tf
+
+
+def ragged_ids(rows):
+    """[[id, ...], ...] -> int64 RaggedTensor [len(rows), (ids)]; [[[id, ...], ...], ...] -> [rows, (words), (ids)]
+    when the items are lists of lists."""
+    lengths = [len(row) for row in rows]
+    if rows and any(lengths) and isinstance(next(r for r in rows if len(r))[0], (list, tuple)):
+        inner = ragged_ids(list(itertools.chain.from_iterable(rows)))
+        return tf.RaggedTensor.from_row_lengths(inner, np.asarray(lengths, np.int64), validate=False)
+    flat = np.fromiter(itertools.chain.from_iterable(rows), np.int64, count=sum(lengths))
+    return tf.RaggedTensor.from_row_lengths(flat, np.asarray(lengths, np.int64), validate=False)
+
+
+def _ragged_int(ids):
+    """Ragged int32 ids with int64 row splits (the layout the ops below expect)."""
+    ids = tf.cast(ids, tf.int32)
+    return ids.with_row_splits_dtype(tf.int64)
+
+
+def pack_pair(ids_a, ids_b, max_seq_length, cls_id, sep_id):
+    """Packs ragged ids [batch, (ids)] into dense int32 input_ids, input_mask, segment_ids [batch, max_seq_length].
+
+    [CLS] a [SEP] b [SEP], as the original run_classifier.py and extract_features.py: a pair is truncated by
+    popping from the longer sequence (from b on ties) until it fits max_seq_length - 3; a row whose b is empty
+    (or ids_b None) is a single sequence cut to max_seq_length - 2; zero padding.
+    """
+    ids_a = _ragged_int(ids_a)
+    len_a = ids_a.row_lengths()
+    if ids_b is None:
+        ids_b = tf.RaggedTensor.from_row_lengths(tf.zeros([0], tf.int32), tf.zeros_like(len_a))
+    ids_b = _ragged_int(ids_b)
+    len_b = ids_b.row_lengths()
+    has_b = tf.cast(len_b > 0, tf.int64)
+    budget = max_seq_length - 2 - has_b
+    # Popping from the longer (b on ties) until the pair fits keeps these many of each.
+    keep_a = tf.minimum(len_a, tf.maximum(budget - len_b, (budget + 1) // 2))
+    keep_b = tf.minimum(len_b, tf.maximum(budget - len_a, budget // 2))
+    ids_a = tf.ragged.boolean_mask(ids_a, tf.ragged.range(len_a) < keep_a[:, tf.newaxis])
+    ids_b = tf.ragged.boolean_mask(ids_b, tf.ragged.range(len_b) < keep_b[:, tf.newaxis])
+    batch = tf.shape(len_a)[0]
+    cls = tf.RaggedTensor.from_tensor(tf.fill([batch, 1], cls_id), row_splits_dtype=tf.int64)
+    sep_a = tf.RaggedTensor.from_tensor(tf.fill([batch, 1], sep_id), row_splits_dtype=tf.int64)
+    sep_b = tf.RaggedTensor.from_row_lengths(tf.fill([tf.reduce_sum(has_b)], sep_id), has_b)
+    tokens = tf.concat([cls, ids_a, sep_a, ids_b, sep_b], axis=1)
+    segments = tf.concat([tf.zeros_like(cls), tf.zeros_like(ids_a), tf.zeros_like(sep_a),
+                          tf.ones_like(ids_b), tf.ones_like(sep_b)], axis=1)
+    shape = [None, max_seq_length]
+    input_ids = tokens.to_tensor(default_value=0, shape=shape)
+    input_mask = tf.ones_like(tokens).to_tensor(default_value=0, shape=shape)
+    segment_ids = segments.to_tensor(default_value=0, shape=shape)
+    return input_ids, input_mask, segment_ids
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Windows over long inputs (the original run_squad.py's doc spans and "max context" rule).
+
+
+class _Windows:
+    """Sliding windows of at most `max_tokens` tokens starting every min(max_tokens, stride) tokens, per row
+    (the original's doc spans: the last window ends at the row's end; a row without tokens has none).
+
+    Per window: row, index (within its row), start, length; row_splits group the windows by row.
+    """
+
+    def __init__(self, num_tokens, max_tokens, stride):
+        num_tokens = tf.cast(num_tokens, tf.int64)
+        max_tokens = tf.cast(tf.broadcast_to(max_tokens, tf.shape(num_tokens)), tf.int64)
+        step = tf.minimum(max_tokens, tf.cast(stride, tf.int64))
+        extra = tf.maximum(num_tokens - max_tokens, 0)
+        num_windows = tf.where(num_tokens == 0, tf.zeros_like(num_tokens), (extra + step - 1) // step + 1)
+        self.row = tf.repeat(tf.range(tf.size(num_windows, out_type=tf.int64)), num_windows)
+        ranges = tf.ragged.range(num_windows)
+        self.row_splits = ranges.row_splits
+        self.index = ranges.flat_values
+        self.start = self.index * tf.gather(step, self.row)
+        self.length = tf.minimum(tf.gather(max_tokens, self.row), tf.gather(num_tokens, self.row) - self.start)
+
+    def has_max_context(self, doc_position):
+        """[windows, slots] bool: the window is the first of its row's windows where the token at
+        `doc_position` [windows, slots] has the best min(left, right) + 0.01 * length (and holds it)."""
+        starts = tf.RaggedTensor.from_row_splits(self.start, self.row_splits).to_tensor(-1)
+        lengths = tf.RaggedTensor.from_row_splits(self.length, self.row_splits).to_tensor(0)
+        w_start = tf.gather(starts, self.row)[:, tf.newaxis, :]
+        w_length = tf.gather(lengths, self.row)[:, tf.newaxis, :]
+        w_end = w_start + w_length - 1
+        token = doc_position[:, :, tf.newaxis]
+        contains = (w_length > 0) & (token >= w_start) & (token <= w_end)
+        score = (tf.cast(tf.minimum(token - w_start, w_end - token), tf.float64)
+                 + 0.01 * tf.cast(w_length, tf.float64))
+        score = tf.where(contains, score, tf.constant(-1e9, tf.float64))
+        best_score = tf.reduce_max(score, axis=-1, keepdims=True)
+        window_ids = tf.range(tf.shape(score, out_type=tf.int64)[-1])
+        best = tf.reduce_min(tf.where(contains & (score == best_score), window_ids, tf.int64.max), axis=-1)
+        return best == self.index[:, tf.newaxis]
+
+
+def squad_windows(query_ids, doc_pieces, max_seq_length, doc_stride, max_query_length, cls_id, sep_id,
+                  answer_start=None, answer_end=None):
+    """Windows of (question, context) pairs, as the original run_squad.py's convert_examples_to_features.
+
+    query_ids: ragged [batch, (ids)] of the question (cut to max_query_length here); doc_pieces: ragged
+    [batch, (words), (ids)] of the context's whitespace-separated words, each tokenized on its own.
+    Each window is [CLS] question [SEP] context piece window [SEP], zero padded; windows of at most
+    max_seq_length - len(question) - 3 pieces start every doc_stride pieces.
+
+    Returns a dict, one row per window: example_index, doc_span_index [K] int32; input_ids, input_mask,
+    segment_ids, token_to_orig (context word index, -1 elsewhere) [K, max_seq_length] int32;
+    token_is_max_context [K, max_seq_length] bool. With answer_start/answer_end ([batch] piece positions of
+    the answer in the context, -1 for none) also start_positions/end_positions [K] int32: the answer's slots
+    in a window that holds all of it, else 0 (the [CLS] slot), as the original labels training windows.
+    """
+    query = _ragged_int(query_ids)[:, :max_query_length]
+    query_len = query.row_lengths()
+    doc_pieces = _ragged_int(doc_pieces)
+    words = doc_pieces.row_splits
+    pieces = doc_pieces.values  # [total words, (pieces)]
+    doc_splits = tf.gather(pieces.row_splits, words)
+    doc_ids = pieces.flat_values
+    # Index of each piece's word within its own context.
+    piece_example = tf.ragged.row_splits_to_segment_ids(doc_splits, out_type=tf.int64)
+    piece_word = pieces.value_rowids() - tf.gather(words, piece_example)
+
+    num_tokens = doc_splits[1:] - doc_splits[:-1]
+    windows = _Windows(num_tokens, max_seq_length - query_len - 3, doc_stride)
+    example = windows.row
+
+    positions = tf.range(max_seq_length, dtype=tf.int64)[tf.newaxis, :]
+    q_len = tf.gather(query_len, example)[:, tf.newaxis]
+    doc_offset = q_len + 2
+    length = windows.length[:, tf.newaxis]
+    is_query = (positions >= 1) & (positions <= q_len)
+    is_doc = (positions >= doc_offset) & (positions < doc_offset + length)
+    is_last_sep = positions == doc_offset + length
+
+    query_dense = query.to_tensor(default_value=0, shape=[None, max_query_length])
+    query_rows = tf.gather(query_dense, example)
+    query_pos = tf.clip_by_value(positions - 1, 0, max_query_length - 1)
+    query_tokens = tf.gather(query_rows, tf.broadcast_to(query_pos, tf.shape(is_query)), batch_dims=1)
+
+    doc_pos = windows.start[:, tf.newaxis] + positions - doc_offset
+    flat_pos = tf.gather(doc_splits, example)[:, tf.newaxis] + doc_pos
+    flat_pos = tf.where(is_doc, flat_pos, tf.zeros_like(flat_pos))
+    doc_tokens = tf.cast(tf.gather(doc_ids, flat_pos), tf.int64)
+    doc_words = tf.gather(piece_word, flat_pos)
+
+    zeros = tf.zeros_like(is_doc, tf.int64)
+    input_ids = tf.where(positions == 0, tf.cast(cls_id, tf.int64), zeros)
+    input_ids = tf.where(is_query, tf.cast(query_tokens, tf.int64), input_ids)
+    input_ids = tf.where((positions == q_len + 1) | is_last_sep, tf.cast(sep_id, tf.int64), input_ids)
+    input_ids = tf.where(is_doc, doc_tokens, input_ids)
+
+    out = {
+        "example_index": tf.cast(example, tf.int32),
+        "doc_span_index": tf.cast(windows.index, tf.int32),
+        "input_ids": tf.cast(input_ids, tf.int32),
+        "input_mask": tf.cast(positions <= doc_offset + length, tf.int32),
+        "segment_ids": tf.cast(is_doc | is_last_sep, tf.int32),
+        "token_to_orig": tf.cast(tf.where(is_doc, doc_words, -tf.ones_like(doc_words)), tf.int32),
+        "token_is_max_context": is_doc & windows.has_max_context(doc_pos),
+    }
+    if answer_start is not None:
+        start = tf.gather(tf.cast(answer_start, tf.int64), example)
+        end = tf.gather(tf.cast(answer_end, tf.int64), example)
+        inside = (start >= 0) & (start >= windows.start) & (end <= windows.start + windows.length - 1)
+        offset = windows.start - doc_offset[:, 0]
+        out["start_positions"] = tf.cast(tf.where(inside, start - offset, 0), tf.int32)
+        out["end_positions"] = tf.cast(tf.where(inside, end - offset, 0), tf.int32)
+    return out
+
+
+def ner_windows(word_pieces, max_seq_length, doc_stride, cls_id, sep_id, unk_id, left_context=None,
+                right_context=None):
+    """Windows of sentences for token classification, every word scored in exactly one window.
+
+    word_pieces: ragged [batch, (words), (ids)]; a word without pieces is fed as [UNK] (unk_id). A sentence of
+    at most max_seq_length - 2 pieces is one window [CLS] left sentence right [SEP] (left_context /
+    right_context: ragged [batch, (ids)] of context pieces, not scored; None for none). A longer one is split
+    into windows of max_seq_length - 2 pieces starting every doc_stride pieces (no context), and each word is
+    scored in the window where its first piece has the most context (the original run_squad.py's rule);
+    windows that score no word are left out.
+
+    Returns a dict, one row per window: sentence_index [K] int32; input_ids, input_mask, segment_ids and
+    scored_word (the index in its sentence of the word scored at that slot, -1 elsewhere)
+    [K, max_seq_length] int32.
+    """
+    max_tokens = max_seq_length - 2
+    word_pieces = _ragged_int(word_pieces)
+    pieces = word_pieces.values  # [total words, (pieces)]
+    keep = tf.maximum(pieces.row_lengths(), 1)
+    unk = tf.RaggedTensor.from_tensor(tf.fill([tf.shape(keep)[0], 1], tf.cast(unk_id, tf.int32)),
+                                      row_splits_dtype=tf.int64)
+    pieces = tf.concat([pieces, unk], axis=1)
+    pieces = tf.ragged.boolean_mask(pieces, tf.ragged.range(pieces.row_lengths()) < keep[:, tf.newaxis])
+    sentence_splits = tf.gather(pieces.row_splits, word_pieces.row_splits)  # piece offsets of sentences
+    flat = pieces.flat_values
+    piece_sentence = tf.ragged.row_splits_to_segment_ids(sentence_splits, out_type=tf.int64)
+    piece_word = pieces.value_rowids() - tf.gather(word_pieces.row_splits, piece_sentence)
+    is_word_start = tf.scatter_nd(pieces.row_starts()[:, tf.newaxis], tf.ones_like(keep, tf.bool),
+                                  tf.shape(flat, out_type=tf.int64))
+
+    num_tokens = sentence_splits[1:] - sentence_splits[:-1]
+    windows = _Windows(num_tokens, max_tokens, doc_stride)
+    sentence = windows.row
+    fits = tf.gather(num_tokens, sentence) <= max_tokens
+
+    def context_for(context):
+        if context is None:
+            return tf.zeros_like(windows.row), None
+        context = _ragged_int(context)
+        return tf.where(fits, tf.gather(context.row_lengths(), sentence), 0), context
+
+    left_len, left = context_for(left_context)
+    right_len, right = context_for(right_context)
+
+    slots = tf.range(max_seq_length, dtype=tf.int64)[tf.newaxis, :]
+    left_len2, right_len2 = left_len[:, tf.newaxis], right_len[:, tf.newaxis]
+    length = windows.length[:, tf.newaxis]
+    in_left = (slots >= 1) & (slots <= left_len2)
+    in_sentence = (slots > left_len2) & (slots <= left_len2 + length)
+    in_right = (slots > left_len2 + length) & (slots <= left_len2 + length + right_len2)
+    last = left_len2 + length + right_len2 + 1
+
+    doc_pos = windows.start[:, tf.newaxis] + slots - 1 - left_len2
+    flat_pos = tf.gather(sentence_splits, sentence)[:, tf.newaxis] + doc_pos
+    flat_pos = tf.where(in_sentence, flat_pos, tf.zeros_like(flat_pos))
+    ids = tf.where(in_sentence, tf.gather(flat, flat_pos), 0)
+    for context, inside, first in ((left, in_left, 1), (right, in_right, 1 + left_len2 + length)):
+        if context is not None:
+            position = tf.gather(context.row_splits, sentence)[:, tf.newaxis] + slots - first
+            position = tf.where(inside, position, tf.zeros_like(position))
+            ids = tf.where(inside, tf.gather(context.flat_values, position), ids)
+    ids = tf.where(slots == 0, tf.cast(cls_id, tf.int32), ids)
+    ids = tf.where(slots == last, tf.cast(sep_id, tf.int32), ids)
+
+    scored = in_sentence & tf.gather(is_word_start, flat_pos) & windows.has_max_context(doc_pos)
+    scored_word = tf.where(scored, tf.gather(piece_word, flat_pos), -1)
+    used = tf.reduce_any(scored, axis=1)
+    out = {
+        "sentence_index": tf.cast(sentence, tf.int32),
+        "input_ids": ids,
+        "input_mask": tf.cast(slots <= last, tf.int32),
+        "segment_ids": tf.zeros_like(ids),
+        "scored_word": tf.cast(scored_word, tf.int32),
+    }
+    return {name: tf.boolean_mask(value, used) for name, value in out.items()}
