@@ -8,10 +8,10 @@ tensorflow-text's WordPiece learner picks the pieces. The file starts with the s
 """
 import collections
 
-from absl import app
 from absl import flags
 from absl import logging
 
+import cli
 import tokenization
 
 FLAGS = flags.FLAGS
@@ -45,7 +45,7 @@ def define_flags():
 def reserved_tokens(num_unused=0):
     """Special tokens (and [unusedN] placeholders) in vocabulary order."""
     if num_unused < 0:
-        raise ValueError("num_unused must be >= 0, got %d" % num_unused)
+        raise cli.UserError("num_unused must be >= 0, got %d" % num_unused)
     if num_unused == 0:
         return list(SPECIAL_TOKENS)
     unused = ["[unused%d]" % i for i in range(num_unused)]
@@ -71,10 +71,10 @@ def build_vocab(lines, vocab_size, do_lower_case, num_unused=0, max_unique_chars
 
     reserved = reserved_tokens(num_unused)
     if vocab_size <= len(reserved):
-        raise ValueError("vocab_size %d leaves no room after the %d reserved tokens" % (vocab_size, len(reserved)))
+        raise cli.UserError("vocab_size %d leaves no room after the %d reserved tokens" % (vocab_size, len(reserved)))
     counts, num_lines = count_words(lines, do_lower_case)
     if not counts:
-        raise ValueError("the corpus has no words (%d lines read): expected text, one sentence per line"
+        raise cli.UserError("the corpus has no words (%d lines read): expected text, one sentence per line"
                          % num_lines)
     logging.info("Counted %d words (%d distinct) in %d lines", sum(counts.values()), len(counts), num_lines)
     tokens = learner.learn(
@@ -100,7 +100,7 @@ def write_vocab(tokens, output_file):
     import tensorflow as tf
 
     if len(set(tokens)) != len(tokens):
-        raise ValueError("duplicate tokens in the vocabulary for %s" % output_file)
+        raise cli.UserError("duplicate tokens in the vocabulary for %s" % output_file)
     with tf.io.gfile.GFile(output_file, "w") as writer:
         writer.write("".join(token + "\n" for token in tokens))
 
@@ -109,18 +109,7 @@ def read_lines(input_file):
     """Yields the lines (str) of the comma-separated files/globs in `input_file`."""
     import tensorflow as tf
 
-    paths = []
-    for pattern in input_file.split(","):
-        pattern = pattern.strip()
-        if not pattern:
-            continue
-        matched = tf.io.gfile.glob(pattern)
-        if not matched:
-            raise ValueError("--input_file: %s matches no file" % pattern)
-        paths.extend(sorted(matched))
-    if not paths:
-        raise ValueError("--input_file is empty: expected comma-separated files or globs")
-    for path in paths:
+    for path in cli.input_files(input_file, "--input_file"):
         logging.info("Reading %s", path)
         with tf.io.gfile.GFile(path, "rb") as reader:
             for line in reader:
@@ -145,6 +134,7 @@ def main(argv):
         max_unique_chars=FLAGS.max_unique_chars, max_token_length=FLAGS.max_token_length,
         max_input_words=FLAGS.max_input_words, lower_thresh=FLAGS.lower_thresh,
         num_iterations=FLAGS.num_iterations, slack_ratio=FLAGS.slack_ratio)
+    cli.make_parent_dir(FLAGS.output_file, "--output_file")
     write_vocab(tokens, FLAGS.output_file)
     logging.info("Wrote %d tokens to %s", len(tokens), FLAGS.output_file)
     if FLAGS.unk_report_lines > 0:
@@ -160,4 +150,4 @@ def main(argv):
 
 if __name__ == "__main__":
     define_flags()
-    app.run(main)
+    cli.run(main)

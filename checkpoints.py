@@ -19,29 +19,36 @@ and to HF and tf-models-official checkpoints are in conversions.py.
 import collections
 import os
 import re
+import time
 
 import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from cli import MissingFileError, UserError
+from cli import one_line as cli_one_line
+
 
 STATE_FILE = "checkpoint"
 ORIGINAL_CHECKPOINT_NAME = "bert_model.ckpt"
+ENCODER_PREFIX = "bert/"
 
 
 def _is_prefix(path):
     return tf.io.gfile.exists(path + ".index")
 
 
-def resolve_checkpoint(path):
-    """A checkpoint prefix from a prefix or a directory (its latest checkpoint); clear error otherwise."""
+def resolve_checkpoint(path, flag=None):
+    """A checkpoint prefix from a prefix or a directory (its latest checkpoint); a clear error otherwise
+    (naming `flag`, e.g. "--init_checkpoint", when given)."""
+    where = f"{flag}={path}" if flag else f"checkpoint {path}"
     if not path:
-        raise ValueError("No checkpoint path given")
+        raise UserError(f"{flag or 'checkpoint path'} is empty: expected a checkpoint prefix or folder")
     if _is_prefix(path):
         return path
     if tf.io.gfile.isdir(path):
-        latest = tf.train.latest_checkpoint(path)
-        if latest is not None and _is_prefix(latest):
+        latest = CheckpointManager(path).latest_checkpoint()
+        if latest is not None:
             return latest
         # No state file (e.g. a released bert_model.ckpt): the newest-step, or the only, checkpoint there.
         prefixes = sorted(p[:-len(".index")] for p in tf.io.gfile.glob(os.path.join(path, "*.index")))
@@ -51,11 +58,11 @@ def resolve_checkpoint(path):
         if prefixes and len(stepped) == len(prefixes):
             return max(stepped, key=_step_of)
         if prefixes:
-            raise ValueError(f"Directory {path} holds several checkpoints {prefixes} and no `checkpoint` state "
-                             f"file: name one prefix")
-        raise FileNotFoundError(f"No checkpoint found in directory {path} (no `checkpoint` state file and no "
-                                f"*.index file)")
-    raise FileNotFoundError(f"Checkpoint not found: {path} (expected a prefix with {path}.index, or a directory)")
+            raise UserError(f"{where}: the folder holds several checkpoints {prefixes} and no `checkpoint` "
+                            f"state file: name one prefix")
+        raise MissingFileError(f"{where}: no checkpoint found in the folder (no `checkpoint` state file and no "
+                               f"*.index file)")
+    raise MissingFileError(f"{where}: checkpoint not found (expected a prefix with {path}.index, or a folder)")
 
 
 def list_checkpoint(path):
@@ -102,15 +109,22 @@ def _assign(variable, value):
     variable.assign(value)
 
 
-def init_from_checkpoint(variables_by_name, init_checkpoint):
+def init_from_checkpoint(variables_by_name, init_checkpoint, required=ENCODER_PREFIX):
     """Loads every variable present in the checkpoint by name; returns (loaded, new, unused) names.
 
-    A variable whose name is in the checkpoint with another shape is an error naming it and both shapes.
+    A variable whose name is in the checkpoint with another shape is an error naming it and both shapes; so
+    is a model variable under `required` (the encoder, "bert/") that the checkpoint lacks: only the layers a
+    task adds on top start from their initial values.
     """
     prefix = resolve_checkpoint(init_checkpoint)
     reader = tf.train.load_checkpoint(prefix)
     shapes = reader.get_variable_to_shape_map()
     dtypes = reader.get_variable_to_dtype_map()
+    absent = [name for name in variables_by_name if required and name.startswith(required) and name not in shapes]
+    if absent:
+        raise UserError(f"checkpoint {prefix} lacks {len(absent)} encoder variable(s) of the model: "
+                        f"{' '.join(absent[:8])}{' ...' if len(absent) > 8 else ''} (does --bert_config_file "
+                        f"describe this checkpoint?)")
     loaded, new = [], []
     mismatched = []
     for name, variable in variables_by_name.items():
@@ -120,7 +134,7 @@ def init_from_checkpoint(variables_by_name, init_checkpoint):
         if var_shape != list(shapes[name]):
             mismatched.append(f"{name}: model {var_shape} vs checkpoint {list(shapes[name])}")
     if mismatched:
-        raise ValueError(f"Shape mismatch between the model and checkpoint {prefix} for: " + "; ".join(mismatched))
+        raise UserError(f"Shape mismatch between the model and checkpoint {prefix} for: " + "; ".join(mismatched))
     logging.info("**** Initializing from checkpoint %s ****", prefix)
     for name, variable in variables_by_name.items():
         if name in shapes:
@@ -129,7 +143,7 @@ def init_from_checkpoint(variables_by_name, init_checkpoint):
             if dtypes[name] != var_dtype:
                 if not (dtypes[name].is_floating and var_dtype.is_floating) and not (
                         dtypes[name].is_integer and var_dtype.is_integer):
-                    raise ValueError(f"Variable {name}: checkpoint dtype {dtypes[name].name} cannot be loaded "
+                    raise UserError(f"Variable {name}: checkpoint dtype {dtypes[name].name} cannot be loaded "
                                      f"into a {var_dtype.name} variable")
                 value = value.astype(var_dtype.as_numpy_dtype)
             _assign(variable, value)
@@ -176,8 +190,15 @@ def _step_of(prefix):
     return int(m.group(1)) if m else -1
 
 
-class CheckpointManager(object):
-    """Writes `model.ckpt-STEP` checkpoints plus the `checkpoint` state file, keeping the newest N."""
+class CheckpointManager:
+    """Writes `model.ckpt-STEP` checkpoints plus the `checkpoint` state file, keeping the newest N.
+
+    Resume is robust to a killed or damaged run: latest_checkpoint() is the newest checkpoint of the folder
+    that reads back whole (every tensor, checksums included); a newer broken one is named in a warning and left
+    in place (moved aside, never overwritten, when a save reaches its step); files a killed save left behind
+    (`*.tempstate*`, `checkpoint.tmp`) are removed by clean_up(). A failed save leaves the previous checkpoints
+    and the state file as they were.
+    """
 
     def __init__(self, output_dir, max_to_keep=5, checkpoint_name="model.ckpt"):
         if max_to_keep is not None and max_to_keep < 1:
@@ -185,40 +206,92 @@ class CheckpointManager(object):
         self.output_dir = output_dir
         self.max_to_keep = max_to_keep
         self.checkpoint_name = checkpoint_name
-        tf.io.gfile.makedirs(output_dir)
-        _, paths = _read_state(output_dir)
-        self._checkpoints = []
-        for p in paths:
-            full = p if os.path.isabs(p) else os.path.join(output_dir, p)
-            if _is_prefix(full):
-                self._checkpoints.append(full)
+        self._verified = {}
+        self._checkpoints = [p for p in self._candidates() if p in self._listed()]
+        self._checkpoints.sort(key=_step_of)
 
     @property
     def checkpoints(self):
         return list(self._checkpoints)
 
+    def _listed(self):
+        latest, paths = _read_state(self.output_dir)
+        listed = [p if os.path.isabs(p) else os.path.join(self.output_dir, p) for p in paths + [latest] if p]
+        return set(os.path.normpath(p) for p in listed)
+
+    def _candidates(self):
+        """Prefixes of this manager's checkpoints in the folder (with an index or a data file), by step."""
+        pattern = os.path.join(self.output_dir, self.checkpoint_name + "-*")
+        prefixes = set()
+        for path in tf.io.gfile.glob(pattern):
+            m = re.match(r"^(.*-\d+)\.(index|data-\d+-of-\d+)$", path)
+            if m:
+                prefixes.add(os.path.normpath(m.group(1)))
+        return sorted(prefixes, key=_step_of)
+
+    def has_checkpoints(self):
+        """Whether the folder holds files of checkpoints of its own, readable or not."""
+        return bool(self._candidates())
+
+    def _readable(self, prefix):
+        """Whether every tensor of `prefix` reads back (index and data present, sizes and checksums right)."""
+        files = [prefix + ".index"] + tf.io.gfile.glob(prefix + ".data-*")
+        key = tuple((f, tf.io.gfile.stat(f).length) for f in files if tf.io.gfile.exists(f))
+        if key not in self._verified:
+            try:
+                reader = tf.train.load_checkpoint(prefix)
+                for name in reader.get_variable_to_shape_map():
+                    reader.get_tensor(name)
+                self._verified[key] = True
+            except (tf.errors.OpError, IndexError, ValueError, OSError) as err:
+                logging.warning("Checkpoint %s does not read back whole (%s): it is left in place and not "
+                                "used", prefix, cli_one_line(err))
+                self._verified[key] = False
+        return self._verified[key]
+
     def latest_checkpoint(self):
-        """Prefix of the newest complete checkpoint in output_dir, or None."""
-        latest, _ = _read_state(self.output_dir)
-        if latest is None:
-            return None
-        full = latest if os.path.isabs(latest) else os.path.join(self.output_dir, latest)
-        return full if _is_prefix(full) else None
+        """Prefix of the newest checkpoint in output_dir that reads back whole, or None."""
+        for prefix in reversed(self._candidates()):
+            if self._readable(prefix):
+                return prefix
+        return None
+
+    def clean_up(self):
+        """Removes what a killed save left behind: `*.tempstate*` files and a stale state file copy."""
+        for path in (tf.io.gfile.glob(os.path.join(self.output_dir, "*tempstate*"))
+                     + tf.io.gfile.glob(os.path.join(self.output_dir, STATE_FILE + ".tmp"))):
+            logging.info("Removing %s, left by an interrupted save", path)
+            tf.io.gfile.remove(path)
 
     def save(self, variables_by_name, step):
         """Writes every variable under its name as `model.ckpt-STEP`, then updates the state file."""
         step = int(step.numpy() if hasattr(step, "numpy") else step)
-        prefix = os.path.join(self.output_dir, f"{self.checkpoint_name}-{step}")
-        save_checkpoint(prefix, variables_by_name)
-        self._checkpoints = [p for p in self._checkpoints if p != prefix] + [prefix]
+        tf.io.gfile.makedirs(self.output_dir)
+        prefix = os.path.normpath(os.path.join(self.output_dir, f"{self.checkpoint_name}-{step}"))
+        if prefix not in self._checkpoints and prefix in self._candidates():
+            aside = f"{prefix}.broken-{int(time.time())}"
+            for path in tf.io.gfile.glob(prefix + ".*"):
+                tf.io.gfile.rename(path, aside + path[len(prefix):])
+            logging.warning("Moved the unreadable checkpoint %s aside to %s.* before saving step %d", prefix,
+                            aside, step)
+        try:
+            save_checkpoint(prefix, variables_by_name)
+        except (tf.errors.OpError, OSError) as err:
+            for path in tf.io.gfile.glob(os.path.join(self.output_dir, "*tempstate*")):
+                tf.io.gfile.remove(path)
+            previous = self._checkpoints[-1] if self._checkpoints else None
+            raise UserError(f"cannot write checkpoint {prefix}: {cli_one_line(err)}"
+                            + (f"; the previous checkpoint {previous} is intact" if previous else "")) from None
+        checkpoints = [p for p in self._checkpoints if p != prefix] + [prefix]
         removed = []
         if self.max_to_keep is not None:
-            while len(self._checkpoints) > self.max_to_keep:
-                removed.append(self._checkpoints.pop(0))
-        rel = [os.path.relpath(p, self.output_dir) for p in self._checkpoints]
+            while len(checkpoints) > self.max_to_keep:
+                removed.append(checkpoints.pop(0))
+        rel = [os.path.relpath(p, self.output_dir) for p in checkpoints]
         text = f'model_checkpoint_path: "{rel[-1]}"\n' + "".join(
             f'all_model_checkpoint_paths: "{p}"\n' for p in rel)
         _write_atomic(os.path.join(self.output_dir, STATE_FILE), text)
+        self._checkpoints = checkpoints
         for old in removed:
             for path in tf.io.gfile.glob(old + ".*"):
                 tf.io.gfile.remove(path)
@@ -233,25 +306,40 @@ class CheckpointManager(object):
         shapes = reader.get_variable_to_shape_map()
         missing = [n for n in variables_by_name if n not in shapes]
         if missing:
-            raise ValueError(f"Checkpoint {prefix} lacks variable(s) {missing[:10]}"
-                             f"{' ...' if len(missing) > 10 else ''} ({len(missing)} missing)")
+            raise UserError(f"Checkpoint {prefix} lacks variable(s) {missing[:10]}"
+                            f"{' ...' if len(missing) > 10 else ''} ({len(missing)} missing)")
         for name, variable in variables_by_name.items():
             if [int(d) for d in variable.shape] != list(shapes[name]):
-                raise ValueError(f"Variable {name}: model shape {list(variable.shape)} vs checkpoint "
-                                 f"{list(shapes[name])} in {prefix}")
+                raise UserError(f"Variable {name}: model shape {list(variable.shape)} vs checkpoint "
+                                f"{list(shapes[name])} in {prefix}")
             _assign(variable, reader.get_tensor(name))
-        step = int(reader.get_tensor("global_step")) if "global_step" in shapes else _step_of(prefix)
+        step = global_step_of(prefix)
         logging.info("Restored %d variables from %s (global_step %d)", len(variables_by_name), prefix, step)
         return step
 
 
-def checkpoint_for_inference(output_dir, init_checkpoint):
-    """The newest checkpoint in output_dir, else init_checkpoint; an error when there is neither."""
-    latest = None
-    if output_dir and tf.io.gfile.exists(os.path.join(output_dir, STATE_FILE)):
-        latest = CheckpointManager(output_dir).latest_checkpoint()
-    path = latest or init_checkpoint
-    if not path:
-        raise ValueError("no checkpoint to use: --output_dir=%s holds none and --init_checkpoint is not set"
-                         % output_dir)
-    return path
+def global_step_of(prefix):
+    """The checkpoint's global_step (the number after the last "-" of its name without one; else 0)."""
+    try:
+        return int(tf.train.load_variable(prefix, "global_step"))
+    except (tf.errors.NotFoundError, ValueError):
+        return max(_step_of(prefix), 0)
+
+
+def checkpoint_for_inference(output_dir, init_checkpoint, required=True):
+    """The newest readable checkpoint in output_dir, else init_checkpoint (None, or an error when required,
+    when there is neither). Checkpoints in output_dir that all fail to read are an error, not a fall-back."""
+    if output_dir and tf.io.gfile.isdir(output_dir):
+        manager = CheckpointManager(output_dir)
+        latest = manager.latest_checkpoint()
+        if latest:
+            return latest
+        if manager.has_checkpoints():
+            raise UserError(f"--output_dir={output_dir} holds checkpoint files but none reads back whole (see the "
+                            f"warnings above); remove or repair them")
+    if init_checkpoint:
+        return resolve_checkpoint(init_checkpoint, flag="--init_checkpoint")
+    if required:
+        raise UserError(f"no checkpoint to use: --output_dir={output_dir} holds none and --init_checkpoint is "
+                        f"not set")
+    return None

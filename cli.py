@@ -185,7 +185,7 @@ def input_files(value, flag="--input_file"):
         else:
             matches = sorted(p for p in glob.glob(pattern) if os.path.isfile(p))
         if not matches:
-            raise MissingFileError(f"{flag}: {pattern!r} matches no file")
+            raise MissingFileError(f"{flag} pattern {pattern!r} matches no file")
         files.extend(matches)
     return files
 
@@ -194,6 +194,10 @@ def make_dir(path, flag):
     """Creates the folder `path` (and its parents) if needed; a clear error naming the flag otherwise."""
     if not path:
         raise UserError(f"{flag} is required")
+    return _make_dir(path, f"{flag}={path}")
+
+
+def _make_dir(path, named):
     if is_remote(path):
         _gfile().makedirs(path)
         return path
@@ -203,11 +207,11 @@ def make_dir(path, flag):
     while blocker and not os.path.exists(blocker):
         blocker = os.path.dirname(blocker.rstrip(os.sep))
     if blocker and not os.path.isdir(blocker):
-        raise UserError(f"{flag}={path}: cannot create the folder: {blocker} is a file")
+        raise UserError(f"{named}: cannot create the folder: {blocker} is a file")
     try:
         os.makedirs(path, exist_ok=True)
     except OSError as err:
-        raise UserError(f"{flag}={path}: cannot create the folder: {err.strerror or err}") from None
+        raise UserError(f"{named}: cannot create the folder: {err.strerror or err}") from None
     return path
 
 
@@ -217,7 +221,7 @@ def make_parent_dir(path, flag):
         raise UserError(f"{flag} is required")
     parent = os.path.dirname(path)
     if parent:
-        make_dir(parent, flag)
+        _make_dir(parent, f"{flag}={path}")
     if not is_remote(path) and os.path.isdir(path):
         raise UserError(f"{flag}={path}: is a folder, expected a file name")
     return path

@@ -25,6 +25,7 @@ from absl import logging
 import modeling
 import tokenization
 from checkpoints import ORIGINAL_CHECKPOINT_NAME, load_checkpoint, resolve_checkpoint, save_checkpoint
+from cli import MissingFileError, UserError
 
 HF_CONFIG = "config.json"
 HF_WEIGHTS = "model.safetensors"
@@ -39,9 +40,9 @@ def hf_config_to_bert_config(hf):
     """BertConfig from an HF config.json dict (HF "gelu" is exact GELU -> "gelu_exact")."""
     act = hf.get("hidden_act", "gelu")
     if act not in _HF_ACT_TO_ORIGINAL:
-        raise ValueError(f"HF config: unsupported hidden_act {act!r} (expected one of {list(_HF_ACT_TO_ORIGINAL)})")
+        raise UserError(f"HF config: unsupported hidden_act {act!r} (expected one of {list(_HF_ACT_TO_ORIGINAL)})")
     if hf.get("position_embedding_type", "absolute") != "absolute":
-        raise ValueError(f"HF config: position_embedding_type {hf['position_embedding_type']!r} is not supported")
+        raise UserError(f"HF config: position_embedding_type {hf['position_embedding_type']!r} is not supported")
     eps = hf.get("layer_norm_eps", 1e-12)
     if abs(eps - modeling.LAYER_NORM_EPSILON) > 1e-15:
         logging.warning("HF config: layer_norm_eps %g differs from BERT's %g", eps, modeling.LAYER_NORM_EPSILON)
@@ -123,7 +124,7 @@ def hf_to_original_weights(state):
     known = {hf for hf, _, _ in table}
     unknown = sorted(n for n in normalized if n not in known)
     if unknown:
-        raise ValueError(f"HF weights hold tensors with no BERT counterpart: {unknown[:10]}")
+        raise UserError(f"HF weights hold tensors with no BERT counterpart: {unknown[:10]}")
     out = collections.OrderedDict()
     for hf, orig, transpose in table:
         if hf in normalized:
@@ -139,7 +140,7 @@ def original_to_hf_weights(weights, with_prefix=None):
     known = {orig for _, orig, _ in table}
     unknown = sorted(n for n in weights if n not in known)
     if unknown:
-        raise ValueError(f"Variables with no HF BERT counterpart: {unknown[:10]}")
+        raise UserError(f"Variables with no HF BERT counterpart: {unknown[:10]}")
     has_heads = any(n.startswith("cls/") for n in weights)
     prefix = "bert." if (has_heads if with_prefix is None else with_prefix) else ""
     out = collections.OrderedDict()
@@ -156,7 +157,7 @@ def original_to_hf_weights(weights, with_prefix=None):
 
 def _require(path, what):
     if not tf.io.gfile.exists(path):
-        raise FileNotFoundError(f"{what} not found: {path}")
+        raise MissingFileError(f"{what} not found: {path}")
     return path
 
 
@@ -166,7 +167,7 @@ def read_hf(hf_dir):
     config_path = _require(os.path.join(hf_dir, HF_CONFIG), "HF config")
     weights_path = os.path.join(hf_dir, HF_WEIGHTS)
     if not tf.io.gfile.exists(weights_path):
-        raise FileNotFoundError(f"HF weights not found: {weights_path} (only the safetensors format is read)")
+        raise MissingFileError(f"HF weights not found: {weights_path} (only the safetensors format is read)")
     with open(config_path) as f:
         hf_config = json.load(f)
     config = hf_config_to_bert_config(hf_config)
@@ -186,9 +187,9 @@ def check_weights_against_config(weights, config, source="weights"):
             problems.append(f"{name}: {source} {list(np.shape(value))} vs config {expected[name]}")
     missing = [n for n in expected if n.startswith("bert/") and n not in weights]
     if problems:
-        raise ValueError("Weights do not match the config: " + "; ".join(problems))
+        raise UserError("Weights do not match the config: " + "; ".join(problems))
     if missing:
-        raise ValueError(f"{source} lacks {missing[:10]} ({len(missing)} BERT variables missing)")
+        raise UserError(f"{source} lacks {missing[:10]} ({len(missing)} BERT variables missing)")
 
 
 def hf_to_original(hf_dir, output_dir, vocab_file=None):
@@ -211,9 +212,15 @@ def original_to_hf(init_checkpoint, bert_config_file, vocab_file, output_dir):
     config = modeling.BertConfig.from_json_file(bert_config_file)
     tokenization.check_vocab_size(vocab_file, config.vocab_size)
     weights = load_checkpoint(init_checkpoint)
-    weights = collections.OrderedDict((n, v) for n, v in weights.items()
-                                      if n.startswith(("bert/", "cls/predictions/", "cls/seq_relationship/"))
-                                      and not n.endswith(("/adam_m", "/adam_v")))
+    kept = collections.OrderedDict((n, v) for n, v in weights.items()
+                                   if n.startswith(("bert/", "cls/predictions/", "cls/seq_relationship/"))
+                                   and not n.endswith(("/adam_m", "/adam_v")))
+    dropped = [n for n in weights if n not in kept and not n.endswith(("/adam_m", "/adam_v")) and n != "global_step"]
+    if dropped:
+        logging.warning("%s: %d variable(s) have no HF BertModel / BertForPreTraining counterpart and are not "
+                        "converted (a fine-tuned task head such as output_weights / output_bias): %s",
+                        init_checkpoint, len(dropped), " ".join(dropped[:8]))
+    weights = kept
     check_weights_against_config(weights, config, source=resolve_checkpoint(init_checkpoint))
     state = original_to_hf_weights(weights)
     tf.io.gfile.makedirs(output_dir)
@@ -274,14 +281,14 @@ def tfm_to_original_weights(checkpoint, hidden_act="gelu"):
                and not k.endswith(("_type_embedding_layer/embeddings" + _TFM_VALUE,
                                    "_position_embedding_layer/embeddings" + _TFM_VALUE))]
     if len(anchors) != 1:
-        raise ValueError(f"{prefix_path}: expected one tf-models-official BertEncoder (an "
-                         f"`_embedding_layer/embeddings` entry), found {len(anchors)}")
+        raise UserError(f"{prefix_path}: expected one tf-models-official BertEncoder (an "
+                        f"`_embedding_layer/embeddings` entry), found {len(anchors)}")
     base = anchors[0][:-len("_embedding_layer/embeddings" + _TFM_VALUE)]
 
     def get(part):
         key = base + part + _TFM_VALUE
         if key not in reader.get_variable_to_shape_map():
-            raise ValueError(f"{prefix_path}: missing tf-models-official variable {key}")
+            raise UserError(f"{prefix_path}: missing tf-models-official variable {key}")
         used.add(key)
         return reader.get_tensor(key).astype(np.float32)
 
@@ -292,7 +299,7 @@ def tfm_to_original_weights(checkpoint, hidden_act="gelu"):
     layer_ids = sorted({int(m.group(1)) for m in (re.match(re.escape(base) + r"_transformer_layers/(\d+)/", k)
                                                    for k in keys) if m})
     if layer_ids != list(range(len(layer_ids))) or not layer_ids:
-        raise ValueError(f"{prefix_path}: transformer layers {layer_ids} are not 0..N-1")
+        raise UserError(f"{prefix_path}: transformer layers {layer_ids} are not 0..N-1")
     heads = head_size = None
     for i in layer_ids:
         for part, name in _TFM_LAYER_PARTS:
@@ -318,7 +325,7 @@ def tfm_to_original_weights(checkpoint, hidden_act="gelu"):
         max_position_embeddings=int(weights["bert/embeddings/position_embeddings"].shape[0]),
         type_vocab_size=int(weights["bert/embeddings/token_type_embeddings"].shape[0]))
     if heads * head_size != config.hidden_size:
-        raise ValueError(f"{prefix_path}: {heads} heads x {head_size} != hidden size {config.hidden_size}")
+        raise UserError(f"{prefix_path}: {heads} heads x {head_size} != hidden size {config.hidden_size}")
     return weights, config
 
 

@@ -9,10 +9,10 @@
       [--hidden_act=gelu] --output_dir=OUT
       writes OUT/bert_model.ckpt.*, OUT/bert_config.json (+ OUT/vocab.txt) from a Model Garden BertEncoder
 """
-from absl import app
 from absl import flags
 from absl import logging
 
+import cli  # before conversions: quiets TensorFlow's start-up logging
 import conversions
 
 MODES = ("hf_to_original", "original_to_hf", "tfm_to_original")
@@ -37,20 +37,20 @@ def convert(mode, output_dir, hf_dir=None, init_checkpoint=None, bert_config_fil
     """Runs one conversion; returns what it wrote (checkpoint prefix or HF folder)."""
     if mode == "hf_to_original":
         if not hf_dir:
-            raise ValueError("--hf_dir is required for --mode=hf_to_original")
+            raise cli.UserError("--hf_dir is required for --mode=hf_to_original")
         return conversions.hf_to_original(hf_dir, output_dir, vocab_file=vocab_file)
     if mode == "original_to_hf":
         missing = [name for name, value in (("--init_checkpoint", init_checkpoint),
                                             ("--bert_config_file", bert_config_file),
                                             ("--vocab_file", vocab_file)) if not value]
         if missing:
-            raise ValueError(f"{', '.join(missing)} required for --mode=original_to_hf")
+            raise cli.UserError(f"{', '.join(missing)} required for --mode=original_to_hf")
         return conversions.original_to_hf(init_checkpoint, bert_config_file, vocab_file, output_dir)
     if mode == "tfm_to_original":
         if not init_checkpoint:
-            raise ValueError("--init_checkpoint is required for --mode=tfm_to_original")
+            raise cli.UserError("--init_checkpoint is required for --mode=tfm_to_original")
         return conversions.tfm_to_original(init_checkpoint, output_dir, vocab_file=vocab_file, hidden_act=hidden_act)
-    raise ValueError(f"--mode must be one of {MODES}, got {mode!r}")
+    raise cli.UserError(f"--mode must be one of {MODES}, got {mode!r}")
 
 
 def main(_):
@@ -62,4 +62,4 @@ def main(_):
 
 if __name__ == "__main__":
     define_flags()
-    app.run(main)
+    cli.run(main)

@@ -1,4 +1,3 @@
-# coding=utf-8
 """Creates masked-LM / next-sentence TFRecords for BERT pre-training, with the original's algorithm.
 
 Input: UTF-8 text, one sentence per line, blank lines between documents. Output: tf.train.Example records
@@ -46,7 +45,6 @@ guarantee), in both modes.
 """
 
 import array
-import glob
 import itertools
 import multiprocessing
 import os
@@ -56,10 +54,10 @@ import resource
 import time
 
 import numpy as np
-from absl import app
 from absl import flags
 from absl import logging
 
+import cli
 import tokenization
 
 FLAGS = flags.FLAGS
@@ -103,22 +101,22 @@ def define_flags():
 # ----------------------------------------------------------------------------------------------------------
 # Settings, vocabulary and tokenizer.
 
-class Settings(object):
+class Settings:
     """The generation parameters, validated."""
 
     def __init__(self, max_seq_length=128, max_predictions_per_seq=20, random_seed=12345, dupe_factor=10,
                  masked_lm_prob=0.15, short_seq_prob=0.1, do_whole_word_mask=False):
         if max_seq_length < 5:
-            raise ValueError("--max_seq_length=%d is too small: it must be at least 5 ([CLS], [SEP], [SEP] and "
+            raise cli.UserError("--max_seq_length=%d is too small: it must be at least 5 ([CLS], [SEP], [SEP] and "
                              "one token of each segment)" % max_seq_length)
         if max_predictions_per_seq < 1:
-            raise ValueError("--max_predictions_per_seq=%d: expected at least 1" % max_predictions_per_seq)
+            raise cli.UserError("--max_predictions_per_seq=%d: expected at least 1" % max_predictions_per_seq)
         if dupe_factor < 1:
-            raise ValueError("--dupe_factor=%d: expected at least 1" % dupe_factor)
+            raise cli.UserError("--dupe_factor=%d: expected at least 1" % dupe_factor)
         if not 0.0 <= masked_lm_prob <= 1.0:
-            raise ValueError("--masked_lm_prob=%r: expected a probability in [0, 1]" % masked_lm_prob)
+            raise cli.UserError("--masked_lm_prob=%r: expected a probability in [0, 1]" % masked_lm_prob)
         if not 0.0 <= short_seq_prob <= 1.0:
-            raise ValueError("--short_seq_prob=%r: expected a probability in [0, 1]" % short_seq_prob)
+            raise cli.UserError("--short_seq_prob=%r: expected a probability in [0, 1]" % short_seq_prob)
         self.max_seq_length = int(max_seq_length)
         self.max_predictions_per_seq = int(max_predictions_per_seq)
         self.random_seed = int(random_seed)
@@ -135,20 +133,20 @@ def _is_remote(path):
 def _load_vocab(vocab_file):
     """The original's vocab: token -> line index, in file order."""
     if not vocab_file:
-        raise ValueError("--vocab_file is required: the vocab.txt the BERT model was trained with")
+        raise cli.UserError("--vocab_file is required: the vocab.txt the BERT model was trained with")
     if not _is_remote(vocab_file) and not os.path.isfile(vocab_file):
-        raise ValueError("--vocab_file %s does not exist: expected a vocab.txt file, one token per line"
+        raise cli.UserError("--vocab_file %s does not exist: expected a vocab.txt file, one token per line"
                          % vocab_file)
     return tokenization.load_vocab(vocab_file)
 
 
-class Vocab(object):
+class Vocab:
     """What generation needs from the vocabulary: special ids, random words, '##' pieces, id -> token."""
 
     def __init__(self, vocab):
         for token in ("[CLS]", "[SEP]", "[MASK]", tokenization.UNK_TOKEN):
             if token not in vocab:
-                raise ValueError("the vocabulary has no %s token: expected it on a line of its own" % token)
+                raise cli.UserError("the vocabulary has no %s token: expected it on a line of its own" % token)
         self.vocab = vocab
         self.cls_id = vocab["[CLS]"]
         self.sep_id = vocab["[SEP]"]
@@ -171,7 +169,7 @@ class Vocab(object):
 _ASCII_PIECES = re.compile(r"[0-9A-Za-z]+|[^0-9A-Za-z]")
 
 
-class CachedTokenizer(object):
+class CachedTokenizer:
     """The original FullTokenizer (BasicTokenizer + WordpieceTokenizer) to ids, cached per space-separated word.
 
     tokenize(a + " " + b) == tokenize(a) + tokenize(b) holds for the original's rules (cleaning and CJK
@@ -222,22 +220,7 @@ class CachedTokenizer(object):
 
 def expand_input_files(input_file):
     """Comma-separated files or globs -> file list (each glob sorted); errors name the flag and pattern."""
-    if not input_file:
-        raise ValueError("--input_file is required: text files (comma-separated, globs allowed)")
-    files = []
-    for pattern in input_file.split(","):
-        pattern = pattern.strip()
-        if not pattern:
-            continue
-        if _is_remote(pattern):
-            import tensorflow as tf
-            matches = sorted(tf.io.gfile.glob(pattern))
-        else:
-            matches = sorted(p for p in glob.glob(pattern) if os.path.isfile(p))
-        if not matches:
-            raise ValueError("--input_file pattern %r matches no file" % pattern)
-        files.extend(matches)
-    return files
+    return cli.input_files(input_file, "--input_file")
 
 
 def _open(path, mode):
@@ -258,11 +241,11 @@ def _decode_line(raw, path, line_number):
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise ValueError("%s:%d: invalid UTF-8 at byte %d of the line (%s); input files must be UTF-8 text"
+        raise cli.UserError("%s:%d: invalid UTF-8 at byte %d of the line (%s); input files must be UTF-8 text"
                          % (path, line_number, err.start, err.reason)) from err
 
 
-class Corpus(object):
+class Corpus:
     """Documents as flat token ids: sentence s is tokens[starts[s]:starts[s + 1]], document d is
     sentences docs[d][0] .. docs[d][0] + docs[d][1] - 1."""
 
@@ -288,7 +271,7 @@ class Corpus(object):
         return len(self.tokens)
 
 
-class ReadStats(object):
+class ReadStats:
     def __init__(self):
         self.lines = 0
         self.bytes = 0
@@ -367,7 +350,7 @@ def read_documents_in_range(path, start, end, tokenizer, stats):
         try:
             line = raw.decode("utf-8").strip()
         except UnicodeDecodeError as err:
-            raise ValueError("%s: invalid UTF-8 in the line at byte offset %d (position %d of the line, %s); "
+            raise cli.UserError("%s: invalid UTF-8 in the line at byte offset %d (position %d of the line, %s); "
                              "input files must be UTF-8 text" % (path, pos, err.start, err.reason)) from err
         if not line:
             if document:
@@ -912,12 +895,12 @@ def record_bytes(framed, lengths, rows=None):
     return framed[keep].tobytes()
 
 
-class RecordWriters(object):
+class RecordWriters:
     """Output files, opened up front; records go round-robin over them, as in the original."""
 
     def __init__(self, paths):
         if not paths:
-            raise ValueError("--output_file is required: comma-separated TFRecord paths")
+            raise cli.UserError("--output_file is required: comma-separated TFRecord paths")
         self.paths = list(paths)
         self.counts = [0] * len(self.paths)
         self._files = []
@@ -925,11 +908,15 @@ class RecordWriters(object):
         self._next = 0
         for path in self.paths:
             try:
+                cli.make_parent_dir(path, "--output_file")
                 self._files.append(_open(path, "wb"))
                 self._opened.append(path)
-            except Exception as err:  # OSError locally, tf errors remotely
+            except Exception as err:  # OSError locally, tf errors remotely, cli.UserError for a bad folder
                 self.abort()
-                raise ValueError("--output_file %s cannot be opened for writing: %s" % (path, err)) from err
+                if isinstance(err, cli.UserError):
+                    raise
+                raise cli.UserError("--output_file %s cannot be opened for writing: %s" % (path, cli.one_line(err))) \
+                    from None
 
     def write(self, framed, lengths):
         """Writes framed records ([B, W] rows with lengths) in order, round-robin over the files."""
@@ -996,7 +983,7 @@ def _duration(seconds):
     return "%d:%02d:%02d" % (seconds // 3600, seconds // 60 % 60, seconds % 60)
 
 
-class ProgressLog(object):
+class ProgressLog:
     """Logs `done` of `total` with rate and ETA, at most every PROGRESS_SECONDS (or when forced)."""
 
     def __init__(self, label, unit):
@@ -1157,7 +1144,7 @@ def fast_output_paths(output_files, num_workers, num_tasks, task_index):
         return [["%s-%05d-of-%05d" % (output_files[0], task_index * num_workers + w, total_workers)]
                 for w in range(num_workers)]
     if len(output_files) % num_workers:
-        raise ValueError("--output_file has %d paths and --num_workers=%d: give one path (shards are named "
+        raise cli.UserError("--output_file has %d paths and --num_workers=%d: give one path (shards are named "
                          "PATH-0000k-of-0000n) or a multiple of num_workers paths"
                          % (len(output_files), num_workers))
     share = len(output_files) // num_workers
@@ -1173,44 +1160,51 @@ def _window_seeds(random_seed, worker, total_workers, window_index):
     return random.Random(python_seed), np.random.default_rng(seq)
 
 
-def fast_worker(job):
+class _FastWorker:
     """One fast-mode worker: streams its byte range window by window and writes its shard(s)."""
-    start_rss = _current_rss_mb()
-    vocab_dict, vocab = _FAST_SHARED["vocab"]
-    settings = job["settings"]
-    worker = job["worker"]
-    label = "worker %d/%d" % (worker, job["total_workers"])
-    tokenizer = CachedTokenizer(vocab_dict, job["do_lower_case"], job["cache_size"])
-    writers = RecordWriters(job["paths"])
-    stats = ReadStats()
-    range_bytes = sum(hi - lo for _, lo, hi in job["parts"])
-    state = {"documents": 0, "instances": 0, "windows": 0, "logged": 0, "single_doc_warned": False,
-             "window_start_bytes": 0, "written_fraction": 0.0}
-    progress = ProgressLog(label, "instances")
 
-    def extra():
+    def __init__(self, job):
+        self.job = job
+        self.start_rss = _current_rss_mb()
+        self.vocab_dict, self.vocab = _FAST_SHARED["vocab"]
+        self.settings = job["settings"]
+        self.worker = job["worker"]
+        self.label = "worker %d/%d" % (self.worker, job["total_workers"])
+        self.tokenizer = CachedTokenizer(self.vocab_dict, job["do_lower_case"], job["cache_size"])
+        self.writers = RecordWriters(job["paths"])
+        self.stats = ReadStats()
+        self.range_bytes = sum(hi - lo for _, lo, hi in job["parts"])
+        self.documents = self.instances = self.windows = self.logged = 0
+        self.single_doc_warned = False
+        self.window_start_bytes = 0
+        self.written_fraction = 0.0
+        self.progress = ProgressLog(self.label, "instances")
+
+    def _progress_text(self):
         # Work done: finished windows, plus the current window's bytes weighted 30 % for reading and 70 % for
         # making and writing its instances.
-        in_window = stats.bytes - state["window_start_bytes"]
-        done = state["window_start_bytes"] + in_window * (0.3 + 0.7 * state["written_fraction"])
-        fraction = done / max(range_bytes, 1)
-        elapsed = time.time() - progress.start
+        in_window = self.stats.bytes - self.window_start_bytes
+        done = self.window_start_bytes + in_window * (0.3 + 0.7 * self.written_fraction)
+        fraction = done / max(self.range_bytes, 1)
+        elapsed = time.time() - self.progress.start
         return "%d documents, %.1f%% of its %.1f MB read, %.0f%% done, ETA %s" % (
-            state["documents"], 100.0 * stats.bytes / max(range_bytes, 1), range_bytes / 1e6, 100.0 * fraction,
-            _duration(elapsed * (1.0 - fraction) / fraction) if fraction > 0 else "?")
+            self.documents, 100.0 * self.stats.bytes / max(self.range_bytes, 1), self.range_bytes / 1e6,
+            100.0 * fraction, _duration(elapsed * (1.0 - fraction) / fraction) if fraction > 0 else "?")
 
-    def report(force=False):
-        progress.update(state["instances"], None, extra, force=force)
+    def report(self, force=False):
+        self.progress.update(self.instances, None, self._progress_text, force=force)
 
-    def process(window):
+    def process(self, window):
+        """Makes the instances of one window (as the original from a whole corpus) and writes them."""
         if not window.docs:
             return
-        rng, rng_np = _window_seeds(settings.random_seed, worker, job["total_workers"], state["windows"])
-        state["windows"] += 1
-        if len(window.docs) == 1 and not state["single_doc_warned"]:
-            state["single_doc_warned"] = True
+        settings = self.settings
+        rng, rng_np = _window_seeds(settings.random_seed, self.worker, self.job["total_workers"], self.windows)
+        self.windows += 1
+        if len(window.docs) == 1 and not self.single_doc_warned:
+            self.single_doc_warned = True
             logging.warning("%s: a window holds a single document; its random next sentences come from the "
-                            "same document", label)
+                            "same document", self.label)
         docs = list(window.docs)
         shuffle(docs, rng)
         spans = array.array("i")
@@ -1222,60 +1216,70 @@ def fast_worker(job):
         spans = np.frombuffer(spans, np.int32).reshape(-1, 5)
         spans = spans[rng_np.permutation(len(spans))]
         tokens = np.frombuffer(window.tokens, np.int32)
-        masker = lambda ids, lengths, len_a, lo, hi: mask_batch(ids, lengths, len_a, settings, vocab, rng_np)
-        base = state["instances"]
+        masker = lambda ids, lengths, len_a, lo, hi: mask_batch(ids, lengths, len_a, settings, self.vocab, rng_np)
+        base = self.instances
 
         def written(done):
-            state["instances"] = base + done
-            state["written_fraction"] = done / len(spans)
-            report()
+            self.instances = base + done
+            self.written_fraction = done / len(spans)
+            self.report()
 
-        limit = job["log_examples"] - state["logged"]
-        state["logged"] += _write_batches(tokens, spans, masker, writers, settings, vocab, max(limit, 0),
-                                          progress=written)
-        state["window_start_bytes"] = stats.bytes
-        state["written_fraction"] = 0.0
+        limit = self.job["log_examples"] - self.logged
+        self.logged += _write_batches(tokens, spans, masker, self.writers, settings, self.vocab, max(limit, 0),
+                                      progress=written)
+        self.window_start_bytes = self.stats.bytes
+        self.written_fraction = 0.0
 
-    try:
+    def _read_and_process(self):
+        window_tokens = self.job["window_tokens"]
         window = Corpus()
-        for path, lo, hi in job["parts"]:
-            for document in read_documents_in_range(path, lo, hi, tokenizer, stats):
+        for path, lo, hi in self.job["parts"]:
+            for document in read_documents_in_range(path, lo, hi, self.tokenizer, self.stats):
                 for ids in document:
                     window.add_sentence(ids)
                 window.end_document()
-                state["documents"] += 1
-                if window.num_tokens >= job["window_tokens"]:
-                    tokens_per_byte = window.num_tokens / max(stats.bytes - state["window_start_bytes"], 1)
-                    remaining = (range_bytes - stats.bytes) * tokens_per_byte
-                    if remaining >= job["window_tokens"] / 2:
-                        process(window)
+                self.documents += 1
+                if window.num_tokens >= window_tokens:
+                    tokens_per_byte = window.num_tokens / max(self.stats.bytes - self.window_start_bytes, 1)
+                    remaining = (self.range_bytes - self.stats.bytes) * tokens_per_byte
+                    if remaining >= window_tokens / 2:
+                        self.process(window)
                         window = Corpus()
-                report()
-        process(window)
-        writers.close()
-    except BaseException:
-        writers.abort()
-        raise
-    report(force=True)
-    _log_tokenless(stats, label)
-    if state["documents"] == 0:
-        logging.warning("%s: no document begins in its byte range; its output %s is empty",
-                        label, ", ".join(job["paths"]))
-    return {"worker": worker, "paths": writers.paths, "counts": writers.counts, "documents": state["documents"],
-            "instances": state["instances"], "windows": state["windows"], "peak_rss_mb": _peak_rss_mb(),
-            "start_rss_mb": start_rss}
+                self.report()
+        self.process(window)
+
+    def run(self):
+        try:
+            self._read_and_process()
+            self.writers.close()
+        except BaseException:
+            self.writers.abort()
+            raise
+        self.report(force=True)
+        _log_tokenless(self.stats, self.label)
+        if self.documents == 0:
+            logging.warning("%s: no document begins in its byte range; its output %s is empty",
+                            self.label, ", ".join(self.job["paths"]))
+        return {"worker": self.worker, "paths": self.writers.paths, "counts": self.writers.counts,
+                "documents": self.documents, "instances": self.instances, "windows": self.windows,
+                "peak_rss_mb": _peak_rss_mb(), "start_rss_mb": self.start_rss}
+
+
+def fast_worker(job):
+    """One fast-mode worker (_FastWorker): returns its counts and memory."""
+    return _FastWorker(job).run()
 
 
 def run_fast(input_files, output_files, vocab_file, do_lower_case, settings, num_workers, window_tokens=10_000_000,
              num_tasks=1, task_index=0, cache_size=200_000):
     """Fast mode (see the module docstring): returns {output path: instances written}."""
     if num_workers < 1:
-        raise ValueError("--num_workers=%d: fast mode needs at least 1 worker" % num_workers)
+        raise cli.UserError("--num_workers=%d: fast mode needs at least 1 worker" % num_workers)
     if num_tasks < 1 or not 0 <= task_index < num_tasks:
-        raise ValueError("--task_index=%d, --num_tasks=%d: expected 0 <= task_index < num_tasks"
+        raise cli.UserError("--task_index=%d, --num_tasks=%d: expected 0 <= task_index < num_tasks"
                          % (task_index, num_tasks))
     if not 1 <= window_tokens <= 1 << 30:
-        raise ValueError("--window_tokens=%d: expected a number of tokens in 1 .. 2**30" % window_tokens)
+        raise cli.UserError("--window_tokens=%d: expected a number of tokens in 1 .. 2**30" % window_tokens)
     vocab_dict = _load_vocab(vocab_file)
     _FAST_SHARED["vocab"] = (vocab_dict, Vocab(vocab_dict))
     sizes = [_file_size(path) for path in input_files]
@@ -1332,13 +1336,13 @@ def run(input_file, output_file, vocab_file, do_lower_case=True, num_workers=0, 
     input_files = expand_input_files(input_file)
     output_files = [path.strip() for path in (output_file or "").split(",") if path.strip()]
     if not output_files:
-        raise ValueError("--output_file is required: comma-separated TFRecord paths")
+        raise cli.UserError("--output_file is required: comma-separated TFRecord paths")
     logging.info("*** Reading from input files ***")
     for path in input_files:
         logging.info("  %s", path)
     if num_workers == 0:
         if num_tasks != 1:
-            raise ValueError("--num_tasks=%d needs fast mode (--num_workers >= 1)" % num_tasks)
+            raise cli.UserError("--num_tasks=%d needs fast mode (--num_workers >= 1)" % num_tasks)
         return run_exact(input_files, output_files, vocab_file, do_lower_case, settings, cache_size)
     return run_fast(input_files, output_files, vocab_file, do_lower_case, settings, num_workers, window_tokens,
                     num_tasks, task_index, cache_size)
@@ -1361,4 +1365,4 @@ if __name__ == "__main__":
     flags.mark_flag_as_required("input_file")
     flags.mark_flag_as_required("output_file")
     flags.mark_flag_as_required("vocab_file")
-    app.run(main)
+    cli.run(main)

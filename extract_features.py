@@ -8,19 +8,23 @@ the original rounds them (round(float(x), 6)).
 Extra (not in the original): `--sentence_vector=pooled` adds the pooler output ([CLS] through the pooler
 dense layer) and `--sentence_vector=mean` the mean of the last layer over the example's real tokens
 (input_mask 1, [CLS] and [SEP] included), as a "sentence_vector" list in each line, rounded like the values.
-Batches run through training.predict (one compiled tf.function).
+Batches run through training.predict (one compiled tf.function), sorted by length and cut to their longest
+example (runner.predict_arrays); pairs are packed by packing.pack_pair, as run_classifier.py packs them.
 """
+import cli  # first: quiets TensorFlow's start-up logging
 import collections
+import dataclasses
 import json
 import re
 
-from absl import app
-from absl import flags
-from absl import logging
 import numpy as np
 import tensorflow as tf
+from absl import flags
+from absl import logging
 
+import checkpoints
 import modeling
+import runner
 import tokenization
 import training
 
@@ -53,67 +57,69 @@ def define_flags():
         flags.mark_flag_as_required(name)
 
 
-class InputExample(object):
+@dataclasses.dataclass
+class InputExample:
     """One line of the input file."""
-
-    def __init__(self, unique_id, text_a, text_b):
-        self.unique_id = unique_id
-        self.text_a = text_a
-        self.text_b = text_b
+    unique_id: int
+    text_a: str
+    text_b: str
 
 
-class InputFeatures(object):
+@dataclasses.dataclass
+class InputFeatures:
     """A single set of features of data."""
-
-    def __init__(self, unique_id, tokens, input_ids, input_mask, input_type_ids):
-        self.unique_id = unique_id
-        self.tokens = tokens
-        self.input_ids = input_ids
-        self.input_mask = input_mask
-        self.input_type_ids = input_type_ids
+    unique_id: int
+    tokens: list
+    input_ids: list
+    input_mask: list
+    input_type_ids: list
 
 
 def read_examples(input_file):
     """Reads `InputExample`s, one per line; `a ||| b` splits a pair (at the last separator, as the original)."""
-    if not tf.io.gfile.exists(input_file):
-        raise FileNotFoundError(f"--input_file not found: {input_file}")
+    cli.require_file(input_file, "--input_file")
+    with tf.io.gfile.GFile(input_file, "rb") as reader:
+        data = reader.read()
     examples = []
-    with tf.io.gfile.GFile(input_file, "r") as reader:
-        for unique_id, line in enumerate(iter(reader.readline, "")):
-            line = tokenization.convert_to_unicode(line).strip()
-            m = re.match(r"^(.*) \|\|\| (.*)$", line)
-            if m is None:
-                text_a, text_b = line, None
-            else:
-                text_a, text_b = m.group(1), m.group(2)
-            examples.append(InputExample(unique_id=unique_id, text_a=text_a, text_b=text_b))
+    for unique_id, raw in enumerate(data.splitlines(keepends=True)):
+        try:
+            line = raw.decode("utf-8").strip()
+        except UnicodeDecodeError as err:
+            raise cli.UserError(f"--input_file={input_file} line {unique_id + 1}: not valid UTF-8 ({err.reason})")
+        m = re.match(r"^(.*) \|\|\| (.*)$", line)
+        if m is None:
+            text_a, text_b = line, None
+        else:
+            text_a, text_b = m.group(1), m.group(2)
+        examples.append(InputExample(unique_id=unique_id, text_a=text_a, text_b=text_b))
     return examples
 
 
 def convert_examples_to_features(examples, seq_length, tokenizer):
     """`[CLS] a [SEP] (b [SEP])`, zero padded to seq_length; truncation as the original (logged here)."""
     if seq_length < 3:
-        raise ValueError(f"--max_seq_length must be at least 3, got {seq_length}")
+        raise cli.UserError(f"--max_seq_length must be at least 3, got {seq_length}")
+    ids = runner.tokenize_in_processes([e.text_a for e in examples] + [e.text_b or "" for e in examples], tokenizer)
+    ids_a, ids_b = ids[:len(examples)], ids[len(examples):]
+    arrays = runner.pack_pairs(tokenizer, ids_a, ids_b, seq_length)
+    lengths = arrays["input_mask"].sum(axis=1)
+    n_truncated = int(sum(len(a) + len(b) + 2 + bool(b) > length for a, b, length in zip(ids_a, ids_b, lengths)))
     features = []
-    n_truncated = 0
     for ex_index, example in enumerate(examples):
-        tokens_a = tokenizer.tokenize(example.text_a)
-        tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else None
-        before = len(tokens_a) + (len(tokens_b) if tokens_b else 0)
-        tokens, input_ids, input_mask, input_type_ids = tokenization.pack_sequence_pair(
-                tokenizer, tokens_a, tokens_b, seq_length)
-        if len(tokens_a) + (len(tokens_b) if tokens_b else 0) < before:
-            n_truncated += 1
-
+        length = int(lengths[ex_index])
+        input_ids = arrays["input_ids"][ex_index].tolist()
+        feature = InputFeatures(unique_id=example.unique_id,
+                                tokens=tokenizer.convert_ids_to_tokens(input_ids[:length]), input_ids=input_ids,
+                                input_mask=arrays["input_mask"][ex_index].tolist(),
+                                input_type_ids=arrays["segment_ids"][ex_index].tolist())
         if ex_index < 5:
             logging.info("*** Example ***")
             logging.info("unique_id: %s", example.unique_id)
-            logging.info("tokens: %s", " ".join(tokenization.printable_text(x) for x in tokens))
-            logging.info("input_ids: %s", " ".join(str(x) for x in input_ids))
-            logging.info("input_mask: %s", " ".join(str(x) for x in input_mask))
-            logging.info("input_type_ids: %s", " ".join(str(x) for x in input_type_ids))
-        features.append(InputFeatures(unique_id=example.unique_id, tokens=tokens, input_ids=input_ids,
-                                      input_mask=input_mask, input_type_ids=input_type_ids))
+            logging.info("tokens: %s", " ".join(tokenization.printable_text(x) for x in feature.tokens))
+            logging.info("input_ids: %s", " ".join(str(x) for x in feature.input_ids))
+            logging.info("input_mask: %s", " ".join(str(x) for x in feature.input_mask))
+            logging.info("input_type_ids: %s", " ".join(str(x) for x in feature.input_type_ids))
+        features.append(feature)
     if n_truncated:
         logging.info("%d of %d examples were truncated to max_seq_length=%d", n_truncated, len(examples),
                      seq_length)
@@ -125,10 +131,10 @@ def parse_layers(layers, num_hidden_layers):
     try:
         indexes = [int(x) for x in str(layers).split(",")]
     except ValueError:
-        raise ValueError(f"--layers must be comma-separated integers, got {layers!r}") from None
+        raise cli.UserError(f"--layers must be comma-separated integers, got {layers!r}") from None
     for index in indexes:
         if not -num_hidden_layers <= index < num_hidden_layers:
-            raise ValueError(f"--layers: index {index} is out of range for a model with {num_hidden_layers} "
+            raise cli.UserError(f"--layers: index {index} is out of range for a model with {num_hidden_layers} "
                              f"encoder layers (valid: {-num_hidden_layers}..{num_hidden_layers - 1})")
     return indexes
 
@@ -150,17 +156,15 @@ class ExtractFeaturesTask(training.Task):
     """training.Task that predicts the requested encoder layers (and a sentence vector) per example."""
 
     def __init__(self, bert_config, layer_indexes, sentence_vector="none"):
+        self.sequence_outputs = tuple("layer_output_%d" % j for j in range(len(layer_indexes)))
         if sentence_vector not in SENTENCE_VECTORS:
-            raise ValueError(f"--sentence_vector must be one of {SENTENCE_VECTORS}, got {sentence_vector!r}")
+            raise cli.UserError(f"--sentence_vector must be one of {SENTENCE_VECTORS}, got {sentence_vector!r}")
         self.bert_config = bert_config
         self.layer_indexes = list(layer_indexes)
         self.sentence_vector = sentence_vector
 
     def build_model(self):
-        model = modeling.BertModel(self.bert_config)
-        dummy = tf.zeros([1, 2], tf.int32)
-        model(dummy, tf.ones_like(dummy), dummy, training=False)
-        return model
+        return modeling.BertModel(self.bert_config)
 
     def predict_outputs(self, model, features):
         input_mask = features["input_mask"]
@@ -179,37 +183,25 @@ class ExtractFeaturesTask(training.Task):
         return result
 
 
-def input_fn_builder(features, seq_length):
-    """training.predict input function over in-memory features (in order, last batch kept)."""
-    tensors = {
-        "unique_ids": tf.constant([f.unique_id for f in features], tf.int32, shape=[len(features)]),
-        "input_ids": tf.constant([f.input_ids for f in features], tf.int32, shape=[len(features), seq_length]),
-        "input_mask": tf.constant([f.input_mask for f in features], tf.int32,
-                                  shape=[len(features), seq_length]),
-        "input_type_ids": tf.constant([f.input_type_ids for f in features], tf.int32,
-                                      shape=[len(features), seq_length]),
-    }
-
-    def input_fn(batch_size, input_context=None):
-        return tf.data.Dataset.from_tensor_slices(tensors).batch(batch_size, drop_remainder=False)
-
-    return input_fn
-
-
 def predict_features(features, bert_config, init_checkpoint, layer_indexes, seq_length, batch_size=32,
                      sentence_vector="none", dtype="float32", use_tpu=False, master=None, num_tpu_cores=8):
     """Yields (feature, result) in input order; result holds `layer_output_j` [seq, hidden] per requested
-    layer and `sentence_vector` when asked for. Runs through training.predict (one compiled step)."""
+    layer and `sentence_vector` when asked for (runner.predict_arrays: real-length batches)."""
     if batch_size < 1:
-        raise ValueError(f"--batch_size must be positive, got {batch_size}")
+        raise cli.UserError(f"--batch_size must be positive, got {batch_size}")
     if not features:
         return
     config = training.TrainingConfig(init_checkpoint=init_checkpoint, predict_batch_size=batch_size,
                                      dtype=dtype, use_tpu=use_tpu, master=master, num_tpu_cores=num_tpu_cores)
     task = ExtractFeaturesTask(bert_config, layer_indexes, sentence_vector)
-    by_id = {f.unique_id: f for f in features}
-    for result in training.predict(task, input_fn_builder(features, seq_length), config):
-        yield by_id[int(result["unique_id"])], result
+    arrays = {"unique_ids": np.array([f.unique_id for f in features], np.int32),
+              "input_ids": np.array([f.input_ids for f in features], np.int32).reshape(-1, seq_length),
+              "input_mask": np.array([f.input_mask for f in features], np.int32).reshape(-1, seq_length),
+              "input_type_ids": np.array([f.input_type_ids for f in features], np.int32).reshape(-1, seq_length)}
+    outputs = runner.predict_arrays(task, arrays, config, checkpoint_path=checkpoints.resolve_checkpoint(
+        init_checkpoint, flag="--init_checkpoint"))
+    for i, feature in enumerate(features):
+        yield feature, {name: value[i] for name, value in outputs.items()}
 
 
 def feature_json(feature, result, layer_indexes):
@@ -241,16 +233,13 @@ def extract_features(input_file, output_file, bert_config_file, init_checkpoint,
                      sentence_vector="none", use_tpu=False, master=None, num_tpu_cores=8):
     """The whole script: reads input_file, writes output_file; returns the number of lines written."""
     if not init_checkpoint:
-        raise ValueError("--init_checkpoint is required (features of random weights are meaningless)")
-    tokenization.validate_case_matches_checkpoint(do_lower_case, init_checkpoint)
-    bert_config = modeling.BertConfig.from_json_file(bert_config_file)
+        raise cli.UserError("--init_checkpoint is required (features of random weights are meaningless)")
+    bert_config, tokenizer = runner.check_model_inputs(bert_config_file, vocab_file, do_lower_case, max_seq_length,
+                                                       init_checkpoint)
     layer_indexes = parse_layers(layers, bert_config.num_hidden_layers)
-    if max_seq_length > bert_config.max_position_embeddings:
-        raise ValueError(f"--max_seq_length={max_seq_length} exceeds max_position_embeddings="
-                         f"{bert_config.max_position_embeddings} of {bert_config_file}")
-    tokenizer = tokenization.FullTokenizer(vocab_file=vocab_file, do_lower_case=do_lower_case)
     examples = read_examples(input_file)
     features = convert_examples_to_features(examples, max_seq_length, tokenizer)
+    cli.make_parent_dir(output_file, "--output_file")
     written = 0
     with tf.io.gfile.GFile(output_file, "w") as writer:
         for feature, result in predict_features(features, bert_config, init_checkpoint, layer_indexes,
@@ -263,7 +252,6 @@ def extract_features(input_file, output_file, bert_config_file, init_checkpoint,
 
 
 def main(_):
-    logging.set_verbosity(logging.INFO)
     extract_features(FLAGS.input_file, FLAGS.output_file, FLAGS.bert_config_file, FLAGS.init_checkpoint,
                      FLAGS.vocab_file, FLAGS.do_lower_case, FLAGS.layers, FLAGS.max_seq_length,
                      FLAGS.batch_size, FLAGS.sentence_vector, FLAGS.use_tpu, FLAGS.master, FLAGS.num_tpu_cores)
@@ -271,4 +259,4 @@ def main(_):
 
 if __name__ == "__main__":
     define_flags()
-    app.run(main)
+    cli.run(main)

@@ -10,16 +10,18 @@ exported model in a fresh process.
 Flags take the user's own corpus (--corpus_file), vocab (--vocab_file), checkpoint (--init_checkpoint with
 --bert_config_file) and classification data (--task_data_dir).
 """
+import cli  # first: quiets TensorFlow's start-up logging
 import ast
 import collections
 import inspect
+import json
 import os
 import random
 import re
 import sys
 import sysconfig
+import types
 
-from absl import app
 from absl import flags
 from absl import logging
 
@@ -156,7 +158,7 @@ def stdlib_documents(root=None):
         if sentences:
             documents[module] = sentences
     if not documents:
-        raise ValueError(f"no docstring sentences found in the standard library at {root or stdlib_dir()}")
+        raise cli.UserError(f"no docstring sentences found in the standard library at {root or stdlib_dir()}")
     return documents
 
 
@@ -185,7 +187,7 @@ def write_corpus(documents, path, exclude=()):
 def read_corpus(path):
     """Reads a corpus file (one sentence per line, blank line between documents) into a list of documents."""
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"--corpus_file: no such file: {path}")
+        raise cli.MissingFileError(f"--corpus_file: no such file: {path}")
     documents, current = [], []
     with open(path, encoding="utf-8") as f:
         for line in f:
@@ -198,7 +200,7 @@ def read_corpus(path):
     if current:
         documents.append(current)
     if not documents:
-        raise ValueError(f"--corpus_file {path} holds no text (expected one sentence per line, "
+        raise cli.UserError(f"--corpus_file {path} holds no text (expected one sentence per line, "
                          "blank lines between documents)")
     return documents
 
@@ -230,12 +232,12 @@ def build_classification_splits(documents, labels=DEFAULT_LABELS, per_label=None
     drawn with a fixed seed; the rest of each label's sentences are not used (logged).
     """
     if len(labels) < 2:
-        raise ValueError(f"--labels: need at least two packages, got {list(labels)}")
+        raise cli.UserError(f"--labels: need at least two packages, got {list(labels)}")
     groups = package_sentences(documents, labels)
     counts = {label: len(group) for label, group in groups.items()}
     too_small = [label for label, n in counts.items() if n < min_per_label]
     if too_small:
-        raise ValueError(f"--labels: packages {too_small} have fewer than {min_per_label} docstring sentences "
+        raise cli.UserError(f"--labels: packages {too_small} have fewer than {min_per_label} docstring sentences "
                          f"(counts: {counts})")
     n = min(counts.values())
     if per_label:
@@ -311,7 +313,7 @@ def setup_logging(log_path, verbose=False):
     return file_handler
 
 
-class Progress(object):
+class Progress:
     """Numbered stage headers and notes with the elapsed time."""
 
     def __init__(self, num_stages):
@@ -464,49 +466,60 @@ def run_main_job(output_dir, corpus_file=None, vocab_file=None, init_checkpoint=
                  classifier_epochs=4.0, classifier_batch_size=32, classifier_learning_rate=5e-4,
                  requests=DEFAULT_REQUESTS, seed=12345):
     """Runs every stage into output_dir; returns {artifact name: path} plus the measured results."""
-    import json
-    import create_pretraining_data
-    import modeling
-    import run_classifier
-    import run_pretraining
-    import training
-
+    job = types.SimpleNamespace(**{k: v for k, v in locals().items()})
     if init_checkpoint and not (bert_config_file and vocab_file):
-        raise ValueError("--init_checkpoint needs --bert_config_file and --vocab_file (the checkpoint's own)")
+        raise cli.UserError("--init_checkpoint needs --bert_config_file and --vocab_file (the checkpoint's own)")
     if bert_config_file and not init_checkpoint:
-        raise ValueError("--bert_config_file is only used with --init_checkpoint")
+        raise cli.UserError("--bert_config_file is only used with --init_checkpoint")
     if eval_every < 1 or pretrain_steps < 0:
-        raise ValueError(f"--eval_every={eval_every} must be positive and --pretrain_steps={pretrain_steps} "
-                         "non-negative")
-    output_dir = os.path.abspath(output_dir)
-    os.makedirs(output_dir, exist_ok=True)
-    out = collections.OrderedDict(output_dir=output_dir, log=os.path.join(output_dir, "main_job.log"))
+        raise cli.UserError(f"--eval_every={eval_every} must be positive and --pretrain_steps={pretrain_steps} "
+                            "non-negative")
+    if not pretrain_steps and not init_checkpoint:
+        raise cli.UserError("--pretrain_steps=0 needs --init_checkpoint (nothing to fine-tune otherwise)")
+    job.output_dir = os.path.abspath(output_dir)
+    os.makedirs(job.output_dir, exist_ok=True)
+    out = collections.OrderedDict(output_dir=job.output_dir, log=os.path.join(job.output_dir, "main_job.log"))
     progress = Progress(6)
-    if os.path.exists(os.path.join(output_dir, "pretrain", "checkpoint")):
-        progress.note(f"{output_dir} already holds checkpoints: training resumes from them (nothing to do if "
+    if os.path.exists(os.path.join(job.output_dir, "pretrain", "checkpoint")):
+        progress.note(f"{job.output_dir} already holds checkpoints: training resumes from them (nothing to do if "
                       "they are complete); give a new --output_dir for a fresh run")
+    corpus_path, eval_corpus_path = _corpus_stage(job, out, progress)
+    _vocab_stage(job, out, progress, corpus_path)
+    records, eval_records = _pretraining_data_stage(job, out, progress, corpus_path, eval_corpus_path)
+    _pretraining_stage(job, out, progress, records, eval_records)
+    _classifier_stage(job, out, progress)
 
-    # 1. Corpus and classification data.
+    # 6. A raw-text request answered by the exported model in a fresh process.
+    progress.header("raw-text requests answered by the SavedModel in a fresh Python process")
+    answer = answer_in_fresh_process(out["export"], list(requests), cwd=job.output_dir)
+    progress.line(answer.rstrip("\n"))
+    out["answers"] = answer
+    return out
+
+
+def _corpus_stage(job, out, progress):
+    """1. The classification data (unless --task_data_dir) and the pre-training corpus without its dev/test
+    sentences; returns the train and held-out corpus files."""
     progress.header("corpus and classification data")
     held_out, docs = set(), None
-    if task_data_dir is None:
-        task_data_dir = os.path.join(output_dir, "classifier_data")
-        os.makedirs(task_data_dir, exist_ok=True)
+    if job.task_data_dir is None:
+        job.task_data_dir = os.path.join(job.output_dir, "classifier_data")
+        os.makedirs(job.task_data_dir, exist_ok=True)
         docs = stdlib_documents()
-        splits = build_classification_splits(docs, labels, seed=seed)
+        splits = build_classification_splits(docs, job.labels, seed=job.seed)
         for name, rows in splits.items():
-            write_tsv(rows, os.path.join(task_data_dir, f"{name}.tsv"))
+            write_tsv(rows, os.path.join(job.task_data_dir, f"{name}.tsv"))
             if name != "train":
                 held_out.update(sentence for sentence, _ in rows)
-        progress.note(f"classification task (which package a docstring sentence documents, {len(labels)} "
-                      f"classes: {', '.join(labels)}): " +
-                      ", ".join(f"{name} {len(rows)}" for name, rows in splits.items()) + f" -> {task_data_dir}")
+        progress.note(f"classification task (which package a docstring sentence documents, {len(job.labels)} "
+                      f"classes: {', '.join(job.labels)}): " +
+                      ", ".join(f"{name} {len(rows)}" for name, rows in splits.items()) + f" -> {job.task_data_dir}")
     else:
-        labels = None
-        progress.note(f"classification data: {task_data_dir} (label<TAB>sentence TSVs with a header)")
-    if corpus_file:
-        documents = read_corpus(corpus_file)
-        source = corpus_file
+        job.labels = None
+        progress.note(f"classification data: {job.task_data_dir} (label<TAB>sentence TSVs with a header)")
+    if job.corpus_file:
+        documents = read_corpus(job.corpus_file)
+        source = job.corpus_file
     else:
         if docs is None:
             docs = stdlib_documents()
@@ -516,114 +529,114 @@ def run_main_job(output_dir, corpus_file=None, vocab_file=None, init_checkpoint=
         if held_out:
             logging.info("left %d classifier dev/test sentences out of the pre-training corpus", len(held_out))
     train_docs, eval_docs = hold_out_documents(documents)
-    corpus_path = os.path.join(output_dir, "corpus_train.txt")
-    eval_corpus_path = os.path.join(output_dir, "corpus_eval.txt")
+    corpus_path = os.path.join(job.output_dir, "corpus_train.txt")
+    eval_corpus_path = os.path.join(job.output_dir, "corpus_eval.txt")
     n_docs, n_sent = write_corpus(train_docs, corpus_path)
     write_corpus(eval_docs, eval_corpus_path)
     n_words = sum(len(s.split()) for d in train_docs for s in d)
     progress.note(f"pre-training corpus from {source}: {n_docs} documents, {n_sent} sentences, {n_words} words "
                   f"-> {corpus_path} (+ {len(eval_docs)} held-out documents -> {eval_corpus_path})")
     out["corpus"] = corpus_path
-    out["classifier_data"] = task_data_dir
+    out["classifier_data"] = job.task_data_dir
+    return corpus_path, eval_corpus_path
 
-    # 2. Vocabulary.
+
+def _vocab_stage(job, out, progress, corpus_path):
+    """2. The WordPiece vocabulary (built from the corpus unless --vocab_file)."""
     progress.header("WordPiece vocabulary (build_vocab.py)")
-    if vocab_file:
-        progress.note(f"using --vocab_file {vocab_file}")
+    if job.vocab_file:
+        progress.note(f"using --vocab_file {job.vocab_file}")
     else:
-        vocab_file = os.path.join(output_dir, "vocab.txt")
-        size = make_vocab([corpus_path], vocab_size, do_lower_case, vocab_file)
-        progress.note(f"{size} tokens -> {vocab_file}")
-    out["vocab"] = vocab_file
+        job.vocab_file = os.path.join(job.output_dir, "vocab.txt")
+        size = make_vocab([corpus_path], job.vocab_size, job.do_lower_case, job.vocab_file)
+        progress.note(f"{size} tokens -> {job.vocab_file}")
+    out["vocab"] = job.vocab_file
 
-    # 3. Pre-training data.
+
+def _pretraining_data_stage(job, out, progress, corpus_path, eval_corpus_path):
+    """3. Masked-LM / next-sentence records of the train and held-out corpora."""
+    import create_pretraining_data
     progress.header("masked-LM / next-sentence records (create_pretraining_data.py)")
-    data_dir = os.path.join(output_dir, "pretraining_data")
+    data_dir = os.path.join(job.output_dir, "pretraining_data")
     os.makedirs(data_dir, exist_ok=True)
     records = os.path.join(data_dir, "train.tfrecord")
     eval_records = os.path.join(data_dir, "eval.tfrecord")
     counts = {}
-    for src, dst, dupe in ((corpus_path, records, dupe_factor), (eval_corpus_path, eval_records, 1)):
+    for src, dst, dupe in ((corpus_path, records, job.dupe_factor), (eval_corpus_path, eval_records, 1)):
         written = create_pretraining_data.run(
-            src, dst, vocab_file, do_lower_case=do_lower_case, max_seq_length=max_seq_length,
-            max_predictions_per_seq=max_predictions_per_seq, random_seed=seed, dupe_factor=dupe)
+            src, dst, job.vocab_file, do_lower_case=job.do_lower_case, max_seq_length=job.max_seq_length,
+            max_predictions_per_seq=job.max_predictions_per_seq, random_seed=job.seed, dupe_factor=dupe)
         counts[dst] = sum(written.values()) if isinstance(written, dict) else written
     progress.note(", ".join(f"{n} instances -> {path}" for path, n in counts.items()))
     out["pretraining_data"] = data_dir
+    return records, eval_records
 
-    # 4. Pre-training.
-    pretrain_dir = os.path.join(output_dir, "pretrain")
-    if init_checkpoint:
-        bert_config = modeling.BertConfig.from_json_file(bert_config_file)
+
+def _pretraining_stage(job, out, progress, records, eval_records):
+    """4. Pre-training (or --init_checkpoint as is) and the masked-LM accuracy of every checkpoint."""
+    import checkpoints
+    import modeling
+    import run_pretraining
+    pretrain_dir = os.path.join(job.output_dir, "pretrain")
+    if job.init_checkpoint:
+        bert_config = modeling.BertConfig.from_json_file(job.bert_config_file)
     else:
-        with open(vocab_file, encoding="utf-8") as f:
+        with open(job.vocab_file, encoding="utf-8") as f:
             n_vocab = sum(1 for _ in f)
-        bert_config = small_bert_config(n_vocab, hidden_size, num_layers, num_heads, max_seq_length, dropout)
+        bert_config = small_bert_config(n_vocab, job.hidden_size, job.num_layers, job.num_heads, job.max_seq_length,
+                                        job.dropout)
     os.makedirs(pretrain_dir, exist_ok=True)
-    bert_config_file = os.path.join(pretrain_dir, "bert_config.json")
-    bert_config.to_json_file(bert_config_file)
+    job.bert_config_file = os.path.join(pretrain_dir, "bert_config.json")
+    bert_config.to_json_file(job.bert_config_file)
     progress.header(f"pre-training {bert_config.num_hidden_layers} layers x {bert_config.hidden_size} hidden "
-                    f"for {pretrain_steps} steps (run_pretraining.py on training.py)")
-    if pretrain_steps:
-        config = pretraining_config(pretrain_dir, bert_config_file, init_checkpoint, pretrain_steps,
-                                    pretrain_batch_size, pretrain_learning_rate, pretrain_warmup_steps, eval_every,
-                                    seed)
-        result = run_pretraining.run_pretraining(config, bert_config, records, max_seq_length,
-                                                 max_predictions_per_seq, do_train=True)
+                    f"for {job.pretrain_steps} steps (run_pretraining.py on training.py)")
+    if job.pretrain_steps:
+        config = pretraining_config(pretrain_dir, job.bert_config_file, job.init_checkpoint, job.pretrain_steps,
+                                    job.pretrain_batch_size, job.pretrain_learning_rate, job.pretrain_warmup_steps,
+                                    job.eval_every, job.seed)
+        result = run_pretraining.run_pretraining(config, bert_config, records, job.max_seq_length,
+                                                 job.max_predictions_per_seq, do_train=True)
         progress.note(f"trained to global step {result['train']['global_step']}")
         progress.note("masked-LM accuracy on the held-out documents, per checkpoint:")
         progress.line(MLM_TABLE_HEADER)
-        rows = evaluate_checkpoints(pretrain_dir, bert_config, eval_records, max_seq_length,
-                                    max_predictions_per_seq, pretrain_batch_size, max_eval_steps,
+        rows = evaluate_checkpoints(pretrain_dir, bert_config, eval_records, job.max_seq_length,
+                                    job.max_predictions_per_seq, job.pretrain_batch_size, job.max_eval_steps,
                                     on_result=lambda step, r: progress.line(format_mlm_row(step, r)))
         out["pretraining_eval"] = [(step, {k: float(v) for k, v in r.items()}) for step, r in rows]
         with open(os.path.join(pretrain_dir, "mlm_accuracy_by_step.json"), "w", encoding="utf-8") as f:
             json.dump(out["pretraining_eval"], f, indent=1)
-        pretrained = training_latest_checkpoint(pretrain_dir)
+        job.pretrained = checkpoints.checkpoint_for_inference(pretrain_dir, None)
     else:
-        if not init_checkpoint:
-            raise ValueError("--pretrain_steps=0 needs --init_checkpoint (nothing to fine-tune otherwise)")
-        pretrained = init_checkpoint
-        progress.note(f"skipped (--pretrain_steps=0): fine-tuning {init_checkpoint}")
-    out["pretrained_checkpoint"] = pretrained
-    out["bert_config"] = bert_config_file
+        job.pretrained = job.init_checkpoint
+        progress.note(f"skipped (--pretrain_steps=0): fine-tuning {job.init_checkpoint}")
+    out["pretrained_checkpoint"] = job.pretrained
+    out["bert_config"] = job.bert_config_file
 
-    # 5. Fine-tuning, evaluation, test predictions and export.
+
+def _classifier_stage(job, out, progress):
+    """5. Fine-tuning, evaluation, test predictions and export of the classifier."""
+    import run_classifier
+    import training
     progress.header("fine-tuning, evaluating and exporting the classifier (run_classifier.py, custom TSV task)")
-    classifier_dir = os.path.join(output_dir, "classifier")
-    export_dir = os.path.join(output_dir, "export")
+    classifier_dir = os.path.join(job.output_dir, "classifier")
+    export_dir = os.path.join(job.output_dir, "export")
     config = training.TrainingConfig(
-        output_dir=classifier_dir, bert_config_file=bert_config_file, init_checkpoint=pretrained,
-        train_batch_size=classifier_batch_size, eval_batch_size=classifier_batch_size,
-        predict_batch_size=classifier_batch_size, learning_rate=classifier_learning_rate,
-        save_checkpoints_steps=1000, iterations_per_loop=10, seed=seed)
+        output_dir=classifier_dir, bert_config_file=job.bert_config_file, init_checkpoint=job.pretrained,
+        train_batch_size=job.classifier_batch_size, eval_batch_size=job.classifier_batch_size,
+        predict_batch_size=job.classifier_batch_size, learning_rate=job.classifier_learning_rate,
+        save_checkpoints_steps=1000, iterations_per_loop=10, seed=job.seed)
     processor_args = dict(text_a_column="sentence", label_column="label",
-                          label_list=list(labels) if labels else None)
-    results = run_classifier.run("custom", task_data_dir, vocab_file, config, do_lower_case=do_lower_case,
-                                 max_seq_length=max_seq_length, do_train=True, do_eval=True, do_predict=True,
-                                 num_train_epochs=classifier_epochs, export_dir=export_dir,
-                                 processor_args=processor_args)
+                          label_list=list(job.labels) if job.labels else None)
+    results = run_classifier.run("custom", job.task_data_dir, job.vocab_file, config,
+                                 do_lower_case=job.do_lower_case, max_seq_length=job.max_seq_length, do_train=True,
+                                 do_eval=True, do_predict=True, num_train_epochs=job.classifier_epochs,
+                                 export_dir=export_dir, processor_args=processor_args)
     evaluation = {k: float(v) for k, v in results["eval"].items()}
     progress.note("dev set: " + ", ".join(f"{k} = {v:.4g}" for k, v in sorted(evaluation.items())))
     progress.note(f"SavedModel (serving_default on token ids, serving_text on raw text) -> {export_dir}")
     out["classifier"] = classifier_dir
     out["classifier_eval"] = evaluation
     out["export"] = export_dir
-
-    # 6. A raw-text request answered by the exported model in a fresh process.
-    progress.header("raw-text requests answered by the SavedModel in a fresh Python process")
-    answer = answer_in_fresh_process(export_dir, list(requests), cwd=output_dir)
-    progress.line(answer.rstrip("\n"))
-    out["answers"] = answer
-    return out
-
-
-def training_latest_checkpoint(directory):
-    import checkpoints
-    latest = checkpoints.CheckpointManager(directory).latest_checkpoint()
-    if latest is None:
-        raise FileNotFoundError(f"no checkpoint written in {directory}")
-    return latest
 
 
 def summary(out):
@@ -694,7 +707,6 @@ def define_flags():
 
 
 def main(_):
-    logging.set_verbosity(logging.INFO)
     if FLAGS.answer_export_dir:
         for text, label, probability in answer_requests(FLAGS.answer_export_dir, FLAGS.request):
             print(f"  {label:>12s} ({probability:.2f})  <- {text}")
@@ -719,4 +731,4 @@ def main(_):
 
 if __name__ == "__main__":
     define_flags()
-    app.run(main)
+    cli.run(main)

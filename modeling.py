@@ -1,16 +1,17 @@
 """BERT model in TensorFlow 2 / Keras 3 with the original release's maths and variable names.
 
 Public API (stable):
-  BertConfig(vocab_size, hidden_size=768, ...): from_dict, from_json_file, to_dict, to_json_string,
-    to_json_file. hidden_act: "gelu" (original tanh approximation), "gelu_exact" (erf), "relu", "tanh",
+  BertConfig(vocab_size, hidden_size=768, ...): from_dict, from_json_file (a file must give the REQUIRED_KEYS),
+    to_dict, to_json_string, to_json_file. hidden_act: "gelu" (original tanh approximation), "gelu_exact" (erf), "relu", "tanh",
     "linear".
   BertModel(config, name="bert"): call(input_ids, input_mask=None, token_type_ids=None, training=False) ->
     {"sequence_output", "pooled_output", "all_encoder_layers", "embedding_output"}; `embedding_table`;
     `variables_by_name()` -> {original name: variable}, e.g. "bert/pooler/dense/kernel".
-  PretrainingModel(config): call(features, training=False, mlm_denominator=None, nsp_batch_size=None) ->
+  PretrainingModel(config): call(features, training=False) ->
     {"mlm_log_probs", "mlm_loss", "mlm_example_loss", "nsp_log_probs", "nsp_loss", "nsp_example_loss",
     "total_loss", "sequence_output", "pooled_output"}; `bert`; `variables_by_name()` (bert/... and cls/...).
-    The two optional normalizers make micro-batch losses add up to the larger batch's (accumulation).
+  ClassifierModel(config, num_labels, per_token=False): the fine-tuning output layer on the pooled output
+    (run_classifier) or on every position (run_ner); SquadModel(config): the SQuAD start/end layer.
   NamedLayer: a keras Layer whose `add_named_weight(original_name, shape, initializer)` registers a weight
     under its original name; `variables_by_name()` merges its own weights with those of NamedLayer children
     added through `track_named(prefix, layer)`. Fine-tuning heads subclass it (or call `create_variable`).
@@ -33,6 +34,8 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from cli import MissingFileError, UserError
+
 LAYER_NORM_EPSILON = 1e-12  # tf.contrib.layers.layer_norm, as used by the original
 ATTENTION_MASK_ADDER = -10000.0
 
@@ -51,26 +54,21 @@ _CONFIG_DEFAULTS = collections.OrderedDict([
 ])
 
 ACTIVATIONS = ("gelu", "gelu_exact", "relu", "tanh", "linear")
+# Keys a bert_config.json must give: a default would build another model than the checkpoint's, silently
+# (heads have no variable of their own; missing layers would start from random weights). A wrong default for
+# the other sizes fails the checkpoint's shape check.
+REQUIRED_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
 
 
-class BertConfig(object):
-    """Configuration of a BertModel, with the original keys and defaults."""
+class BertConfig:
+    """Configuration of a BertModel, with the original keys and defaults (_CONFIG_DEFAULTS)."""
 
-    def __init__(self, vocab_size, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
-                 intermediate_size=3072, hidden_act="gelu", hidden_dropout_prob=0.1,
-                 attention_probs_dropout_prob=0.1, max_position_embeddings=512, type_vocab_size=16,
-                 initializer_range=0.02):
-        self.vocab_size = vocab_size
-        self.hidden_size = hidden_size
-        self.num_hidden_layers = num_hidden_layers
-        self.num_attention_heads = num_attention_heads
-        self.intermediate_size = intermediate_size
-        self.hidden_act = hidden_act
-        self.hidden_dropout_prob = hidden_dropout_prob
-        self.attention_probs_dropout_prob = attention_probs_dropout_prob
-        self.max_position_embeddings = max_position_embeddings
-        self.type_vocab_size = type_vocab_size
-        self.initializer_range = initializer_range
+    def __init__(self, vocab_size, **kwargs):
+        unknown = sorted(set(kwargs) - set(_CONFIG_DEFAULTS))
+        if unknown:
+            raise TypeError(f"BertConfig: unknown argument(s) {unknown}")
+        for key, default in _CONFIG_DEFAULTS.items():
+            setattr(self, key, vocab_size if key == "vocab_size" else kwargs.get(key, default))
         self.validate()
 
     def validate(self, source="BertConfig"):
@@ -79,55 +77,58 @@ class BertConfig(object):
                     "intermediate_size", "max_position_embeddings", "type_vocab_size"):
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
-                raise ValueError(f"{source}: `{key}` must be a positive integer, got {value!r}")
+                raise UserError(f"{source}: `{key}` must be a positive integer, got {value!r}")
         if self.hidden_size % self.num_attention_heads != 0:
-            raise ValueError(
+            raise UserError(
                 f"{source}: `hidden_size` ({self.hidden_size}) is not a multiple of "
                 f"`num_attention_heads` ({self.num_attention_heads})")
         if self.hidden_act not in ACTIVATIONS:
-            raise ValueError(f"{source}: `hidden_act` must be one of {ACTIVATIONS}, got {self.hidden_act!r}")
+            raise UserError(f"{source}: `hidden_act` must be one of {ACTIVATIONS}, got {self.hidden_act!r}")
         for key in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
             value = getattr(self, key)
             if not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
-                raise ValueError(f"{source}: `{key}` must be a number in [0, 1), got {value!r}")
+                raise UserError(f"{source}: `{key}` must be a number in [0, 1), got {value!r}")
         if not isinstance(self.initializer_range, (int, float)) or self.initializer_range <= 0:
-            raise ValueError(f"{source}: `initializer_range` must be positive, got {self.initializer_range!r}")
+            raise UserError(f"{source}: `initializer_range` must be positive, got {self.initializer_range!r}")
 
     @property
     def size_per_head(self):
         return self.hidden_size // self.num_attention_heads
 
     @classmethod
-    def from_dict(cls, json_object, source="BertConfig"):
-        """Builds a config from a dict; unknown keys are ignored with a warning."""
+    def from_dict(cls, json_object, source="BertConfig", required=("vocab_size",)):
+        """Builds a config from a dict; keys in `required` must be present, unknown keys are ignored with a
+        warning, the others default to the original's values."""
         if not isinstance(json_object, dict):
-            raise ValueError(f"{source}: expected a JSON object, got {type(json_object).__name__}")
-        if "vocab_size" not in json_object:
-            raise ValueError(f"{source}: required key `vocab_size` is missing")
-        known = {}
-        for key, value in json_object.items():
-            if key in _CONFIG_DEFAULTS:
-                known[key] = value
-            else:
+            raise UserError(f"{source}: expected a JSON object, got {type(json_object).__name__}")
+        missing = [key for key in required if key not in json_object]
+        if missing:
+            raise UserError(f"{source}: required key(s) {', '.join('`%s`' % k for k in missing)} missing")
+        for key in json_object:
+            if key not in _CONFIG_DEFAULTS:
                 logging.warning("%s: ignoring unknown key %r", source, key)
+        defaulted = [key for key in _CONFIG_DEFAULTS if key not in json_object]
+        if defaulted:
+            logging.info("%s: using the original's defaults for %s", source, ", ".join(defaulted))
+        values = {key: value for key, value in json_object.items() if key in _CONFIG_DEFAULTS}
         config = cls.__new__(cls)
         for key, default in _CONFIG_DEFAULTS.items():
-            setattr(config, key, known.get(key, default))
+            setattr(config, key, values.get(key, default))
         config.validate(source)
         return config
 
     @classmethod
     def from_json_file(cls, json_file):
-        """Reads a bert_config.json."""
+        """Reads a bert_config.json; the REQUIRED_KEYS must be present."""
         if not tf.io.gfile.exists(json_file):
-            raise FileNotFoundError(f"BERT config file not found: {json_file}")
+            raise MissingFileError(f"BERT config file not found: {json_file}")
         with tf.io.gfile.GFile(json_file, "r") as reader:
             text = reader.read()
         try:
             data = json.loads(text)
         except json.JSONDecodeError as e:
-            raise ValueError(f"BERT config file {json_file} is not valid JSON: {e}") from e
-        return cls.from_dict(data, source=json_file)
+            raise UserError(f"BERT config file {json_file} is not valid JSON: {e}") from None
+        return cls.from_dict(data, source=json_file, required=REQUIRED_KEYS)
 
     def to_dict(self):
         return collections.OrderedDict((key, copy.deepcopy(getattr(self, key))) for key in _CONFIG_DEFAULTS)
@@ -510,32 +511,23 @@ class NextSentenceHead(NamedLayer):
         return tf.nn.log_softmax(logits, axis=-1)
 
 
-def masked_lm_loss(log_probs, label_ids, label_weights, denominator=None):
-    """Original run_pretraining.py masked-LM loss -> (loss, per_example_loss).
-
-    `denominator` replaces sum(label_weights) + 1e-5 (for micro-batches of a larger batch).
-    """
+def masked_lm_loss(log_probs, label_ids, label_weights):
+    """Original run_pretraining.py masked-LM loss -> (loss, per_example_loss)."""
     label_ids = tf.reshape(tf.cast(label_ids, tf.int32), [-1])
     label_weights = tf.reshape(tf.cast(label_weights, tf.float32), [-1])
     one_hot = tf.one_hot(label_ids, depth=tf.shape(log_probs)[-1], dtype=tf.float32)
     per_example_loss = -tf.reduce_sum(log_probs * one_hot, axis=[-1])
     numerator = tf.reduce_sum(label_weights * per_example_loss)
-    if denominator is None:
-        denominator = tf.reduce_sum(label_weights) + 1e-5
+    denominator = tf.reduce_sum(label_weights) + 1e-5
     return numerator / denominator, per_example_loss
 
 
-def next_sentence_loss(log_probs, labels, batch_size=None):
-    """Original run_pretraining.py next-sentence loss -> (loss, per_example_loss).
-
-    `batch_size` replaces the mean's divisor (for micro-batches of a larger batch).
-    """
+def next_sentence_loss(log_probs, labels):
+    """Original run_pretraining.py next-sentence loss -> (loss, per_example_loss)."""
     labels = tf.reshape(tf.cast(labels, tf.int32), [-1])
     one_hot = tf.one_hot(labels, depth=2, dtype=tf.float32)
     per_example_loss = -tf.reduce_sum(one_hot * log_probs, axis=-1)
-    if batch_size is None:
-        return tf.reduce_mean(per_example_loss), per_example_loss
-    return tf.reduce_sum(per_example_loss) / tf.cast(batch_size, tf.float32), per_example_loss
+    return tf.reduce_mean(per_example_loss), per_example_loss
 
 
 PRETRAINING_FEATURES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids",
@@ -562,10 +554,8 @@ class PretrainingModel(keras.Model):
             out["cls/seq_relationship/" + name] = var
         return out
 
-    def call(self, features, training=False, mlm_denominator=None, nsp_batch_size=None):
-        """Losses as the original; for gradient accumulation over micro-batches of one larger batch pass
-        mlm_denominator = sum of masked_lm_weights over the larger batch + 1e-5 and nsp_batch_size = its size,
-        then sum (not average) the micro-batch gradients: the result equals the larger batch's gradient."""
+    def call(self, features, training=False):
+        """The original's heads and losses (run_pretraining.PretrainingTask normalizes micro-batches)."""
         missing = [k for k in PRETRAINING_FEATURES if k not in features]
         if missing:
             raise ValueError(f"PretrainingModel: features are missing {missing}")
@@ -574,10 +564,9 @@ class PretrainingModel(keras.Model):
         masked = gather_indexes(outputs["sequence_output"], features["masked_lm_positions"])
         mlm_log_probs = self.mlm_head(masked, self.bert.embedding_table)
         mlm_loss, mlm_example_loss = masked_lm_loss(mlm_log_probs, features["masked_lm_ids"],
-                                                    features["masked_lm_weights"], mlm_denominator)
+                                                    features["masked_lm_weights"])
         nsp_log_probs = self.nsp_head(outputs["pooled_output"])
-        nsp_loss, nsp_example_loss = next_sentence_loss(nsp_log_probs, features["next_sentence_labels"],
-                                                        nsp_batch_size)
+        nsp_loss, nsp_example_loss = next_sentence_loss(nsp_log_probs, features["next_sentence_labels"])
         return {
             "mlm_log_probs": mlm_log_probs,
             "mlm_loss": mlm_loss,
@@ -592,58 +581,80 @@ class PretrainingModel(keras.Model):
 
 
 # ----------------------------------------------------------------------------------------------
-# Fine-tuning: the original classifier, dropout 0.1 then output_weights / output_bias.
+# Fine-tuning: the original's "one output layer": output_weights / output_bias on the pooled output
+# (run_classifier), on every position (NER) or on every position with two outputs (run_squad).
 
 CLASSIFIER_DROPOUT = 0.1
 
 
-class ClassifierHead(NamedLayer):
-    """"output_weights" [num_labels, hidden] (truncated normal, stddev 0.02), "output_bias" [num_labels]."""
+class OutputLayer(NamedLayer):
+    """"output_weights" [num_outputs, hidden] (truncated normal, stddev 0.02 as the original fine-tuning
+    scripts) and "output_bias" [num_outputs], after dropout when training; float32 logits."""
 
-    def __init__(self, num_labels, hidden_size, **kwargs):
+    def __init__(self, num_outputs, hidden_size, dropout=CLASSIFIER_DROPOUT, **kwargs):
         super().__init__(**kwargs)
-        self.num_labels = num_labels
+        self.num_outputs = num_outputs
         self.hidden_size = hidden_size
+        self.dropout = dropout
 
     def build(self, input_shape=None):
         self.output_weights = self.add_named_weight(
-            "output_weights", (self.num_labels, self.hidden_size), create_initializer(0.02))
-        self.output_bias = self.add_named_weight("output_bias", (self.num_labels,), "zeros", autocast=False)
+            "output_weights", (self.num_outputs, self.hidden_size), create_initializer(0.02))
+        self.output_bias = self.add_named_weight("output_bias", (self.num_outputs,), "zeros", autocast=False)
         self.built = True
 
-    def call(self, pooled, training=False):
-        if training:
-            pooled = tf.nn.dropout(pooled, rate=CLASSIFIER_DROPOUT)
-        logits = tf.matmul(tf.cast(pooled, self.compute_dtype),
-                           tf.cast(self.output_weights, self.compute_dtype), transpose_b=True)
-        return tf.nn.bias_add(tf.cast(logits, tf.float32), self.output_bias)
+    def call(self, hidden, training=False):
+        """[..., hidden] -> float32 logits [..., num_outputs]."""
+        if training and self.dropout:
+            hidden = tf.nn.dropout(hidden, rate=self.dropout)
+        shape = tf.shape(hidden)
+        flat = tf.reshape(tf.cast(hidden, self.compute_dtype), [-1, self.hidden_size])
+        logits = tf.matmul(flat, tf.cast(self.output_weights, self.compute_dtype), transpose_b=True)
+        logits = tf.nn.bias_add(tf.cast(logits, tf.float32), self.output_bias)
+        return tf.reshape(logits, tf.concat([shape[:-1], [self.num_outputs]], axis=0))
 
 
 class ClassifierModel(keras.Model):
-    """BertModel + the original classification head ("one output layer"): on the pooled output, call(features)
-    -> float32 logits [batch, num_labels]; with per_token, on every position of the sequence output ->
-    [batch, seq, num_labels]."""
+    """BertModel + the original output layer: on the pooled output, call(features) -> float32 logits
+    [batch, num_labels]; with per_token, on every position of the sequence output -> [batch, seq, num_labels].
+    The layer's variables are named `head_scope` + "output_weights" / "output_bias"."""
 
-    def __init__(self, bert_config, num_labels, per_token=False, name="classifier", **kwargs):
+    def __init__(self, bert_config, num_labels, per_token=False, head_scope="", dropout=CLASSIFIER_DROPOUT,
+                 name="classifier", **kwargs):
         super().__init__(name=name, **kwargs)
         self.bert_config = bert_config
         self.num_labels = num_labels
         self.per_token = per_token
+        self.head_scope = head_scope
         self.bert = BertModel(bert_config, name="bert")
-        self.head = ClassifierHead(num_labels, bert_config.hidden_size, name="output")
+        self.head = OutputLayer(num_labels, bert_config.hidden_size, dropout, name="output")
         self.head.build()
 
     def variables_by_name(self):
         out = self.bert.variables_by_name()
-        out.update(self.head.variables_by_name())
+        for name, variable in self.head.variables_by_name().items():
+            out[self.head_scope + name] = variable
         return out
 
     @property
     def _default_save_signature(self):
-        # Keras would trace a float-input signature; ClassifierExport defines the serving functions.
+        # Keras would trace a float-input signature; serving.py defines the serving functions.
         return None
 
     def call(self, features, training=False):
         outputs = self.bert(features["input_ids"], features["input_mask"], features["segment_ids"],
                             training=training)
         return self.head(outputs["sequence_output" if self.per_token else "pooled_output"], training=training)
+
+
+class SquadModel(ClassifierModel):
+    """BertModel + the original SQuAD layer "cls/squad/output_weights" [2, hidden] / "output_bias" [2] on every
+    position, no dropout: call(features) -> float32 (start_logits, end_logits), each [batch, seq]."""
+
+    def __init__(self, bert_config, name="squad", **kwargs):
+        super().__init__(bert_config, 2, per_token=True, head_scope="cls/squad/", dropout=0.0, name=name,
+                         **kwargs)
+
+    def call(self, features, training=False):
+        logits = super().call(features, training=training)
+        return logits[:, :, 0], logits[:, :, 1]

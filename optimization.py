@@ -1,4 +1,4 @@
-"""The original BERT optimizer (AdamWeightDecay), LAMB, the learning-rate schedule and gradient accumulation.
+"""The original BERT optimizer (AdamWeightDecay), LAMB and the learning-rate schedule.
 
 Public API (stable):
   LinearWarmupDecay(init_lr, num_train_steps, num_warmup_steps): callable(global_step) -> float32 lr,
@@ -16,12 +16,7 @@ Public API (stable):
   optimizer.variables_by_name() -> {"global_step", "NAME/adam_m", "NAME/adam_v", ...} (original order);
     optimizer.global_step; optimizer.learning_rate(step) (the schedule); optimizer.current_learning_rate()
     (the rate the next apply_gradients uses).
-  GradientAccumulator(variables): accumulate(grads) sums micro-batch gradients (IndexedSlices densified),
-    gradients() returns their mean (None for variables that never got a gradient, which the optimizer then
-    leaves untouched as the original does), reset() zeroes them; usable inside tf.function and strategy.run.
-    The mean over N micro-batches of a mean-reduced loss equals the gradient of one N-times larger batch;
-    for the pre-training loss (masked-LM weights differ per micro-batch) call PretrainingModel with
-    mlm_denominator / nsp_batch_size of the larger batch and use gradients(average=False).
+Gradient accumulation (--gradient_accumulation_steps) is done by training.py's step before apply_gradients.
 
 Learning-rate step: the original train_op groups the update with `global_step.assign(global_step + 1)` and
 reads global_step for the schedule without ordering the two; the original's recorded step (reference
@@ -38,7 +33,7 @@ from absl import logging
 DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
 
 
-class LinearWarmupDecay(object):
+class LinearWarmupDecay:
     """Original learning rate: linear warm-up for num_warmup_steps, then linear decay to 0 at num_train_steps."""
 
     def __init__(self, init_lr, num_train_steps, num_warmup_steps=0, end_learning_rate=0.0):
@@ -81,7 +76,7 @@ def _dense(grad):
     return grad
 
 
-class _WeightDecayOptimizer(object):
+class _WeightDecayOptimizer:
     """Shared machinery: slots, global step, all-reduce, clipping, distributed update."""
 
     def __init__(self, learning_rate, weight_decay_rate=0.01, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
@@ -271,46 +266,3 @@ def create_optimizer(init_lr, num_train_steps, num_warmup_steps, optimizer_type=
     if optimizer_type == "lamb":
         return Lamb(schedule, **kwargs)
     raise ValueError(f"optimizer_type must be 'adamw' or 'lamb', got {optimizer_type!r}")
-
-
-class GradientAccumulator(object):
-    """Sums gradients of N micro-batches in variables; gradients() gives their mean."""
-
-    def __init__(self, variables):
-        self._variables = list(variables)
-        self._has_grad = None
-        with tf.init_scope():
-            self._sums = [tf.Variable(tf.zeros([int(d) for d in v.shape], tf.float32), trainable=False,
-                                      synchronization=tf.VariableSynchronization.ON_READ,
-                                      aggregation=tf.VariableAggregation.SUM,
-                                      name=f"accum_{i}") for i, v in enumerate(self._variables)]
-            self._count = tf.Variable(0, dtype=tf.int64, trainable=False, name="accum_count",
-                                      synchronization=tf.VariableSynchronization.ON_READ,
-                                      aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
-
-    @property
-    def count(self):
-        return self._count
-
-    def accumulate(self, grads):
-        """Adds one micro-batch's gradients (None counts as zero)."""
-        if len(grads) != len(self._sums):
-            raise ValueError(f"Expected {len(self._sums)} gradients, got {len(grads)}")
-        has_grad = [g is not None for g in grads]
-        self._has_grad = has_grad if self._has_grad is None else [a or b for a, b in zip(self._has_grad, has_grad)]
-        ops = [s.assign_add(tf.cast(_dense(g), tf.float32)) for s, g in zip(self._sums, grads) if g is not None]
-        with tf.control_dependencies(ops):
-            return self._count.assign_add(1)
-
-    def gradients(self, average=True):
-        """Mean (or, average=False, sum) of the accumulated gradients (this replica's); None where no
-        micro-batch had a gradient."""
-        count = tf.cast(tf.maximum(self._count.read_value(), 1), tf.float32)
-        has_grad = self._has_grad or [True] * len(self._sums)
-        return [(s.read_value() / count if average else s.read_value()) if h else None
-                for s, h in zip(self._sums, has_grad)]
-
-    def reset(self):
-        ops = [s.assign(tf.zeros_like(s)) for s in self._sums]
-        with tf.control_dependencies(ops):
-            return self._count.assign(0)

@@ -10,8 +10,8 @@ fast_tokenization.FastBertTokenizer, in the graph), so training and serving cann
     "max context" flags and, for training, the answer's start/end positions.
   ner_windows(word_pieces, ...): windows over a sentence in which every word is scored exactly once.
 
-Inputs are ragged int tensors ([batch, (ids)] or [batch, (words), (pieces)]); `ragged_ids` makes them from
-Python lists. Outputs are dense int32 tensors, one row per packed sequence.
+Inputs are ragged int tensors ([batch, (ids)] or [batch, (words), (pieces)]); ragged_ids and ragged_word_ids
+make them from Python lists. Outputs are dense int32 tensors, one row per packed sequence.
 """
 import itertools
 
@@ -20,14 +20,17 @@ import tensorflow as tf
 
 
 def ragged_ids(rows):
-    """[[id, ...], ...] -> int64 RaggedTensor [len(rows), (ids)]; [[[id, ...], ...], ...] -> [rows, (words), (ids)]
-    when the items are lists of lists."""
+    """[[id, ...], ...] -> int64 RaggedTensor [len(rows), (ids)]."""
     lengths = [len(row) for row in rows]
-    if rows and any(lengths) and isinstance(next(r for r in rows if len(r))[0], (list, tuple)):
-        inner = ragged_ids(list(itertools.chain.from_iterable(rows)))
-        return tf.RaggedTensor.from_row_lengths(inner, np.asarray(lengths, np.int64), validate=False)
     flat = np.fromiter(itertools.chain.from_iterable(rows), np.int64, count=sum(lengths))
     return tf.RaggedTensor.from_row_lengths(flat, np.asarray(lengths, np.int64), validate=False)
+
+
+def ragged_word_ids(rows):
+    """[[[id, ...] per word] per row] -> int64 RaggedTensor [len(rows), (words), (ids)]."""
+    inner = ragged_ids(list(itertools.chain.from_iterable(rows)))
+    return tf.RaggedTensor.from_row_lengths(inner, np.asarray([len(row) for row in rows], np.int64),
+                                            validate=False)
 
 
 def _ragged_int(ids):
@@ -40,8 +43,9 @@ def pack_pair(ids_a, ids_b, max_seq_length, cls_id, sep_id):
     """Packs ragged ids [batch, (ids)] into dense int32 input_ids, input_mask, segment_ids [batch, max_seq_length].
 
     [CLS] a [SEP] b [SEP], as the original run_classifier.py and extract_features.py: a pair is truncated by
-    popping from the longer sequence (from b on ties) until it fits max_seq_length - 3; a row whose b is empty
-    (or ids_b None) is a single sequence cut to max_seq_length - 2; zero padding.
+    popping from the longer sequence (from b on ties) until it fits max_seq_length - 3 (b's [SEP] only when b
+    keeps a token); a row whose b is empty (or ids_b None) is a single sequence cut to max_seq_length - 2;
+    zero padding.
     """
     ids_a = _ragged_int(ids_a)
     len_a = ids_a.row_lengths()
@@ -59,7 +63,9 @@ def pack_pair(ids_a, ids_b, max_seq_length, cls_id, sep_id):
     batch = tf.shape(len_a)[0]
     cls = tf.RaggedTensor.from_tensor(tf.fill([batch, 1], cls_id), row_splits_dtype=tf.int64)
     sep_a = tf.RaggedTensor.from_tensor(tf.fill([batch, 1], sep_id), row_splits_dtype=tf.int64)
-    sep_b = tf.RaggedTensor.from_row_lengths(tf.fill([tf.reduce_sum(has_b)], sep_id), has_b)
+    # As the original, b's [SEP] only follows a b that keeps a token (at max_seq_length 3 or 4 it may not).
+    keeps_b = tf.cast(keep_b > 0, tf.int64)
+    sep_b = tf.RaggedTensor.from_row_lengths(tf.fill([tf.reduce_sum(keeps_b)], sep_id), keeps_b)
     tokens = tf.concat([cls, ids_a, sep_a, ids_b, sep_b], axis=1)
     segments = tf.concat([tf.zeros_like(cls), tf.zeros_like(ids_a), tf.zeros_like(sep_a),
                           tf.ones_like(ids_b), tf.ones_like(sep_b)], axis=1)

@@ -1,4 +1,3 @@
-# coding=utf-8
 """BERT fine-tuning runner for named-entity recognition on CoNLL-format data (CoNLL-2003).
 
     python run_ner.py --do_train --do_eval --do_predict --data_dir=conll2003 \
@@ -36,7 +35,8 @@ conlleval.py, plus eval_loss and token accuracy), eval_predictions.txt / test_pr
 pred`, blank line between sentences: conlleval input), eval_conlleval.txt / test_conlleval.txt (conlleval's
 report), label_list.txt. --export_dir: a SavedModel whose `serving_default` signature maps input_ids,
 input_mask, segment_ids [batch, seq] to per-token label probabilities `probabilities` [batch, seq, labels]
-(the label of each column is in assets.extra/labels.txt).
+(the label of each column is in assets.extra/labels.txt). Windows are packed by packing.ner_windows, the
+definition the export shares.
 
 Evaluation (--do_eval on dev.txt, --do_predict on test.txt) is one prediction pass through training.predict
 (the shared loop); eval_results.txt / test_results.txt hold eval_precision, eval_recall, eval_f1 (entity
@@ -44,18 +44,21 @@ level, as fractions, from conlleval.py), the same per type (eval_LOC_f1, ...), e
 eval_loss (mean cross entropy over the scored tokens) and global_step (test_results.txt: test_ prefix).
 """
 
+import cli  # first: quiets TensorFlow's start-up logging
 import dataclasses
 import os
 
-from absl import app
-from absl import flags
-from absl import logging
 import numpy as np
 import tensorflow as tf
+from absl import flags
+from absl import logging
 
 import checkpoints
 import conlleval
 import modeling
+import packing
+import runner
+import serving
 import tokenization
 import training
 
@@ -83,7 +86,7 @@ def _check_tag(tag, path, line_number):
         return
     prefix, _, type_ = tag.partition("-")
     if prefix not in ("B", "I") or not type_:
-        raise ValueError("%s line %d: tag %r is not IOB (expected O, B-TYPE or I-TYPE)" % (path, line_number, tag))
+        raise cli.UserError("%s line %d: tag %r is not IOB (expected O, B-TYPE or I-TYPE)" % (path, line_number, tag))
 
 
 def to_iob2(tags):
@@ -99,9 +102,9 @@ def to_iob2(tags):
 
 
 def read_conll(path, set_type=None):
-    """Reads a CoNLL file into Sentences (tags converted to IOB2); raises ValueError on malformed input."""
+    """Reads a CoNLL file into Sentences (tags converted to IOB2); raises cli.UserError on malformed input."""
     if not os.path.isfile(path):
-        raise FileNotFoundError("CoNLL file not found: %s (expected a file in --data_dir)" % path)
+        raise cli.MissingFileError("CoNLL file not found: %s (expected a file in --data_dir)" % path)
     set_type = set_type or os.path.splitext(os.path.basename(path))[0]
     sentences = []
     num_columns = None
@@ -120,19 +123,23 @@ def read_conll(path, set_type=None):
             tags.clear()
             line_numbers.clear()
 
-    with open(path, encoding="utf-8") as f:
-        for line_number, line in enumerate(f, start=1):
+    with open(path, "rb") as f:
+        for line_number, raw in enumerate(f, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise cli.UserError("%s line %d: not valid UTF-8 (%s)" % (path, line_number, err.reason)) from None
             fields = line.split()
             if not fields:
                 flush()
                 continue
             if num_columns is None:
                 if len(fields) < 2:
-                    raise ValueError("%s line %d: expected at least 2 columns (word ... tag), found %d: %r"
+                    raise cli.UserError("%s line %d: expected at least 2 columns (word ... tag), found %d: %r"
                                      % (path, line_number, len(fields), line.rstrip("\n")))
                 num_columns = len(fields)
             elif len(fields) != num_columns:
-                raise ValueError("%s line %d: expected %d columns (word ... tag, as on the file's first line), "
+                raise cli.UserError("%s line %d: expected %d columns (word ... tag, as on the file's first line), "
                                  "found %d: %r" % (path, line_number, num_columns, len(fields),
                                                    line.rstrip("\n")))
             if fields[0] == DOCSTART:
@@ -146,7 +153,7 @@ def read_conll(path, set_type=None):
             line_numbers.append(line_number)
     flush()
     if not sentences:
-        raise ValueError("%s: no sentences found (expected CoNLL lines 'word ... tag' with blank lines between "
+        raise cli.UserError("%s: no sentences found (expected CoNLL lines 'word ... tag' with blank lines between "
                          "sentences)" % path)
     if converted:
         logging.info("%s: %d IOB1 tags converted to IOB2", path, converted)
@@ -174,17 +181,17 @@ def read_label_list(path):
     with open(path, encoding="utf-8") as f:
         labels = [line.strip() for line in f if line.strip()]
     if not labels:
-        raise ValueError("%s: empty label list" % path)
+        raise cli.UserError("%s: empty label list" % path)
     return labels
 
 
 def check_labels(sentences, label_list):
-    """Raises ValueError naming the file and line of the first tag that is not in label_list."""
+    """Raises cli.UserError naming the file and line of the first tag that is not in label_list."""
     known = set(label_list)
     for sentence in sentences:
         for tag, line_number in zip(sentence.labels, sentence.line_numbers):
             if tag not in known:
-                raise ValueError("%s line %d: tag %r is not in the label list taken from the training data %s"
+                raise cli.UserError("%s line %d: tag %r is not in the label list taken from the training data %s"
                                  % (sentence.source, line_number, tag, label_list))
 
 
@@ -220,31 +227,6 @@ class WordTokenizer:
         return pieces
 
 
-def window_spans(num_tokens, max_tokens, doc_stride):
-    """(start, length) windows of at most max_tokens over num_tokens, starting every doc_stride tokens."""
-    spans = []
-    start = 0
-    while True:
-        length = min(max_tokens, num_tokens - start)
-        spans.append((start, length))
-        if start + length >= num_tokens:
-            return spans
-        start += min(length, doc_stride)
-
-
-def best_span_for(position, spans):
-    """Index of the span where `position` has maximum context (the original _check_is_max_context score)."""
-    best, best_score = None, None
-    for index, (start, length) in enumerate(spans):
-        end = start + length - 1
-        if position < start or position > end:
-            continue
-        score = min(position - start, end - position) + 0.01 * length
-        if best_score is None or score > best_score:
-            best, best_score = index, score
-    return best
-
-
 def _sentence_pieces(sentence, word_tokenizer):
     tokens, word_starts = [], []
     for word in sentence.words:
@@ -255,50 +237,45 @@ def _sentence_pieces(sentence, word_tokenizer):
 
 def convert_sentences_to_features(sentences, label_list, max_seq_length, tokenizer, doc_stride=64,
                                   document_context=False):
-    """Sentences -> InputFeatures (one or more windows each); every word is scored in exactly one window."""
+    """Sentences -> InputFeatures (one or more windows each, packed by packing.ner_windows); every word is
+    scored in exactly one window."""
     if max_seq_length < 3:
-        raise ValueError("--max_seq_length=%d: expected at least 3 ([CLS] word [SEP])" % max_seq_length)
-    max_tokens = max_seq_length - 2
+        raise cli.UserError("--max_seq_length=%d: expected at least 3 ([CLS] word [SEP])" % max_seq_length)
     if doc_stride < 1:
-        raise ValueError("--doc_stride=%d: expected a positive number of sub-tokens" % doc_stride)
+        raise cli.UserError("--doc_stride=%d: expected a positive number of sub-tokens" % doc_stride)
     check_labels(sentences, label_list)
     label_map = {label: i for i, label in enumerate(label_list)}
     word_tokenizer = tokenizer if isinstance(tokenizer, WordTokenizer) else WordTokenizer(tokenizer)
     full_tokenizer = word_tokenizer.tokenizer
+    vocab = full_tokenizer.vocab
     pieces = [_sentence_pieces(s, word_tokenizer) for s in sentences]
+    left = right = None
+    if document_context:
+        contexts = [_document_context(sentences, pieces, i, max_seq_length - 2 - len(pieces[i][0]))
+                    if len(pieces[i][0]) <= max_seq_length - 2 else ([], []) for i in range(len(sentences))]
+        left = packing.ragged_ids([full_tokenizer.convert_tokens_to_ids(c[0]) for c in contexts])
+        right = packing.ragged_ids([full_tokenizer.convert_tokens_to_ids(c[1]) for c in contexts])
+    word_ids = [[full_tokenizer.convert_tokens_to_ids(word_tokenizer(w)) for w in s.words] for s in sentences]
+    packed = packing.ner_windows(packing.ragged_word_ids(word_ids), max_seq_length, doc_stride, vocab["[CLS]"],
+                                 vocab["[SEP]"], vocab[tokenization.UNK_TOKEN], left, right)
+    packed = {name: value.numpy() for name, value in packed.items()}
     features = []
-    num_split = 0
-    num_empty = 0
-    for index, sentence in enumerate(sentences):
-        tokens, word_starts = pieces[index]
-        word_at = {start: i for i, start in enumerate(word_starts)}
-        if len(tokens) <= max_tokens:
-            left, right = [], []
-            if document_context:
-                left, right = _document_context(sentences, pieces, index, max_tokens - len(tokens))
-            window = left + tokens + right
-            scored = [(1 + len(left) + start, i) for i, start in enumerate(word_starts)]
-            features.append(_make_feature(index, window, scored, sentence, label_map, max_seq_length,
-                                          full_tokenizer))
-            continue
-        num_split += 1
-        spans = window_spans(len(tokens), max_tokens, doc_stride)
-        owner = {start: best_span_for(start, spans) for start in word_starts}
-        for span_index, (start, length) in enumerate(spans):
-            scored = [(1 + p - start, word_at[p]) for p in range(start, start + length)
-                      if p in word_at and owner[p] == span_index]
-            if not scored:
-                num_empty += 1
-                continue
-            features.append(_make_feature(index, tokens[start:start + length], scored, sentence, label_map,
-                                          max_seq_length, full_tokenizer))
+    for k, index in enumerate(packed["sentence_index"]):
+        sentence = sentences[index]
+        scored = [(int(p), int(w)) for p, w in enumerate(packed["scored_word"][k]) if w >= 0]
+        label_ids = [0] * max_seq_length
+        label_weights = [0.0] * max_seq_length
+        for position, word_index in scored:
+            label_ids[position] = label_map[sentence.labels[word_index]]
+            label_weights[position] = 1.0
+        features.append(InputFeatures(int(index), packed["input_ids"][k].tolist(), packed["input_mask"][k].tolist(),
+                                      packed["segment_ids"][k].tolist(), label_ids, label_weights, scored))
     for feature in features[:3]:
         _log_feature(feature, sentences[feature.sentence_index], full_tokenizer)
+    num_split = sum(len(p[0]) > max_seq_length - 2 for p in pieces)
     if num_split:
         logging.info("%d of %d sentences are longer than %d sub-tokens and were split into windows "
-                     "(doc_stride %d)", num_split, len(sentences), max_tokens, doc_stride)
-    if num_empty:
-        logging.info("%d windows left out: every word in them is predicted in another window", num_empty)
+                     "(doc_stride %d)", num_split, len(sentences), max_seq_length - 2, doc_stride)
     if word_tokenizer.unk_words:
         logging.info("%d distinct words were fed as [UNK]", word_tokenizer.unk_words)
     return features
@@ -332,18 +309,6 @@ def _document_context(sentences, pieces, index, room):
     right = min(len(after), room - left)
     left = min(len(before), room - right)
     return before[len(before) - left:], after[:right]
-
-
-def _make_feature(sentence_index, window_tokens, scored, sentence, label_map, max_seq_length, tokenizer):
-    tokens = ["[CLS]"] + window_tokens + ["[SEP]"]
-    input_ids, input_mask, segment_ids = tokenization.ids_and_padding(
-        tokenizer, tokens, [0] * len(tokens), max_seq_length)
-    label_ids = [0] * max_seq_length
-    label_weights = [0.0] * max_seq_length
-    for position, word_index in scored:
-        label_ids[position] = label_map[sentence.labels[word_index]]
-        label_weights[position] = 1.0
-    return InputFeatures(sentence_index, input_ids, input_mask, segment_ids, label_ids, label_weights, scored)
 
 
 FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids", "label_ids", "label_weights")
@@ -413,11 +378,10 @@ class NerTask(training.Task):
         self.bert_config = bert_config
         self.num_labels = num_labels
 
+    sequence_outputs = ("predicted_ids", "token_loss")
+
     def build_model(self):
-        model = modeling.ClassifierModel(self.bert_config, self.num_labels, per_token=True, name="ner")
-        dummy = tf.zeros([1, 2], tf.int32)
-        model({"input_ids": dummy, "input_mask": dummy, "segment_ids": dummy})
-        return model
+        return modeling.ClassifierModel(self.bert_config, self.num_labels, per_token=True, name="ner")
 
     def prepare_batch(self, features, num_micro_batches):
         # Normalise every micro-batch by the scored tokens of the whole batch, so that accumulation over
@@ -448,23 +412,11 @@ class NerTask(training.Task):
 # Runner.
 
 
-TRIM_MULTIPLE = 32
-
-
-def trim_batch(batch):
-    """Cuts a batch's padding columns beyond its longest input_mask, rounded up to a multiple of 32 (few
-    distinct shapes, so few traces). Results are unchanged: padding is masked out of attention and loss."""
-    width = tf.shape(batch["input_ids"])[1]
-    longest = tf.reduce_max(tf.reduce_sum(batch["input_mask"], axis=1))
-    length = tf.minimum(width, tf.maximum(-(-longest // TRIM_MULTIPLE) * TRIM_MULTIPLE, TRIM_MULTIPLE))
-    return {name: value[:, :length] for name, value in batch.items()}
-
-
 def input_fn_builder(arrays, is_training, seed=None, trim=True):
     """An input function for training.py over in-memory feature arrays (shuffled each epoch when training).
 
-    trim: batches are cut to their longest sequence (most CoNLL sentences are far shorter than max_seq_length);
-    off for XLA and TPU, which want one static shape.
+    trim: batches are cut to their longest sequence (runner.trim_batch; most CoNLL sentences are far shorter
+    than max_seq_length); off for XLA and TPU, which want one static shape.
     """
 
     def input_fn(batch_size, input_context=None):
@@ -475,14 +427,10 @@ def input_fn_builder(arrays, is_training, seed=None, trim=True):
             d = d.shuffle(len(arrays["input_ids"]), seed=seed, reshuffle_each_iteration=True).repeat()
         d = d.batch(batch_size, drop_remainder=is_training)
         if trim:
-            d = d.map(trim_batch)
+            d = d.map(runner.trim_batch)
         return d.prefetch(tf.data.AUTOTUNE)
 
     return input_fn
-
-
-def _trim_for(config):
-    return not (config.use_xla or config.use_tpu)
 
 
 def load_label_list(data_dir, output_dir, train_sentences=None):
@@ -494,12 +442,12 @@ def load_label_list(data_dir, output_dir, train_sentences=None):
     if train_sentences is not None or (train_path and os.path.isfile(train_path)):
         labels = get_labels(train_sentences if train_sentences is not None else read_conll(train_path, "train"))
         if saved is not None and saved != labels:
-            raise ValueError("%s lists %s but the training data %s gives %s" % (saved_path, saved, train_path,
+            raise cli.UserError("%s lists %s but the training data %s gives %s" % (saved_path, saved, train_path,
                                                                                labels))
         return labels
     if saved is not None:
         return saved
-    raise ValueError("no label list: neither %s nor %s exists" % (train_path, saved_path))
+    raise cli.UserError("no label list: neither %s nor %s exists" % (train_path, saved_path))
 
 
 def _features_for(sentences, label_list, max_seq_length, tokenizer, doc_stride, document_context, what):
@@ -512,21 +460,17 @@ def _features_for(sentences, label_list, max_seq_length, tokenizer, doc_stride, 
 
 def predict_sentences(task, sentences, features, label_list, max_seq_length, config, strategy,
                       checkpoint_path):
-    """Runs training.predict over the features; returns (per-sentence predicted tags, token loss sum)."""
+    """Predicts every window (real-length batches); returns (per-sentence predicted tags, token loss sum)."""
     arrays = features_to_arrays(features, max_seq_length)
+    num_features = len(features)
     if config.use_tpu:
         # Whole batches only: zero-weight padding rows, whose predictions are dropped below.
-        padding = -len(features) % config.predict_batch_size
+        padding = -num_features % config.predict_batch_size
         arrays = {name: np.concatenate([a, np.zeros((padding,) + a.shape[1:], a.dtype)])
                   for name, a in arrays.items()}
-    predicted_ids = []
-    loss_sum = 0.0
-    for prediction in training.predict(task, input_fn_builder(arrays, False, trim=_trim_for(config)), config,
-                                       strategy,
-                                       checkpoint_path=checkpoint_path):
-        predicted_ids.append(prediction["predicted_ids"])
-        loss_sum += float(np.sum(prediction["token_loss"]))
-    predicted_ids = predicted_ids[:len(features)]
+    outputs = runner.predict_arrays(task, arrays, config, strategy, checkpoint_path)
+    predicted_ids = list(outputs["predicted_ids"][:num_features])
+    loss_sum = float(np.sum(outputs["token_loss"][:num_features]))
     return decode_predictions(sentences, features, predicted_ids, label_list), loss_sum
 
 
@@ -562,123 +506,70 @@ def evaluate_split(task, sentences, label_list, max_seq_length, tokenizer, confi
     results = entity_results(counts, prefix)
     num_scored = sum(len(f.scored) for f in features)
     results[prefix + "loss"] = loss_sum / max(num_scored, 1)
-    results["global_step"] = _global_step_of(checkpoint_path)
+    results["global_step"] = checkpoints.global_step_of(checkpoint_path) if checkpoint_path else 0
     return results
-
-
-def _global_step_of(checkpoint_path):
-    try:
-        return int(tf.train.load_variable(checkpoint_path, "global_step"))
-    except (tf.errors.NotFoundError, ValueError):
-        return 0
-
-
-class NerExport(tf.Module):
-    """What the SavedModel holds: serving_default(input_ids, input_mask, segment_ids: int32 [batch, seq]) ->
-    {"probabilities": float32 [batch, seq, num_labels]}."""
-
-    def __init__(self, model):
-        super().__init__(name="ner_export")
-        self.model = model
-        ids_spec = tf.TensorSpec([None, None], tf.int32)
-        self.serve = tf.function(self._serve, input_signature=[ids_spec] * 3)
-
-    def _serve(self, input_ids, input_mask, segment_ids):
-        logits = self.model({"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids},
-                            training=False)
-        return {"probabilities": tf.nn.softmax(logits, axis=-1)}
-
-
-def export_saved_model(export_dir, bert_config, label_list, checkpoint_path):
-    """Writes the SavedModel (tensor signature) and assets.extra/labels.txt (label of each output column)."""
-    with training.float32_policy():
-        model = NerTask(bert_config, len(label_list)).build_model()
-        checkpoints.init_from_checkpoint(model.variables_by_name(), checkpoint_path)
-        module = NerExport(model)
-        tf.saved_model.save(module, export_dir,
-                            signatures={"serving_default": module.serve.get_concrete_function()})
-    tf.io.gfile.makedirs(os.path.join(export_dir, "assets.extra"))
-    write_label_list(label_list, os.path.join(export_dir, "assets.extra", "labels.txt"))
-    logging.info("Exported %s to %s", checkpoint_path, export_dir)
-    return export_dir
 
 
 def run(data_dir, vocab_file, config, do_lower_case=True, max_seq_length=128, do_train=False, do_eval=False,
         do_predict=False, num_train_epochs=3.0, warmup_proportion=0.1, export_dir=None, doc_stride=64,
         document_context=False):
     """The whole job; `config` is a training.TrainingConfig. Returns {"train", "eval", "predict", "export"}."""
-    tokenization.validate_case_matches_checkpoint(do_lower_case, config.init_checkpoint)
     if not (do_train or do_eval or do_predict or export_dir):
-        raise ValueError("At least one of `do_train`, `do_eval`, `do_predict` or `export_dir` must be set.")
-    for flag, value in (("bert_config_file", config.bert_config_file), ("vocab_file", vocab_file),
-                        ("output_dir", config.output_dir), ("data_dir", data_dir)):
-        if not value:
-            raise ValueError("--%s is required" % flag)
-    bert_config = modeling.BertConfig.from_json_file(config.bert_config_file)
-    if max_seq_length > bert_config.max_position_embeddings:
-        raise ValueError("Cannot use sequence length %d because the BERT model was only trained up to sequence "
-                         "length %d" % (max_seq_length, bert_config.max_position_embeddings))
-    tf.io.gfile.makedirs(config.output_dir)
-    train_sentences = read_conll(os.path.join(data_dir, DATA_FILES["train"]), "train") if do_train else None
-    label_list = load_label_list(data_dir, config.output_dir, train_sentences)
+        raise cli.UserError("At least one of `do_train`, `do_eval`, `do_predict` or `export_dir` must be set.")
+    bert_config, full_tokenizer = runner.check_job(config, vocab_file, do_lower_case, max_seq_length)
+    cli.require_dir(data_dir, "--data_dir")
+    splits = {"train": read_conll(os.path.join(data_dir, DATA_FILES["train"]), "train")} if do_train else {}
+    label_list = load_label_list(data_dir, config.output_dir, splits.get("train"))
+    splits.update({name: read_conll(os.path.join(data_dir, DATA_FILES[name]), name)
+                   for enabled, name in ((do_eval, "dev"), (do_predict, "test")) if enabled})
+    runner.make_output_dir(config)
     write_label_list(label_list, os.path.join(config.output_dir, LABEL_LIST_FILE))
     logging.info("Labels: %s", label_list)
-    tokenizer = WordTokenizer(tokenization.FullTokenizer(vocab_file=vocab_file, do_lower_case=do_lower_case))
+    tokenizer = WordTokenizer(full_tokenizer)
     task = NerTask(bert_config, len(label_list))
     strategy = training.create_strategy(config)
     results = {}
-
     if do_train:
-        features = _features_for(train_sentences, label_list, max_seq_length, tokenizer, doc_stride, document_context,
-                                 "train")
-        num_train_steps, num_warmup_steps = training.num_train_steps_for(
-            len(features), config.train_batch_size, num_train_epochs, warmup_proportion)
-        config = dataclasses.replace(config, num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps)
-        logging.info("***** Running training *****")
-        logging.info("  Num features = %d", len(features))
-        logging.info("  Batch size = %d", config.train_batch_size)
-        logging.info("  Num steps = %d", num_train_steps)
-        arrays = features_to_arrays(features, max_seq_length)
-        input_fn = input_fn_builder(arrays, True, seed=config.seed, trim=_trim_for(config))
-        results["train"] = training.train(task, input_fn, config, strategy)
+        features = _features_for(splits["train"], label_list, max_seq_length, tokenizer, doc_stride,
+                                 document_context, "train")
+        train_config = runner.finetuning_config(config, len(features), num_train_epochs, warmup_proportion,
+                                                what="features")
+        input_fn = input_fn_builder(features_to_arrays(features, max_seq_length), True, seed=config.seed,
+                                    trim=runner.uses_real_lengths(config))
+        results["train"] = training.train(task, input_fn, train_config, strategy)
 
     checkpoint_path = None
     if do_eval or do_predict or export_dir:
         checkpoint_path = checkpoints.checkpoint_for_inference(config.output_dir, config.init_checkpoint)
-    for enabled, set_name, file_key in ((do_eval, "eval", "dev"), (do_predict, "test", "test")):
-        if not enabled:
-            continue
-        sentences = read_conll(os.path.join(data_dir, DATA_FILES[file_key]), file_key)
-        batch_size = config.eval_batch_size if set_name == "eval" else config.predict_batch_size
-        split_config = dataclasses.replace(config, predict_batch_size=batch_size)
-        result = evaluate_split(task, sentences, label_list, max_seq_length, tokenizer, split_config, strategy,
-                                config.output_dir, checkpoint_path, set_name, doc_stride, document_context)
-        results_file = training.EVAL_RESULTS_FILE if set_name == "eval" else "test_results.txt"
-        training.write_eval_results(os.path.join(config.output_dir, results_file), result)
-        results["eval" if set_name == "eval" else "predict"] = result
-
+    for set_name, split, results_file, batch_size in (
+            ("eval", "dev", training.EVAL_RESULTS_FILE, config.eval_batch_size),
+            ("test", "test", "test_results.txt", config.predict_batch_size)):
+        if split in splits:
+            split_config = dataclasses.replace(config, predict_batch_size=batch_size)
+            result = evaluate_split(task, splits[split], label_list, max_seq_length, tokenizer, split_config,
+                                    strategy, config.output_dir, checkpoint_path, set_name, doc_stride,
+                                    document_context)
+            training.write_eval_results(os.path.join(config.output_dir, results_file), result)
+            results["eval" if set_name == "eval" else "predict"] = result
     if export_dir:
-        results["export"] = export_saved_model(export_dir, bert_config, label_list, checkpoint_path)
+        results["export"] = serving.export_saved_model(
+            export_dir, task.build_model, checkpoint_path, serving.NerServing, labels=label_list)
     return results
 
 
 def define_flags():
-    """The original runners' flags (shared ones from training.py) plus the NER windowing flags."""
-    training.define_training_flags(train_batch_size=32, eval_batch_size=8, predict_batch_size=8,
-                                   learning_rate=5e-5, save_checkpoints_steps=1000, iterations_per_loop=1000)
+    """The original runners' flags (shared ones from runner.py) plus the NER windowing flags."""
+    runner.define_training_flags()
     flags.DEFINE_string("data_dir", None, "The input data dir with train.txt, dev.txt and test.txt (CoNLL format).")
-    training.define_finetuning_flags("Longer sentences are split into windows, shorter ones padded.")
+    runner.define_finetuning_flags(sequence_help="Longer sentences are split into windows, shorter ones padded.")
     flags.DEFINE_integer("doc_stride", 64, "When a sentence is longer than the maximum length, how many "
                          "sub-tokens its windows start apart.")
     flags.DEFINE_bool("document_context", False, "Fill each window with sub-tokens of the neighbouring "
                       "sentences of the same document (context only, not scored).")
-    flags.DEFINE_string("export_dir", None, "Write a SavedModel here (serving_default: token ids -> per-token "
-                        "label probabilities) from the newest checkpoint in output_dir.")
 
 
 def main(_):
-    logging.set_verbosity(logging.INFO)
-    run(FLAGS.data_dir, FLAGS.vocab_file, training.TrainingConfig.from_flags(FLAGS),
+    run(FLAGS.data_dir, FLAGS.vocab_file, runner.training_config(FLAGS),
         do_lower_case=FLAGS.do_lower_case, max_seq_length=FLAGS.max_seq_length, do_train=FLAGS.do_train,
         do_eval=FLAGS.do_eval, do_predict=FLAGS.do_predict, num_train_epochs=FLAGS.num_train_epochs,
         warmup_proportion=FLAGS.warmup_proportion, export_dir=FLAGS.export_dir, doc_stride=FLAGS.doc_stride,
@@ -689,4 +580,4 @@ if __name__ == "__main__":
     define_flags()
     for required in ("data_dir", "vocab_file", "bert_config_file", "output_dir"):
         flags.mark_flag_as_required(required)
-    app.run(main)
+    cli.run(main)

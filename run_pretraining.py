@@ -1,22 +1,28 @@
 """Run masked LM / next sentence masked_lm pre-training for BERT (flags and meanings of the original).
 
-Added to the original: every flag of training.define_training_flags (distribution strategy, XLA, bfloat16 /
+Added to the original: every flag of runner.define_training_flags (distribution strategy, XLA, bfloat16 /
 float16, LAMB, gradient accumulation, ...) and --dynamic_masking (fresh masks drawn per step with
 tensorflow-text instead of the static masks stored in the records).
+
+Bad input: --input_file files without a single record are an error before training (files without records
+beside others are skipped with a warning). A corrupt or truncated record stops training or evaluation with an
+error naming the file and the record; the checkpoints written so far are kept, so fixing or removing the file
+and running the same command again resumes from the last one.
 """
+import cli  # first: quiets TensorFlow's start-up logging
 
 import tensorflow as tf
-from absl import app
 from absl import flags
 from absl import logging
 
 import modeling
+import runner
+import tokenization
 import training
 
 FLAGS = flags.FLAGS
 
 FEATURE_NAMES = modeling.PRETRAINING_FEATURES
-EVAL_KEYS = ("masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy", "next_sentence_loss")
 
 
 def define_flags():
@@ -36,9 +42,7 @@ def define_flags():
                       "stored in the records. Needs --vocab_file.")
     flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability for --dynamic_masking.")
     flags.DEFINE_string("vocab_file", None, "Vocabulary of the records (for --dynamic_masking).")
-    training.define_training_flags(include_num_steps=True, train_batch_size=32, eval_batch_size=8,
-                                   learning_rate=5e-5, num_train_steps=100000, num_warmup_steps=10000,
-                                   save_checkpoints_steps=1000, iterations_per_loop=1000)
+    runner.define_training_flags(with_step_counts=True)
     flags.mark_flag_as_required("input_file")
     flags.mark_flag_as_required("bert_config_file")
     flags.mark_flag_as_required("output_dir")
@@ -50,17 +54,7 @@ def define_flags():
 
 def expand_input_files(input_file):
     """Comma-separated globs -> sorted file list per pattern; a pattern matching nothing is an error."""
-    if not input_file:
-        raise ValueError("--input_file is empty: expected TFRecord file names or globs, comma separated")
-    files = []
-    for pattern in input_file.split(","):
-        pattern = pattern.strip()
-        if not pattern:
-            continue
-        matched = sorted(tf.io.gfile.glob(pattern))
-        if not matched:
-            raise ValueError(f"--input_file pattern {pattern!r} matches no file")
-        files.extend(matched)
+    files = cli.input_files(input_file, "--input_file")
     logging.info("*** Input Files ***")
     for name in files:
         logging.info("  %s", name)
@@ -81,41 +75,40 @@ def feature_spec(max_seq_length, max_predictions_per_seq):
 
 
 def check_record_file(path, max_seq_length, max_predictions_per_seq):
-    """Checks the first record of `path` against the flags; raises ValueError naming file and feature."""
+    """Checks the first record of `path` against the flags (cli.UserError naming file and feature); returns
+    whether the file holds a record."""
     spec = feature_spec(max_seq_length, max_predictions_per_seq)
     flag_of = {"masked_lm_positions": "--max_predictions_per_seq", "masked_lm_ids": "--max_predictions_per_seq",
                "masked_lm_weights": "--max_predictions_per_seq", "next_sentence_labels": None}
     try:
         first = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
     except tf.errors.OpError as e:
-        raise ValueError(f"{path}: cannot read TFRecords ({e.message})") from None
+        raise cli.UserError(f"{path}: cannot read TFRecords ({runner.tf_error_message(e)})") from None
     if first is None:
         logging.warning("%s holds no records", path)
-        return
+        return False
     example = tf.train.Example.FromString(first.numpy())
     feats = example.features.feature
     for name, (length, dtype) in spec.items():
         if name not in feats:
-            raise ValueError(f"{path}: record has no feature {name!r} (expected {length} x {dtype.name}); "
+            raise cli.UserError(f"{path}: record has no feature {name!r} (expected {length} x {dtype.name}); "
                              f"is it a pre-training file written by create_pretraining_data.py?")
         feat = feats[name]
         kind = feat.WhichOneof("kind")
         values = feat.float_list.value if kind == "float_list" else feat.int64_list.value
         want_kind = "float_list" if dtype == tf.float32 else "int64_list"
         if kind != want_kind:
-            raise ValueError(f"{path}: feature {name!r} is {kind}, expected {want_kind}")
+            raise cli.UserError(f"{path}: feature {name!r} is {kind}, expected {want_kind}")
         if len(values) != length:
             flag = flag_of.get(name, "--max_seq_length")
             hint = f" (does {flag}={length} match the data generation?)" if flag else ""
-            raise ValueError(f"{path}: feature {name!r} has {len(values)} values, expected {length}{hint}")
+            raise cli.UserError(f"{path}: feature {name!r} has {len(values)} values, expected {length}{hint}")
+    return True
 
 
 def decode_record(record, max_seq_length, max_predictions_per_seq):
     """Parses one serialized example; int64 features become int32 (as the original)."""
-    spec = feature_spec(max_seq_length, max_predictions_per_seq)
-    parsed = tf.io.parse_single_example(
-        record, {name: tf.io.FixedLenFeature([length], dtype) for name, (length, dtype) in spec.items()})
-    return {name: tf.cast(value, tf.int32) if value.dtype == tf.int64 else value for name, value in parsed.items()}
+    return runner.decode_record(record, feature_spec(max_seq_length, max_predictions_per_seq))
 
 
 def unmask_input_ids(features):
@@ -134,15 +127,12 @@ class DynamicMasker:
     """Draws new masked-LM positions per batch with tensorflow-text (80% [MASK], 10% random, 10% kept)."""
 
     def __init__(self, vocab_file, vocab_size, max_predictions_per_seq, masked_lm_prob=0.15):
-        import tokenization
         if not vocab_file:
-            raise ValueError("--dynamic_masking needs --vocab_file (to find [MASK], [CLS] and [SEP])")
+            raise cli.UserError("--dynamic_masking needs --vocab_file (to find [MASK], [CLS] and [SEP])")
         vocab = tokenization.load_vocab(vocab_file)
-        missing = [t for t in ("[MASK]", "[CLS]", "[SEP]", "[PAD]") if t not in vocab]
-        if missing:
-            raise ValueError(f"--vocab_file {vocab_file} lacks the special tokens {missing}")
+        tokenization.check_special_tokens(vocab, vocab_file, ("[MASK]", "[CLS]", "[SEP]", "[PAD]"))
         if not 0.0 < masked_lm_prob < 1.0:
-            raise ValueError(f"--masked_lm_prob={masked_lm_prob}: expected a probability in (0, 1)")
+            raise cli.UserError(f"--masked_lm_prob={masked_lm_prob}: expected a probability in (0, 1)")
         self.mask_id = vocab["[MASK]"]
         self.unselectable = [vocab["[CLS]"], vocab["[SEP]"], vocab["[PAD]"]]
         self.vocab_size = vocab_size
@@ -180,8 +170,10 @@ def make_input_fn(input_files, max_seq_length, max_predictions_per_seq, is_train
     shards when there are at least as many files as input pipelines; otherwise every worker builds the same
     global batches and takes its slice. Eval: one deterministic pass in file order, last batch kept.
     """
-    for path in input_files:
-        check_record_file(path, max_seq_length, max_predictions_per_seq)
+    holding = [path for path in input_files if check_record_file(path, max_seq_length, max_predictions_per_seq)]
+    if not holding:
+        raise cli.UserError(f"--input_file: no records in {', '.join(input_files)}")
+    input_files = holding
 
     def decode(record):
         return decode_record(record, max_seq_length, max_predictions_per_seq)
@@ -302,41 +294,40 @@ def run_pretraining(config, bert_config, input_file, max_seq_length=128, max_pre
                     masked_lm_prob=0.15, vocab_file=None, strategy=None, max_steps=None):
     """Trains and/or evaluates; returns {"train": train result, "eval": eval results} for what ran."""
     if not do_train and not do_eval:
-        raise ValueError("At least one of `do_train` or `do_eval` must be True.")
-    if isinstance(bert_config, str):
-        bert_config = modeling.BertConfig.from_json_file(bert_config)
-    if max_seq_length > bert_config.max_position_embeddings:
-        raise ValueError(f"--max_seq_length={max_seq_length} exceeds max_position_embeddings "
-                         f"{bert_config.max_position_embeddings} of the BERT config")
-    if max_predictions_per_seq < 1 or max_predictions_per_seq > max_seq_length:
-        raise ValueError(f"--max_predictions_per_seq={max_predictions_per_seq}: expected 1..max_seq_length")
+        raise cli.UserError("At least one of `do_train` or `do_eval` must be True.")
     if not config.output_dir:
-        raise ValueError("--output_dir is required")
-    tf.io.gfile.makedirs(config.output_dir)
+        raise cli.UserError("--output_dir is required")
+    if isinstance(bert_config, str):
+        bert_config = runner.load_bert_config(bert_config, max_seq_length)
+    runner.check_seq_length(bert_config, max_seq_length)
+    if max_predictions_per_seq < 1 or max_predictions_per_seq > max_seq_length:
+        raise cli.UserError(f"--max_predictions_per_seq={max_predictions_per_seq}: expected 1..max_seq_length")
     input_files = expand_input_files(input_file)
+    masker = None
+    if do_train and dynamic_masking:
+        masker = DynamicMasker(vocab_file, bert_config.vocab_size, max_predictions_per_seq, masked_lm_prob)
+    train_input = make_input_fn(input_files, max_seq_length, max_predictions_per_seq, True, seed=config.seed,
+                                masker=masker)
+    runner.make_output_dir(config)
     strategy = strategy or training.create_strategy(config)
     task = PretrainingTask(bert_config)
     result = {}
     if do_train:
         logging.info("***** Running training *****")
         logging.info("  Batch size = %d", config.train_batch_size)
-        masker = None
-        if dynamic_masking:
-            masker = DynamicMasker(vocab_file, bert_config.vocab_size, max_predictions_per_seq, masked_lm_prob)
-        input_fn = make_input_fn(input_files, max_seq_length, max_predictions_per_seq, True,
-                                 seed=config.seed, masker=masker)
-        result["train"] = training.train(task, input_fn, config, strategy, max_steps=max_steps)
+        result["train"] = runner.naming_corrupt_records(
+            input_files, lambda: training.train(task, train_input, config, strategy, max_steps=max_steps))
     if do_eval:
         logging.info("***** Running evaluation *****")
         logging.info("  Batch size = %d", config.eval_batch_size)
         input_fn = make_input_fn(input_files, max_seq_length, max_predictions_per_seq, False)
-        result["eval"] = training.evaluate(task, input_fn, config, strategy, max_steps=max_eval_steps)
+        result["eval"] = runner.naming_corrupt_records(
+            input_files, lambda: training.evaluate(task, input_fn, config, strategy, max_steps=max_eval_steps))
     return result
 
 
 def main(_):
-    logging.set_verbosity(logging.INFO)
-    config = training.TrainingConfig.from_flags(FLAGS)
+    config = runner.training_config(FLAGS)
     run_pretraining(config, FLAGS.bert_config_file, FLAGS.input_file, FLAGS.max_seq_length,
                     FLAGS.max_predictions_per_seq, FLAGS.do_train, FLAGS.do_eval, FLAGS.max_eval_steps,
                     FLAGS.dynamic_masking, FLAGS.masked_lm_prob, FLAGS.vocab_file)
@@ -344,4 +335,4 @@ def main(_):
 
 if __name__ == "__main__":
     define_flags()
-    app.run(main)
+    cli.run(main)

@@ -164,45 +164,7 @@ def whitespace_tokenize(text):
     return text.split()
 
 
-def truncate_seq_pair(tokens_a, tokens_b, max_length):
-    """Truncates a sequence pair in place to max_length tokens, always popping from the longer one (ties:
-    from b), as the original's _truncate_seq_pair."""
-    while len(tokens_a) + len(tokens_b) > max_length:
-        if len(tokens_a) > len(tokens_b):
-            tokens_a.pop()
-        else:
-            tokens_b.pop()
-
-
-def pack_sequence_pair(tokenizer, tokens_a, tokens_b, max_seq_length):
-    """The original's packing: [CLS] a [SEP] (b [SEP]), a pair truncated by truncate_seq_pair to fit, a single
-    sequence cut to max_seq_length - 2, ids zero padded. Truncates tokens_a/tokens_b in place.
-
-    Returns (tokens, input_ids, input_mask, segment_ids).
-    """
-    if tokens_b:
-        truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 3)
-    elif len(tokens_a) > max_seq_length - 2:
-        del tokens_a[max_seq_length - 2:]
-    tokens = ["[CLS]"] + tokens_a + ["[SEP]"]
-    segment_ids = [0] * len(tokens)
-    if tokens_b:
-        tokens += tokens_b + ["[SEP]"]
-        segment_ids += [1] * (len(tokens_b) + 1)
-    input_ids, input_mask, segment_ids = ids_and_padding(tokenizer, tokens, segment_ids, max_seq_length)
-    return tokens, input_ids, input_mask, segment_ids
-
-
-def ids_and_padding(tokenizer, tokens, segment_ids, max_seq_length):
-    """Token ids, input mask (1 per token) and segment ids, each zero padded to max_seq_length."""
-    if len(tokens) > max_seq_length:
-        raise ValueError(f"{len(tokens)} tokens do not fit max_seq_length {max_seq_length}")
-    input_ids = tokenizer.convert_tokens_to_ids(tokens)
-    padding = [0] * (max_seq_length - len(input_ids))
-    return input_ids + padding, [1] * len(input_ids) + padding, list(segment_ids) + padding
-
-
-class FullTokenizer(object):
+class FullTokenizer:
     """Runs end-to-end tokenization: BasicTokenizer then WordpieceTokenizer."""
 
     def __init__(self, vocab_file, do_lower_case=True):
@@ -229,7 +191,7 @@ class FullTokenizer(object):
         return convert_by_vocab(self.inv_vocab, ids)
 
 
-class BasicTokenizer(object):
+class BasicTokenizer:
     """Runs basic tokenization (cleaning, CJK split, lower casing, accent stripping, punctuation split)."""
 
     def __init__(self, do_lower_case=True):
@@ -298,7 +260,7 @@ class BasicTokenizer(object):
         return "".join(output)
 
 
-class WordpieceTokenizer(object):
+class WordpieceTokenizer:
     """Runs WordPiece tokenization (greedy longest-match-first)."""
 
     def __init__(self, vocab, unk_token=UNK_TOKEN, max_input_chars_per_word=MAX_INPUT_CHARS_PER_WORD):

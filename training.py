@@ -11,7 +11,7 @@ Usage:
 
     class MyTask(training.Task):
         def build_model(self):                      # called under the strategy scope; variables must exist
-            model = MyModel(...); model(dummy_inputs); return model   # model.variables_by_name() required
+            return MyModel(...)                     # model.variables_by_name() required
         def compute_loss(self, model, features, training):
             out = model(features, training=training)
             return out["loss"], {"loss": out["loss"]}
@@ -19,11 +19,12 @@ Usage:
             ...
         def predict_outputs(self, model, features): # name -> per-example tensor (batch first)
             ...
+        sequence_outputs = ("logits",)              # outputs with a sequence axis (runner.predict_arrays)
 
     def input_fn(batch_size, input_context):         # per-replica batch size, tf.distribute.InputContext
         return tf.data.Dataset...                    # deterministic (seeded); repeat() for training
 
-    config = training.TrainingConfig.from_flags(FLAGS)        # or TrainingConfig(output_dir=..., ...)
+    config = runner.training_config(FLAGS)                    # or training.TrainingConfig(output_dir=..., ...)
     strategy = training.create_strategy(config)
     training.train(MyTask(), input_fn, config, strategy)       # -> dict with global_step and last losses
     results = training.evaluate(MyTask(), eval_input_fn, config, strategy, max_steps=None)
@@ -35,7 +36,6 @@ determinism and restarts the random streams (dropout) at every checkpoint from t
 killed and restarted with the same command ends with exactly the weights of an uninterrupted run (CPU, no
 XLA: XLA's random numbers are not reproducible).
 """
-import contextlib
 import dataclasses
 import math
 import os
@@ -43,8 +43,11 @@ import time
 
 import numpy as np
 import tensorflow as tf
-from absl import flags
 from absl import logging
+
+import checkpoints
+import optimization
+from cli import UserError, make_dir
 
 DISTRIBUTION_STRATEGIES = ("default", "mirrored", "multi_worker_mirrored", "tpu")
 DTYPES = ("float32", "bfloat16", "float16")
@@ -52,151 +55,68 @@ OPTIMIZERS = ("adamw", "lamb")
 EVAL_RESULTS_FILE = "eval_results.txt"
 
 
-def define_training_flags(include_num_steps=False, flag_values=None, **defaults):
-    """Defines the flags every runner shares (original names); `defaults` overrides default values.
-
-    include_num_steps adds num_train_steps and num_warmup_steps (run_pretraining); fine-tuning runners derive
-    them from epochs and define their own flags for that. flag_values: absl FlagValues (default flags.FLAGS).
-    """
-    fv = flag_values if flag_values is not None else flags.FLAGS
-    d = dict(bert_config_file=None, init_checkpoint=None, output_dir=None, train_batch_size=32,
-             eval_batch_size=8, predict_batch_size=8, learning_rate=5e-5, num_train_steps=100000,
-             num_warmup_steps=10000, save_checkpoints_steps=1000, iterations_per_loop=1000, keep_checkpoint_max=5)
-    unknown = set(defaults) - set(d)
-    if unknown:
-        raise ValueError(f"define_training_flags: unknown defaults {sorted(unknown)}")
-    d.update(defaults)
-
-    def define(kind, name, default, help_text, *enum_values):
-        define_fn = getattr(flags, "DEFINE_" + kind)
-        if enum_values:
-            return define_fn(name, default, list(enum_values), help_text, flag_values=fv)
-        return define_fn(name, default, help_text, flag_values=fv)
-
-    define("string", "bert_config_file", d["bert_config_file"],
-           "The config json file corresponding to the pre-trained BERT model.")
-    define("string", "init_checkpoint", d["init_checkpoint"],
-           "Initial checkpoint (usually from a pre-trained BERT model).")
-    define("string", "output_dir", d["output_dir"],
-           "The output directory where the model checkpoints will be written.")
-    define("integer", "train_batch_size", d["train_batch_size"], "Total batch size for training.")
-    define("integer", "eval_batch_size", d["eval_batch_size"], "Total batch size for eval.")
-    define("integer", "predict_batch_size", d["predict_batch_size"], "Total batch size for predict.")
-    define("float", "learning_rate", d["learning_rate"], "The initial learning rate for Adam.")
-    if include_num_steps:
-        define("integer", "num_train_steps", d["num_train_steps"], "Number of training steps.")
-        define("integer", "num_warmup_steps", d["num_warmup_steps"], "Number of warmup steps.")
-    define("integer", "save_checkpoints_steps", d["save_checkpoints_steps"],
-           "How often to save the model checkpoint.")
-    define("integer", "iterations_per_loop", d["iterations_per_loop"],
-           "How many steps to make in each estimator call (one log line per loop).")
-    define("bool", "use_tpu", False, "Whether to use TPU or GPU/CPU.")
-    define("string", "tpu_name", None, "The Cloud TPU to use for training.")
-    define("string", "tpu_zone", None, "GCE zone where the Cloud TPU is located in.")
-    define("string", "gcp_project", None, "Project name for the Cloud TPU-enabled project.")
-    define("string", "master", None, "TensorFlow master URL.")
-    define("integer", "num_tpu_cores", 8, "Only used if `use_tpu` is True. Total number of TPU cores to use.")
-    define("enum", "distribution_strategy", "default",
-           "default: one device; mirrored: all local GPUs; multi_worker_mirrored: workers from TF_CONFIG; "
-           "tpu: a Cloud TPU (also chosen by --use_tpu).", *DISTRIBUTION_STRATEGIES)
-    define("bool", "use_xla", False, "Compile the train step with XLA (jit_compile).")
-    define("enum", "dtype", "float32",
-           "Compute dtype: float32, bfloat16 (mixed), float16 (mixed, dynamic loss scaling).", *DTYPES)
-    define("enum", "optimizer", "adamw", "adamw (the original) or lamb.", *OPTIMIZERS)
-    define("integer", "gradient_accumulation_steps", 1,
-           "Micro-batches per optimizer step; train_batch_size is the batch of one step.")
-    define("integer", "keep_checkpoint_max", d["keep_checkpoint_max"], "How many checkpoints to keep.")
-    define("bool", "deterministic", False,
-           "Enable TensorFlow op determinism (exactly reproducible runs and resumes on CPU).")
-    define("integer", "seed", 12345, "Seed of initialisation, dropout, shuffling and dynamic masking.")
-
-
-def num_train_steps_for(num_examples, train_batch_size, num_train_epochs, warmup_proportion):
-    """(num_train_steps, num_warmup_steps) as the original fine-tuning scripts compute them."""
-    num_train_steps = int(num_examples / train_batch_size * num_train_epochs)
-    return num_train_steps, int(num_train_steps * warmup_proportion)
-
-
-def define_finetuning_flags(max_seq_length_help, flag_values=None):
-    """Defines the flags the fine-tuning runners share (original names, defaults and help)."""
-    fv = flag_values if flag_values is not None else flags.FLAGS
-    flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.",
-                        flag_values=fv)
-    flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text. Should be True for uncased "
-                      "models and False for cased models.", flag_values=fv)
-    flags.DEFINE_integer("max_seq_length", 128, "The maximum total input sequence length after WordPiece "
-                         "tokenization. " + max_seq_length_help, flag_values=fv)
-    flags.DEFINE_bool("do_train", False, "Whether to run training.", flag_values=fv)
-    flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.", flag_values=fv)
-    flags.DEFINE_bool("do_predict", False, "Whether to run the model in inference mode on the test set.",
-                      flag_values=fv)
-    flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs to perform.", flag_values=fv)
-    flags.DEFINE_float("warmup_proportion", 0.1, "Proportion of training to perform linear learning rate "
-                       "warmup for. E.g., 0.1 = 10% of training.", flag_values=fv)
+def _field(default, help_text, enum=None):
+    """A TrainingConfig field; runner.define_training_flags makes it a flag of that name, default and help."""
+    return dataclasses.field(default=default, metadata={"help": help_text, "enum": enum})
 
 
 @dataclasses.dataclass
 class TrainingConfig:
-    """Everything the loop needs; build it from flags (`from_flags`) or directly with keyword arguments."""
-    output_dir: str = None
-    bert_config_file: str = None
-    init_checkpoint: str = None
-    train_batch_size: int = 32
-    eval_batch_size: int = 8
-    predict_batch_size: int = 8
-    learning_rate: float = 5e-5
-    num_train_steps: int = 0
-    num_warmup_steps: int = 0
-    save_checkpoints_steps: int = 1000
-    iterations_per_loop: int = 1000
-    use_tpu: bool = False
-    tpu_name: str = None
-    tpu_zone: str = None
-    gcp_project: str = None
-    master: str = None
-    num_tpu_cores: int = 8
-    distribution_strategy: str = "default"
-    use_xla: bool = False
-    dtype: str = "float32"
-    optimizer: str = "adamw"
-    gradient_accumulation_steps: int = 1
-    keep_checkpoint_max: int = 5
-    deterministic: bool = False
-    seed: int = 12345
+    """Everything the loop needs, one field per runner flag (the original's names and defaults)."""
+    bert_config_file: str = _field(None, "The config json file corresponding to the pre-trained BERT model.")
+    init_checkpoint: str = _field(None, "Initial checkpoint (usually from a pre-trained BERT model).")
+    output_dir: str = _field(None, "The output directory where the model checkpoints will be written.")
+    train_batch_size: int = _field(32, "Total batch size for training.")
+    eval_batch_size: int = _field(8, "Total batch size for eval.")
+    predict_batch_size: int = _field(8, "Total batch size for predict.")
+    learning_rate: float = _field(5e-5, "The initial learning rate for Adam.")
+    num_train_steps: int = _field(100000, "Number of training steps.")
+    num_warmup_steps: int = _field(10000, "Number of warmup steps.")
+    save_checkpoints_steps: int = _field(1000, "How often to save the model checkpoint.")
+    iterations_per_loop: int = _field(1000, "How many steps to make in each estimator call (one log line per "
+                                      "loop).")
+    use_tpu: bool = _field(False, "Whether to use TPU or GPU/CPU.")
+    tpu_name: str = _field(None, "The Cloud TPU to use for training.")
+    tpu_zone: str = _field(None, "GCE zone where the Cloud TPU is located in.")
+    gcp_project: str = _field(None, "Project name for the Cloud TPU-enabled project.")
+    master: str = _field(None, "TensorFlow master URL.")
+    num_tpu_cores: int = _field(8, "Only used if `use_tpu` is True. Total number of TPU cores to use.")
+    distribution_strategy: str = _field(
+        "default", "default: one device; mirrored: all local GPUs; multi_worker_mirrored: workers from "
+        "TF_CONFIG; tpu: a Cloud TPU (also chosen by --use_tpu).", DISTRIBUTION_STRATEGIES)
+    use_xla: bool = _field(False, "Compile the train step with XLA (jit_compile).")
+    dtype: str = _field("float32", "Compute dtype: float32, bfloat16 (mixed), float16 (mixed, dynamic loss "
+                        "scaling).", DTYPES)
+    optimizer: str = _field("adamw", "adamw (the original) or lamb.", OPTIMIZERS)
+    gradient_accumulation_steps: int = _field(1, "Micro-batches per optimizer step; train_batch_size is the batch "
+                                              "of one step.")
+    keep_checkpoint_max: int = _field(5, "How many checkpoints to keep.")
+    deterministic: bool = _field(False, "Enable TensorFlow op determinism (exactly reproducible runs and resumes "
+                                 "on CPU).")
+    seed: int = _field(12345, "Seed of initialisation, dropout, shuffling and dynamic masking.")
 
     def __post_init__(self):
         self.validate()
 
     def validate(self):
-        """Raises ValueError naming the flag whose value is not allowed."""
+        """Raises cli.UserError naming the flag whose value is not allowed."""
         if self.distribution_strategy not in DISTRIBUTION_STRATEGIES:
-            raise ValueError(f"--distribution_strategy={self.distribution_strategy!r}: expected one of "
-                             f"{DISTRIBUTION_STRATEGIES}")
+            raise UserError(f"--distribution_strategy={self.distribution_strategy!r}: expected one of "
+                            f"{DISTRIBUTION_STRATEGIES}")
         if self.dtype not in DTYPES:
-            raise ValueError(f"--dtype={self.dtype!r}: expected one of {DTYPES}")
+            raise UserError(f"--dtype={self.dtype!r}: expected one of {DTYPES}")
         if self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"--optimizer={self.optimizer!r}: expected one of {OPTIMIZERS}")
+            raise UserError(f"--optimizer={self.optimizer!r}: expected one of {OPTIMIZERS}")
         for name in ("train_batch_size", "eval_batch_size", "predict_batch_size", "save_checkpoints_steps",
                      "iterations_per_loop", "gradient_accumulation_steps", "keep_checkpoint_max"):
             if int(getattr(self, name)) < 1:
-                raise ValueError(f"--{name}={getattr(self, name)}: expected a positive integer")
+                raise UserError(f"--{name}={getattr(self, name)}: expected a positive integer")
         for name in ("num_train_steps", "num_warmup_steps"):
             if int(getattr(self, name)) < 0:
-                raise ValueError(f"--{name}={getattr(self, name)}: expected a non-negative integer")
+                raise UserError(f"--{name}={getattr(self, name)}: expected a non-negative integer")
         if self.train_batch_size % self.gradient_accumulation_steps:
-            raise ValueError(f"--train_batch_size={self.train_batch_size} is not divisible by "
-                             f"--gradient_accumulation_steps={self.gradient_accumulation_steps}")
-
-    @classmethod
-    def from_flags(cls, flag_values=None, **overrides):
-        """Config from absl flags (the fields that are defined as flags), then keyword overrides."""
-        flag_values = flag_values if flag_values is not None else flags.FLAGS
-        values = {}
-        for field in dataclasses.fields(cls):
-            if field.name in flag_values:
-                values[field.name] = flag_values[field.name].value
-        values.update(overrides)
-        return cls(**values)
+            raise UserError(f"--train_batch_size={self.train_batch_size} is not divisible by "
+                            f"--gradient_accumulation_steps={self.gradient_accumulation_steps}")
 
     @property
     def strategy_name(self):
@@ -212,8 +132,8 @@ def create_strategy(config):
         return tf.distribute.MirroredStrategy()
     if name == "multi_worker_mirrored":
         if not os.environ.get("TF_CONFIG"):
-            raise ValueError("--distribution_strategy=multi_worker_mirrored needs the TF_CONFIG environment "
-                             "variable (cluster and task of this worker)")
+            raise UserError("--distribution_strategy=multi_worker_mirrored needs the TF_CONFIG environment "
+                            "variable (cluster and task of this worker)")
         return tf.distribute.MultiWorkerMirroredStrategy()
     resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
         tpu=config.tpu_name or config.master, zone=config.tpu_zone, project=config.gcp_project)
@@ -241,17 +161,6 @@ def set_precision_policy(dtype):
     keras.config.set_dtype_policy(policy)
 
 
-@contextlib.contextmanager
-def float32_policy():
-    """Keras dtype policy float32 inside the block (exports serve in float32 whatever --dtype trained)."""
-    import keras
-    policy = keras.config.dtype_policy()
-    keras.config.set_dtype_policy("float32")
-    try:
-        yield
-    finally:
-        keras.config.set_dtype_policy(policy)
-
 
 class Task:
     """What a runner supplies. Subclass and override; methods run inside the strategy's replica context.
@@ -261,6 +170,9 @@ class Task:
     """
 
     autograph = False
+    # Names of predict_outputs with a sequence axis after the batch axis (runner.predict_arrays pads them back
+    # to full length after real-length batches).
+    sequence_outputs = ()
 
     def build_model(self):
         """Returns the model with its variables created (called under the strategy scope).
@@ -302,7 +214,6 @@ class Task:
 
 
 def create_optimizer(config):
-    import optimization
     return optimization.create_optimizer(
         config.learning_rate, config.num_train_steps, config.num_warmup_steps, optimizer_type=config.optimizer)
 
@@ -320,13 +231,6 @@ def named_state(model, optimizer, extra=None):
 
 def _model_variables(model):
     return dict(model.variables_by_name())
-
-
-def _read_global_step(checkpoint_path):
-    try:
-        return int(tf.train.load_variable(checkpoint_path, "global_step"))
-    except (tf.errors.NotFoundError, ValueError):
-        return 0
 
 
 def _split_micro_batches(features, k, i):
@@ -401,7 +305,6 @@ def _setup_run(config):
 
 
 def _checkpoint_manager(config):
-    import checkpoints
     return checkpoints.CheckpointManager(config.output_dir, max_to_keep=config.keep_checkpoint_max)
 
 
@@ -515,30 +418,24 @@ def train(task, input_fn, config, strategy=None, max_steps=None):
     from output_dir; the learning-rate schedule always spans num_train_steps. Returns {"global_step", the
     logged means of the last loop, "examples_per_sec" of the last loop}."""
     if not config.output_dir:
-        raise ValueError("--output_dir is required for training")
+        raise UserError("--output_dir is required for training")
     if config.num_train_steps < 1:
-        raise ValueError(f"--num_train_steps={config.num_train_steps}: expected a positive number of steps")
+        raise UserError(f"--num_train_steps={config.num_train_steps}: expected a positive number of steps")
     _setup_run(config)
     strategy = strategy or create_strategy(config)
     replicas = strategy.num_replicas_in_sync
     k = config.gradient_accumulation_steps
     if config.train_batch_size % (replicas * k):
-        raise ValueError(f"--train_batch_size={config.train_batch_size} must be divisible by the "
-                         f"{replicas} replicas x --gradient_accumulation_steps={k}")
+        raise UserError(f"--train_batch_size={config.train_batch_size} must be divisible by the "
+                        f"{replicas} replicas x --gradient_accumulation_steps={k}")
     per_replica_batch = config.train_batch_size // replicas
     chief = is_chief(strategy)
-    tf.io.gfile.makedirs(config.output_dir)
+    make_dir(config.output_dir, "--output_dir")
 
     model, optimizer, loss_scale, state = build_training_state(task, config, strategy)
     global_step = _global_step_variable(optimizer, state)
     manager = _checkpoint_manager(config)
-    latest = manager.latest_checkpoint()
-    if latest:
-        manager.restore(state, latest)
-        logging.info("Resumed from %s (global step %d)", latest, int(global_step.numpy()))
-    elif config.init_checkpoint:
-        import checkpoints
-        checkpoints.init_from_checkpoint(model.variables_by_name(), config.init_checkpoint)
+    latest = _restore_or_initialize(manager, state, model, config, chief)
     start_step = int(global_step.numpy())
     total_steps = config.num_train_steps if max_steps is None else min(max_steps, config.num_train_steps)
     if start_step >= total_steps:
@@ -549,14 +446,8 @@ def train(task, input_fn, config, strategy=None, max_steps=None):
         manager.save(state, start_step)
         saved_step = start_step
 
-    def dataset_fn(input_context):
-        dataset = input_fn(per_replica_batch, input_context)
-        if start_step:
-            logging.info("Skipping the %d batches consumed before step %d", start_step, start_step)
-            dataset = dataset.skip(start_step)
-        return dataset
-
-    iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
+    iterator = iter(strategy.distribute_datasets_from_function(
+        lambda input_context: _resumed_input(input_fn, per_replica_batch, input_context, start_step)))
     replica_step = _build_replica_step(task, model, optimizer, config, loss_scale, replicas)
     writer = tf.summary.create_file_writer(config.output_dir) if chief else tf.summary.create_noop_writer()
 
@@ -583,20 +474,8 @@ def train(task, input_fn, config, strategy=None, max_steps=None):
             break
         logs = {name: float(value) for name, value in logs.items()}
         step = int(global_step.numpy())
-        elapsed = time.time() - loop_start
-        examples_per_sec = n * config.train_batch_size / max(elapsed, 1e-9)
-        lr = _learning_rate(optimizer, step)
-        eta = (total_steps - step) * elapsed / n
-        logging.info("step %d/%d: %s, lr = %.3g, %.1f examples/s, ETA %s", step, total_steps,
-                     ", ".join(f"{name} = {value:.5g}" for name, value in sorted(logs.items())), lr,
-                     examples_per_sec, _format_eta(eta))
-        with writer.as_default(step=step):
-            for name, value in logs.items():
-                tf.summary.scalar(name, value)
-            tf.summary.scalar("learning_rate", lr)
-            tf.summary.scalar("examples_per_sec", examples_per_sec)
-            tf.summary.scalar("global_step/sec", n / max(elapsed, 1e-9))
-        writer.flush()
+        examples_per_sec = _log_loop(writer, step, total_steps, logs, _learning_rate(optimizer, step), n,
+                                     time.time() - loop_start, config.train_batch_size)
         if chief and (step % config.save_checkpoints_steps == 0 or step >= total_steps):
             manager.save(state, step)
             saved_step = step
@@ -610,19 +489,58 @@ def train(task, input_fn, config, strategy=None, max_steps=None):
     return result
 
 
+def _resumed_input(input_fn, batch_size, input_context, start_step):
+    """The input of a run resumed at start_step: the batches consumed before it skipped (input is seeded)."""
+    dataset = input_fn(batch_size, input_context)
+    if start_step:
+        logging.info("Skipping the %d batches consumed before step %d", start_step, start_step)
+        dataset = dataset.skip(start_step)
+    return dataset
+
+
+def _restore_or_initialize(manager, state, model, config, chief):
+    """Resumes from the newest readable checkpoint of output_dir (returned), else loads init_checkpoint; never
+    starts over checkpoints of the run's own that fail to read."""
+    if chief:
+        manager.clean_up()
+    latest = manager.latest_checkpoint()
+    if latest:
+        step = manager.restore(state, latest)
+        logging.info("Resumed from %s (global step %d)", latest, step)
+    elif manager.has_checkpoints():
+        raise UserError(f"--output_dir={config.output_dir} holds checkpoints of its own but none reads back whole "
+                        f"(see the warnings above): not starting again from --init_checkpoint over them; remove "
+                        f"or repair them")
+    elif config.init_checkpoint:
+        checkpoints.init_from_checkpoint(model.variables_by_name(), config.init_checkpoint)
+    return latest
+
+
+def _log_loop(writer, step, total_steps, logs, lr, n, elapsed, batch_size):
+    """The log line and TensorBoard summaries of a loop of n steps; returns its examples/s."""
+    examples_per_sec = n * batch_size / max(elapsed, 1e-9)
+    logging.info("step %d/%d: %s, lr = %.3g, %.1f examples/s, ETA %s", step, total_steps,
+                 ", ".join(f"{name} = {value:.5g}" for name, value in sorted(logs.items())), lr, examples_per_sec,
+                 _format_eta((total_steps - step) * elapsed / n))
+    with writer.as_default(step=step):
+        for name, value in logs.items():
+            tf.summary.scalar(name, value)
+        tf.summary.scalar("learning_rate", lr)
+        tf.summary.scalar("examples_per_sec", examples_per_sec)
+        tf.summary.scalar("global_step/sec", n / max(elapsed, 1e-9))
+    writer.flush()
+    return examples_per_sec
+
+
 def _restore_for_inference(model, config, checkpoint_path):
-    """Loads model weights: the given checkpoint, else the latest in output_dir, else init_checkpoint."""
-    import checkpoints
-    path = checkpoint_path
-    if not path and config.output_dir:
-        path = _checkpoint_manager(config).latest_checkpoint()
-    if not path:
-        path = config.init_checkpoint
+    """Loads model weights: the given checkpoint, else the newest in output_dir, else init_checkpoint."""
+    path = checkpoint_path or checkpoints.checkpoint_for_inference(config.output_dir, config.init_checkpoint,
+                                                                   required=False)
     if not path:
         logging.warning("No checkpoint in --output_dir and no --init_checkpoint: using random weights")
         return None, 0
     checkpoints.init_from_checkpoint(model.variables_by_name(), path)
-    return path, _read_global_step(path)
+    return path, checkpoints.global_step_of(path)
 
 
 def evaluate(task, input_fn, config, strategy=None, max_steps=None, checkpoint_path=None,

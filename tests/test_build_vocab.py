@@ -33,7 +33,7 @@ def test_bad_input(tmp_path):
         build_vocab.build_vocab(["", "   ", "\x00"], 100, True)
     with pytest.raises(ValueError, match="no room"):
         build_vocab.build_vocab(["a b c"], 5, True)
-    with pytest.raises(ValueError, match="--input_file: .*missing.* matches no file"):
+    with pytest.raises(ValueError, match="--input_file pattern .*missing.* matches no file"):
         list(build_vocab.read_lines(str(tmp_path / "missing*.txt")))
     with pytest.raises(ValueError, match="duplicate"):
         build_vocab.write_vocab(["[UNK]", "a", "a"], str(tmp_path / "v.txt"))

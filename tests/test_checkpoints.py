@@ -72,7 +72,7 @@ def test_shape_mismatch_and_missing_checkpoint_errors(tmp_path):
     assert "bert/embeddings/word_embeddings" in message and "[1000, 128]" in message and "[30522, 128]" in message
     with pytest.raises(FileNotFoundError, match="nothing_here"):
         checkpoints.init_from_checkpoint(model.variables_by_name(), str(tmp_path / "nothing_here"))
-    with pytest.raises(FileNotFoundError, match="No checkpoint found"):
+    with pytest.raises(FileNotFoundError, match="no checkpoint found in the folder"):
         checkpoints.init_from_checkpoint(model.variables_by_name(), str(tmp_path))
 
 

@@ -5,7 +5,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import packing
 import run_classifier as rc
+import runner
 import tokenization
 from tests.shared_data import shared_path
 
@@ -88,21 +90,19 @@ def test_cola_sst2_stsb_rte_columns():
     assert rte[0].label == "entailment"
 
 
-def test_truncate_seq_pair_pops_from_the_longer():
-    a, b = list("abcdefg"), list("xyz")
-    tokenization.truncate_seq_pair(a, b, 6)
-    assert a == list("abc") and b == list("xyz")
-    a, b = list("abcd"), list("wxyz")
-    tokenization.truncate_seq_pair(a, b, 5)
-    assert a == list("abc") and b == list("wx")
-
-
-def test_ids_and_padding(tokenizer):
-    ids, mask, segments = tokenization.ids_and_padding(tokenizer, ["[CLS]", "the", "[SEP]"], [0, 0, 0], 5)
-    assert ids[:3] == tokenizer.convert_tokens_to_ids(["[CLS]", "the", "[SEP]"]) and ids[3:] == [0, 0]
-    assert mask == [1, 1, 1, 0, 0] and segments == [0, 0, 0, 0, 0]
-    with pytest.raises(ValueError, match="max_seq_length 2"):
-        tokenization.ids_and_padding(tokenizer, ["[CLS]", "the", "[SEP]"], [0, 0, 0], 2)
+def original_packing(tokens_a, tokens_b, max_seq_length):
+    """The original run_classifier.py's convert_single_example layout, as an oracle: a pair truncated by
+    popping from the longer (b on ties) to max_seq_length - 3, a single sequence cut to max_seq_length - 2."""
+    tokens_a, tokens_b = list(tokens_a), list(tokens_b or [])
+    if tokens_b:
+        while len(tokens_a) + len(tokens_b) > max_seq_length - 3:
+            (tokens_a if len(tokens_a) > len(tokens_b) else tokens_b).pop()
+    else:
+        tokens_a = tokens_a[:max_seq_length - 2]
+    tokens = ["[CLS]"] + tokens_a + ["[SEP]"] + (tokens_b + ["[SEP]"] if tokens_b else [])
+    segments = [0] * (len(tokens_a) + 2) + ([1] * (len(tokens_b) + 1) if tokens_b else [])
+    padding = [0] * (max_seq_length - len(tokens))
+    return tokens, segments + padding
 
 
 def test_convert_single_example_layout(tokenizer):
@@ -141,7 +141,7 @@ def test_tfrecord_round_trip_on_mrpc_dev(tokenizer, tmp_path):
     padded = rc.pad_examples(examples, 7)
     assert len(padded) == 413 and isinstance(padded[-1], rc.PaddingInputExample)
     rc.file_based_convert_examples_to_features(padded, processor.get_labels(), 64, tokenizer, path)
-    batches = list(rc.file_based_dataset(path, 64, False, 100, False).as_numpy_iterator())
+    batches = list(runner.record_input_fn(path, rc.record_spec(64, False), False, False)(100).as_numpy_iterator())
     ids = np.concatenate([b["input_ids"] for b in batches])
     real = np.concatenate([b["is_real_example"] for b in batches])
     labels = np.concatenate([b["label_ids"] for b in batches])
@@ -159,7 +159,7 @@ def test_regression_tfrecord_keeps_float_scores(tokenizer, tmp_path):
     examples = rc.StsbProcessor().get_dev_examples(glue("STS-B"))[:10]
     path = str(tmp_path / "eval.tf_record")
     rc.file_based_convert_examples_to_features(examples, None, 32, tokenizer, path)
-    batch = next(rc.file_based_dataset(path, 32, False, 10, False, is_regression=True).as_numpy_iterator())
+    batch = next(runner.record_input_fn(path, rc.record_spec(32, True), False, False)(10).as_numpy_iterator())
     np.testing.assert_allclose(batch["label_ids"], [e.label for e in examples], rtol=1e-6)
 
 
@@ -231,39 +231,33 @@ def test_bad_input_errors(tmp_path):
         processor.get_train_examples(str(tmp_path))
 
 
-def _ragged(rows):
-    return tf.ragged.constant(rows, dtype=tf.int32, ragged_rank=1) if any(rows) else \
-        tf.RaggedTensor.from_row_lengths(tf.zeros([0], tf.int32), [0] * len(rows))
-
-
-def test_pack_inputs_equals_convert_single_example(tokenizer):
-    """The in-graph packing truncates and lays out exactly like the Python path (MRPC dev + edge cases)."""
+def test_features_pack_as_the_original(tokenizer):
+    """Feature conversion (tokenizer + packing.pack_pair) lays out every MRPC dev pair, and edge cases, as the
+    original's procedure does, at lengths that truncate most pairs and at 128."""
     examples = rc.MrpcProcessor().get_dev_examples(glue("MRPC"))
     examples += [rc.InputExample("e-1", "short", "", "0"), rc.InputExample("e-2", "a b c", " ", "1"),
                  rc.InputExample("e-3", "x " * 40, "y " * 3, "0"), rc.InputExample("e-4", "x", "y " * 50, "0")]
     for max_seq_length in (24, 25, 128):
-        ids_a = [tokenizer.convert_tokens_to_ids(tokenizer.tokenize(e.text_a)) for e in examples]
-        ids_b = [tokenizer.convert_tokens_to_ids(tokenizer.tokenize(e.text_b or "")) for e in examples]
-        got = rc.pack_inputs(_ragged(ids_a), _ragged(ids_b), max_seq_length, 101, 102)
-        want = [rc.convert_single_example(9, e, ["0", "1"], max_seq_length, tokenizer) for e in examples]
-        for name, tensor in zip(("input_ids", "input_mask", "segment_ids"), got):
-            assert tensor.dtype == tf.int32 and tensor.shape[1] == max_seq_length
-            np.testing.assert_array_equal(tensor.numpy(), [getattr(f, name) for f in want], err_msg=name)
+        arrays = rc.examples_to_arrays(examples, ["0", "1"], max_seq_length, tokenizer)
+        for i, example in enumerate(examples):
+            tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else None
+            tokens, segments = original_packing(tokenizer.tokenize(example.text_a), tokens_b, max_seq_length)
+            ids = tokenizer.convert_tokens_to_ids(tokens)
+            assert arrays["input_ids"][i].tolist() == ids + [0] * (max_seq_length - len(ids))
+            assert arrays["input_mask"][i].tolist() == [1] * len(ids) + [0] * (max_seq_length - len(ids))
+            assert arrays["segment_ids"][i].tolist() == segments
     rng = np.random.default_rng(1)
     lengths = rng.integers(0, 12, size=(400, 2))
     a_rows = [list(range(1, 1 + la)) for la, _ in lengths]
     b_rows = [list(range(200, 200 + lb)) for _, lb in lengths]
     for max_seq_length in (3, 4, 9, 10):
-        got = rc.pack_inputs(_ragged(a_rows), _ragged(b_rows), max_seq_length, 101, 102)[0].numpy()
+        got = packing.pack_pair(packing.ragged_ids(a_rows), packing.ragged_ids(b_rows), max_seq_length, 101,
+                                102)[0].numpy()
         for row, a, b in zip(got, a_rows, b_rows):
-            a, b = list(a), list(b)
-            if b:
-                tokenization.truncate_seq_pair(a, b, max_seq_length - 3)
-                want = [101] + a + [102] + b + [102]
-            else:
-                want = [101] + a[:max_seq_length - 2] + [102]
+            tokens, _ = original_packing(a, b, max_seq_length)
+            want = [101 if t == "[CLS]" else 102 if t == "[SEP]" else t for t in tokens]
             assert row.tolist() == want + [0] * (max_seq_length - len(want))
-    single = rc.pack_inputs(_ragged(a_rows[:5]), None, 6, 101, 102)[2].numpy()
+    single = packing.pack_pair(packing.ragged_ids(a_rows[:5]), None, 6, 101, 102)[2].numpy()
     assert (single == 0).all()
 
 
@@ -314,7 +308,8 @@ def test_fine_tune_tiny_model_on_mrpc_end_to_end(tmp_path):
     # The written metrics equal the ones recomputed from the model's predictions on the dev set.
     dev = rc.MrpcProcessor().get_dev_examples(data_dir)
     task = rc.ClassifierTask(__import__("modeling").BertConfig.from_json_file(config.bert_config_file), 2)
-    eval_input = rc.dataset_fn_builder(os.path.join(output_dir, "eval.tf_record"), 32, False, False, False)
+    eval_input = runner.record_input_fn(os.path.join(output_dir, "eval.tf_record"), rc.record_spec(32, False),
+                                        False, False)
     probs = np.array([p["probabilities"] for p in training.predict(task, eval_input, config)])
     labels = np.array([int(e.label) for e in dev])
     assert written["eval_accuracy"] == pytest.approx(rc.accuracy(probs.argmax(1), labels), abs=1e-6)
@@ -350,8 +345,11 @@ def test_fine_tune_tiny_regression_on_stsb(tmp_path):
     dev = rc.StsbProcessor().get_dev_examples(data_dir)
     task = rc.ClassifierTask(__import__("modeling").BertConfig.from_json_file(config.bert_config_file), 1,
                              is_regression=True)
-    eval_input = rc.dataset_fn_builder(os.path.join(output_dir, "eval.tf_record"), 32, False, False, True)
-    scores = np.array([p["score"] for p in training.predict(task, eval_input, config)])
+    # Recomputed from eval.tf_record the way evaluation predicts (real-length batches of eval_batch_size).
+    eval_input = runner.record_input_fn(os.path.join(output_dir, "eval.tf_record"), rc.record_spec(32, True),
+                                        False, False)
+    arrays = {k: np.concatenate([b[k] for b in eval_input(100).as_numpy_iterator()]) for k in rc.FEATURE_NAMES}
+    scores = runner.predict_arrays(task, arrays, config, batch_size=config.eval_batch_size)["score"]
     gold = np.array([e.label for e in dev])
     assert written["eval_pearson"] == pytest.approx(rc.pearson_corrcoef(scores, gold), abs=1e-6)
     assert written["eval_spearman"] == pytest.approx(rc.spearman_corrcoef(scores, gold), abs=1e-6)
@@ -416,14 +414,12 @@ def test_parallel_feature_conversion_writes_the_same_file(tokenizer, tmp_path):
     examples = rc.MrpcProcessor().get_train_examples(glue("MRPC"))
     one, two = str(tmp_path / "one.tf_record"), str(tmp_path / "two.tf_record")
     rc.file_based_convert_examples_to_features(examples, ["0", "1"], 64, tokenizer, one)
-    rc.file_based_convert_examples_to_features(examples, ["0", "1"], 64, tokenizer, two, num_workers=2,
-                                               chunk_size=500)
+    rc.file_based_convert_examples_to_features(examples, ["0", "1"], 64, tokenizer, two, num_workers=2)
     assert open(one, "rb").read() == open(two, "rb").read()
     assert sum(1 for _ in tf.data.TFRecordDataset(two)) == 3668
     bad = examples[:1200] + [rc.InputExample("train-x", "a", "b", "7")]
     with pytest.raises(ValueError, match=r"example train-x: label '7' is not in the label list"):
-        rc.file_based_convert_examples_to_features(bad, ["0", "1"], 64, tokenizer, two, num_workers=2,
-                                                   chunk_size=500)
+        rc.file_based_convert_examples_to_features(bad, ["0", "1"], 64, tokenizer, two, num_workers=2)
 
 
 def test_original_checkpoint_loads_by_name_and_logits_use_the_pooled_output():

@@ -364,8 +364,15 @@ def test_bad_flags_and_paths(tmp_path):
     sample = shared_path("data", "text", "sample_text.txt")
     with pytest.raises(ValueError, match="--vocab_file .*missing.txt does not exist"):
         _run(tmp_path, sample, vocab_file=str(tmp_path / "missing.txt"))
-    with pytest.raises(ValueError, match="--output_file .*no_such_dir.* cannot be opened for writing"):
-        cpd.run(sample, str(tmp_path / "no_such_dir" / "out.tfrecord"), _uncased())
+    # An output folder that does not exist yet is created; one below a regular file is an error naming the flag.
+    made = tmp_path / "no_such_dir" / "deeper" / "out.tfrecord"
+    cpd.run(sample, str(made), _uncased(), dupe_factor=1)
+    assert len(read_records(str(made))["input_ids"]) > 0
+    (tmp_path / "a_file").write_text("x")
+    with pytest.raises(ValueError, match="--output_file=.*a_file/out.tfrecord: cannot create the folder: .*a_file "
+                                         "is a file"):
+        cpd.run(sample, str(tmp_path / "a_file" / "out.tfrecord"), _uncased())
+    assert not os.path.exists(tmp_path / "a_file" / "out.tfrecord")
     with pytest.raises(ValueError, match="--max_seq_length=4 is too small"):
         _run(tmp_path, sample, max_seq_length=4)
     with pytest.raises(ValueError, match="--input_file pattern .* matches no file"):

@@ -5,7 +5,9 @@ import numpy as np
 import pytest
 
 import conlleval
+import packing
 import run_ner
+import runner
 import tokenization
 from tests.shared_data import shared_path
 
@@ -53,11 +55,17 @@ def test_to_iob2():
 
 
 def test_windows_cover_every_token_and_pick_max_context():
-    spans = run_ner.window_spans(10, 4, 2)
-    assert spans == [(0, 4), (2, 4), (4, 4), (6, 4)]
-    assert run_ner.window_spans(3, 4, 2) == [(0, 3)]
-    owners = [run_ner.best_span_for(p, spans) for p in range(10)]
+    """A 10-piece sentence in windows of 4 pieces every 2: windows start at 0, 2, 4, 6; each word (one piece
+    here) is scored in the window where it has the most context (the original run_squad.py's rule)."""
+    words = [[[1000 + i] for i in range(10)], [[2000], [2001], [2002]]]
+    packed = packing.ner_windows(packing.ragged_word_ids(words), 6, 2, 101, 102, 100)
+    ids = packed["input_ids"].numpy()
+    assert packed["sentence_index"].numpy().tolist() == [0, 0, 0, 0, 1]
+    assert [row[1:5].tolist() for row in ids[:4]] == [[1000 + s + i for i in range(4)] for s in (0, 2, 4, 6)]
+    scored = packed["scored_word"].numpy()
+    owners = [int(np.flatnonzero((scored[:4] == w).any(axis=1))[0]) for w in range(10)]
     assert owners == [0, 0, 0, 1, 1, 2, 2, 3, 3, 3]
+    assert ids[4][:5].tolist() == [101, 2000, 2001, 2002, 102] and scored[4][1:4].tolist() == [0, 1, 2]
 
 
 def _gold_ids(features):
@@ -355,9 +363,9 @@ def test_cli_exports_from_output_dir(tiny_run, tmp_path):
     assert (export_dir / "saved_model.pb").exists()
     assert (export_dir / "assets.extra" / "labels.txt").read_text() == \
         (tiny_run["output_dir"] / "label_list.txt").read_text()
-    bad = subprocess.run(command[:2] + ["--data_dir=%s" % tmp_path, "--vocab_file=x", "--bert_config_file=%s" % (
-        root / "bert_config.json"), "--output_dir=%s" % (tmp_path / "o"), "--do_predict", "--max_seq_length=24"],
-                         capture_output=True)
+    bad = subprocess.run(command[:2] + ["--data_dir=%s" % tmp_path, "--vocab_file=%s" % shared_path(
+        "vocab", "uncased", "vocab.txt"), "--bert_config_file=%s" % (root / "bert_config.json"),
+        "--output_dir=%s" % (tmp_path / "o"), "--do_predict", "--max_seq_length=24"], capture_output=True)
     assert bad.returncode != 0
     assert b"no label list" in bad.stderr
 
@@ -372,7 +380,8 @@ def test_trimmed_batches_give_the_same_outputs(conll_test, cased_tokenizer):
     arrays = run_ner.features_to_arrays(features, 128)
     full = next(iter(run_ner.input_fn_builder(arrays, False, trim=False)(len(features))))
     trimmed = next(iter(run_ner.input_fn_builder(arrays, False, trim=True)(len(features))))
-    length = -(-int(np.max(arrays["input_mask"].sum(1))) // 32) * 32
+    multiple = runner.LENGTH_MULTIPLE
+    length = -(-int(np.max(arrays["input_mask"].sum(1))) // multiple) * multiple
     assert trimmed["input_ids"].shape == (len(features), length) and length < 128
     a = task.predict_outputs(model, full)
     b = task.predict_outputs(model, trimmed)

@@ -175,64 +175,6 @@ def test_lamb_trains_the_reference_model():
     assert float(model(features)["total_loss"]) < before
 
 
-@pytest.mark.slow
-def test_gradient_accumulation_equals_one_larger_batch():
-    folder = shared_path(*TINY)
-    features, _ = _features(folder)
-
-    model_a, variables_a, optimizer_a, everything_a = _setup(folder)
-    checkpoints.init_from_checkpoint(everything_a, folder)
-    _train_step(model_a, variables_a, optimizer_a)(features)
-
-    model_b, variables_b, optimizer_b, everything_b = _setup(folder)
-    checkpoints.init_from_checkpoint(everything_b, folder)
-    trainable = list(variables_b.values())
-    accumulator = optimization.GradientAccumulator(trainable)
-    mlm_denominator = tf.reduce_sum(features["masked_lm_weights"]) + 1e-5
-    batch_size = features["input_ids"].shape[0]
-
-    @tf.function
-    def micro_step(micro):
-        with tf.GradientTape() as tape:
-            loss = model_b(micro, training=True, mlm_denominator=mlm_denominator,
-                           nsp_batch_size=batch_size)["total_loss"]
-        accumulator.accumulate(tape.gradient(loss, trainable))
-
-    @tf.function
-    def apply():
-        optimizer_b.apply_gradients(zip(accumulator.gradients(average=False), trainable))
-        accumulator.reset()
-
-    for i in range(4):
-        micro_step({k: v[2 * i:2 * i + 2] for k, v in features.items()})
-    assert int(accumulator.count.numpy()) == 4
-    apply()
-    assert int(accumulator.count.numpy()) == 0
-    assert int(optimizer_b.global_step.numpy()) == 31
-    for name in everything_a:
-        np.testing.assert_allclose(everything_b[name].numpy(), everything_a[name].numpy(), atol=1e-6, rtol=0,
-                                   err_msg=name)
-
-
-def test_accumulator_mean_of_mean_losses():
-    w = tf.Variable([1.0, 2.0])
-    unused = tf.Variable([0.0])
-    accumulator = optimization.GradientAccumulator([w, unused])
-    x = tf.constant([[1.0, 0.0], [0.0, 3.0], [2.0, 2.0], [1.0, 1.0]])
-
-    def grads(batch):
-        with tf.GradientTape() as tape:
-            loss = tf.reduce_mean(tf.reduce_sum(batch * w, axis=1) ** 2)
-        return tape.gradient(loss, [w, unused])
-
-    accumulator.accumulate(grads(x[:2]))
-    accumulator.accumulate(grads(x[2:]))
-    mean, none = accumulator.gradients()
-    assert none is None
-    np.testing.assert_allclose(mean, grads(x)[0], rtol=1e-6)
-    np.testing.assert_allclose(accumulator.gradients(average=False)[0], 2 * grads(x)[0], rtol=1e-6)
-
-
 _MIRRORED_SCRIPT = textwrap.dedent("""
     import os, sys
     import numpy as np

@@ -9,10 +9,12 @@ import pytest
 import tensorflow as tf
 
 import conversions
-import modeling
-import run_squad
-import squad_evaluation
 import fast_tokenization
+import modeling
+import packing
+import run_squad
+import serving
+import squad_evaluation
 import tokenization
 from tests.shared_data import shared_path
 
@@ -36,6 +38,40 @@ def _questions(path):
     with open(path, encoding="utf-8") as f:
         data = json.load(f)["data"]
     return data, [(p["context"], qa) for a in data for p in a["paragraphs"] for qa in p["qas"]]
+
+
+def original_doc_spans(num_doc_tokens, max_tokens_for_doc, doc_stride):
+    """The original run_squad.py's sliding windows (start, length), as an oracle."""
+    doc_spans = []
+    start_offset = 0
+    while start_offset < num_doc_tokens:
+        length = min(num_doc_tokens - start_offset, max_tokens_for_doc)
+        doc_spans.append((start_offset, length))
+        if start_offset + length == num_doc_tokens:
+            break
+        start_offset += min(length, doc_stride)
+    return doc_spans
+
+
+def original_is_max_context(doc_spans, cur_span_index, position):
+    """The original's _check_is_max_context, as an oracle."""
+    best_score, best_span_index = None, None
+    for span_index, (start, length) in enumerate(doc_spans):
+        end = start + length - 1
+        if position < start or position > end:
+            continue
+        score = min(position - start, end - position) + 0.01 * length
+        if best_score is None or score > best_score:
+            best_score, best_span_index = score, span_index
+    return cur_span_index == best_span_index
+
+
+def _tokenize_doc(doc_tokens, tokenizer):
+    orig_to_tok_index, all_doc_tokens = [], []
+    for token in doc_tokens:
+        orig_to_tok_index.append(len(all_doc_tokens))
+        all_doc_tokens.extend(tokenizer.tokenize(token))
+    return None, orig_to_tok_index, all_doc_tokens
 
 
 def _features(examples, tokenizer, max_seq_length, doc_stride, max_query_length, is_training=False):
@@ -64,7 +100,7 @@ def _gold_results(examples, features, questions, tokenizer, max_seq_length, doc_
         if context not in doc_cache:
             doc_tokens, char_to_word = run_squad.split_context(context)
             doc_cache[context] = (doc_tokens, char_to_word,
-                                  run_squad._tokenize_doc(doc_tokens, tokenizer))
+                                  _tokenize_doc(doc_tokens, tokenizer))
         doc_tokens, char_to_word, (_, orig_to_tok, all_doc_tokens) = doc_cache[context]
         spans = []
         for answer in qa["answers"]:
@@ -88,14 +124,14 @@ def _gold_results(examples, features, questions, tokenizer, max_seq_length, doc_
                 start_logits[0] = end_logits[0] = 10.0
             elif not placed:
                 doc_offset = feature.tokens.index("[SEP]") + 1
-                doc_span = run_squad.make_doc_spans(
+                span_start, span_length = original_doc_spans(
                     len(all_doc_tokens), max_seq_length - doc_offset - 1, doc_stride)[feature.doc_span_index]
                 _, tok_start, tok_end = spans[0]
-                if doc_span.start <= tok_start and tok_end < doc_span.start + doc_span.length:
-                    position = tok_start - doc_span.start + doc_offset
+                if span_start <= tok_start and tok_end < span_start + span_length:
+                    position = tok_start - span_start + doc_offset
                     if feature.token_is_max_context[position]:
                         start_logits[position] = 10.0
-                        end_logits[tok_end - doc_span.start + doc_offset] = 10.0
+                        end_logits[tok_end - span_start + doc_offset] = 10.0
                         placed = True
             results.append(run_squad.RawResult(feature.unique_id, start_logits, end_logits))
         assert placed or not spans, "question %s: gold span in no max-context window" % qa["id"]
@@ -238,12 +274,23 @@ def test_improve_answer_span_and_max_context(tokenizer):
     start, end = doc.index("("), len(doc) - 1
     assert run_squad._improve_answer_span(doc, start, end, tokenizer, "1895") == (doc.index("1895"),) * 2
     doc = "the man went to the store and bought a gallon of milk".split()
-    spans = run_squad.make_doc_spans(len(doc), 5, 3)
+    spans = original_doc_spans(len(doc), 5, 3)
     assert spans[:3] == [(0, 5), (3, 5), (6, 5)]
     bought = doc.index("bought")
-    assert [run_squad._check_is_max_context(spans, i, bought) for i in range(3)] == [False, False, True]
-    assert run_squad.make_doc_spans(0, 5, 3) == []
-    assert run_squad.make_doc_spans(7, 5, 8) == [(0, 5), (5, 2)]
+    assert [original_is_max_context(spans, i, bought) for i in range(3)] == [False, False, True]
+    # The packer's windows and max-context flags are the original's, here and at other strides and lengths.
+    for num_tokens, query_length, stride in ((12, 2, 3), (0, 2, 3), (7, 0, 8), (40, 3, 7), (9, 1, 1)):
+        max_seq_length = 5 + query_length + 3
+        packed = packing.squad_windows(packing.ragged_ids([list(range(1, query_length + 1))]),
+                                       packing.ragged_word_ids([[[100 + i] for i in range(num_tokens)]]),
+                                       max_seq_length, stride, 64, 101, 102)
+        want = original_doc_spans(num_tokens, 5, stride)
+        assert packed["doc_span_index"].numpy().tolist() == list(range(len(want)))
+        for k, (span_start, length) in enumerate(want):
+            doc = packed["input_ids"].numpy()[k][query_length + 2:query_length + 2 + length]
+            assert doc.tolist() == [100 + span_start + i for i in range(length)]
+            flags = packed["token_is_max_context"].numpy()[k][query_length + 2:query_length + 2 + length]
+            assert flags.tolist() == [original_is_max_context(want, k, span_start + i) for i in range(length)]
 
 
 def test_get_final_text():
@@ -554,7 +601,7 @@ def test_parity_with_tf_models_official_squad_lib(tokenizer, tmp_path):
 
 @pytest.mark.slow
 def test_in_graph_packing_equals_convert_examples_to_features(tokenizer):
-    """pack_squad_inputs (the SavedModel's serving_text packing) gives the same windows, ids, word map
+    """serving_text's packing (FastBertTokenizer + packing.squad_windows) gives the same windows, ids, word map
     and max-context flags as convert_examples_to_features, on real questions and contexts."""
     fast = fast_tokenization.FastBertTokenizer(shared_path("vocab", "uncased", "vocab.txt"), True)
     keys = ("unique_id", "example_index", "doc_span_index", "tokens", "token_to_orig_map",
@@ -565,7 +612,7 @@ def test_in_graph_packing_equals_convert_examples_to_features(tokenizer):
         questions = questions[:limit]
         examples = run_squad.read_squad_examples(path, is_training=False)[:limit]
         expected = _features(examples, tokenizer, max_seq_length, doc_stride, max_query_length)
-        pack = tf.function(lambda q, c: run_squad.pack_squad_inputs(
+        pack = tf.function(lambda q, c: serving.squad_text_windows(
             fast, q, c, max_seq_length, doc_stride, max_query_length, tokenizer.vocab["[CLS]"],
             tokenizer.vocab["[SEP]"]))
         parts = []

@@ -11,6 +11,8 @@ from absl import flags
 import checkpoints
 import modeling
 import run_pretraining as rp
+import runner
+import serving
 import training
 from tests.shared_data import shared_path
 
@@ -56,10 +58,10 @@ def summary_scalars(output_dir):
 
 def test_config_from_flags_and_keywords():
     fv = flags.FlagValues()
-    training.define_training_flags(include_num_steps=True, flag_values=fv, train_batch_size=64)
-    fv(["prog", "--output_dir=/tmp/x", "--dtype=bfloat16", "--optimizer=lamb",
+    runner.define_training_flags(with_step_counts=True, flag_values=fv)
+    fv(["prog", "--output_dir=/tmp/x", "--dtype=bfloat16", "--optimizer=lamb", "--train_batch_size=64",
         "--gradient_accumulation_steps=4", "--distribution_strategy=mirrored", "--use_xla"])
-    config = training.TrainingConfig.from_flags(fv, learning_rate=1e-3)
+    config = runner.training_config(fv, learning_rate=1e-3)
     assert (config.train_batch_size, config.dtype, config.optimizer, config.gradient_accumulation_steps) == (
         64, "bfloat16", "lamb", 4)
     assert config.use_xla and config.learning_rate == 1e-3 and config.num_train_steps == 100000
@@ -67,6 +69,10 @@ def test_config_from_flags_and_keywords():
     assert training.TrainingConfig(use_tpu=True).strategy_name == "tpu"
     with pytest.raises(flags.IllegalFlagValueError):
         fv(["prog", "--dtype=float64"])
+    fine_tuning = flags.FlagValues()
+    runner.define_training_flags(flag_values=fine_tuning)
+    assert "num_train_steps" not in fine_tuning and "learning_rate" in fine_tuning
+    assert fine_tuning["train_batch_size"].default == 32 and fine_tuning["eval_batch_size"].default == 8
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -90,20 +96,23 @@ def test_multi_worker_strategy_needs_tf_config(monkeypatch):
 def test_float32_policy_restores_the_training_policy():
     keras.config.set_dtype_policy("mixed_bfloat16")
     try:
-        with training.float32_policy():
+        with serving.float32_policy():
             assert keras.config.dtype_policy().name == "float32"
         assert keras.config.dtype_policy().name == "mixed_bfloat16"
         with pytest.raises(RuntimeError):
-            with training.float32_policy():
+            with serving.float32_policy():
                 raise RuntimeError("export failed")
         assert keras.config.dtype_policy().name == "mixed_bfloat16"
     finally:
         keras.config.set_dtype_policy("float32")
 
 
-def test_num_train_steps_for_as_the_original():
-    assert training.num_train_steps_for(3668, 32, 3.0, 0.1) == (343, 34)
-    assert training.num_train_steps_for(10, 32, 1.0, 0.1) == (0, 0)
+def test_fine_tuning_steps_as_the_original():
+    config = runner.finetuning_config(training.TrainingConfig(train_batch_size=32), 3668, 3.0, 0.1)
+    assert (config.num_train_steps, config.num_warmup_steps) == (343, 34)
+    with pytest.raises(ValueError, match="10 training examples x --num_train_epochs=1.0 / --train_batch_size=32 "
+                                         "give no training step"):
+        runner.finetuning_config(training.TrainingConfig(train_batch_size=32), 10, 1.0, 0.1)
 
 
 def test_write_eval_results_format(tmp_path):
