@@ -223,10 +223,11 @@ class CheckpointManager:
         """Prefixes of this manager's checkpoints in the folder (with an index or a data file), by step."""
         pattern = os.path.join(self.output_dir, self.checkpoint_name + "-*")
         prefixes = set()
+        name = re.compile(r"^(" + re.escape(self.checkpoint_name) + r"-\d+)\.(?:index|data-\d+-of-\d+)$")
         for path in tf.io.gfile.glob(pattern):
-            m = re.match(r"^(.*-\d+)\.(index|data-\d+-of-\d+)$", path)
+            m = name.match(os.path.basename(path))
             if m:
-                prefixes.add(os.path.normpath(m.group(1)))
+                prefixes.add(os.path.normpath(os.path.join(self.output_dir, m.group(1))))
         return sorted(prefixes, key=_step_of)
 
     def has_checkpoints(self):
@@ -268,7 +269,7 @@ class CheckpointManager:
         step = int(step.numpy() if hasattr(step, "numpy") else step)
         tf.io.gfile.makedirs(self.output_dir)
         prefix = os.path.normpath(os.path.join(self.output_dir, f"{self.checkpoint_name}-{step}"))
-        if prefix not in self._checkpoints and prefix in self._candidates():
+        if prefix in self._candidates() and not self._readable(prefix):
             aside = f"{prefix}.broken-{int(time.time())}"
             for path in tf.io.gfile.glob(prefix + ".*"):
                 tf.io.gfile.rename(path, aside + path[len(prefix):])

@@ -632,7 +632,21 @@ def _classifier_stage(job, out, progress):
                                  do_eval=True, do_predict=True, num_train_epochs=job.classifier_epochs,
                                  export_dir=export_dir, processor_args=processor_args)
     evaluation = {k: float(v) for k, v in results["eval"].items()}
-    progress.note("dev set: " + ", ".join(f"{k} = {v:.4g}" for k, v in sorted(evaluation.items())))
+    processor = run_classifier.get_processor("custom", data_dir=job.task_data_dir, **processor_args)
+    labels = processor.get_labels()
+    dev = [e.label for e in processor.get_dev_examples(job.task_data_dir)]
+    chance = max(dev.count(label) for label in labels) / len(dev)
+    progress.note("dev set: " + ", ".join(f"{k} = {v:.4g}" for k, v in sorted(evaluation.items())) +
+                  f" (chance, the most frequent class: accuracy {chance:.3g})")
+    test = [e.label for e in processor.get_test_examples(job.task_data_dir)]
+    with open(os.path.join(job.task_data_dir, "test.tsv"), encoding="utf-8") as f:
+        test_header = f.readline().rstrip("\r\n").split("\t")
+    if processor.label_column in test_header:
+        predicted = [labels[max(range(len(labels)), key=lambda i: float(row.split("\t")[i]))]
+                     for row in results["predict"]]
+        evaluation["test_accuracy"] = sum(p == t for p, t in zip(predicted, test)) / len(test)
+        progress.note(f"test set: accuracy = {evaluation['test_accuracy']:.4g} on {len(test)} sentences")
+    evaluation["chance_accuracy"] = chance
     progress.note(f"SavedModel (serving_default on token ids, serving_text on raw text) -> {export_dir}")
     out["classifier"] = classifier_dir
     out["classifier_eval"] = evaluation

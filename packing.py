@@ -76,6 +76,17 @@ def pack_pair(ids_a, ids_b, max_seq_length, cls_id, sep_id):
     return input_ids, input_mask, segment_ids
 
 
+LENGTH_MULTIPLE = 8  # real-length batches are cut to a multiple of this many positions
+
+
+def real_length(input_mask):
+    """The width a batch can be cut to: its longest sequence (input_mask [batch, seq]) rounded up to
+    LENGTH_MULTIPLE, at most seq. Attention masks the padding, so outputs at real positions do not change."""
+    width = tf.shape(input_mask)[1]
+    longest = tf.reduce_max(tf.reduce_sum(input_mask, axis=1))
+    return tf.minimum(width, tf.maximum(-(-longest // LENGTH_MULTIPLE) * LENGTH_MULTIPLE, LENGTH_MULTIPLE))
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Windows over long inputs (the original run_squad.py's doc spans and "max context" rule).
 

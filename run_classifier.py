@@ -792,7 +792,7 @@ class Job:
         return serving.export_saved_model(
             export_dir, self.task.build_model, checkpoint_path,
             lambda model: serving.ClassifierServing(model, self.vocab_file, self.do_lower_case, self.max_seq_length,
-                                                    self.is_regression, self.processor.is_pair),
+                                                    self.is_regression, self.processor.is_pair, self.label_list),
             labels=self.label_list)
 
 

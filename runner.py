@@ -26,7 +26,6 @@ import tokenization
 import training
 
 STEP_COUNT_FLAGS = ("num_train_steps", "num_warmup_steps")
-LENGTH_MULTIPLE = 8  # real-length batches are cut to a multiple of this many positions
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -305,10 +304,8 @@ def pack_pairs(tokenizer, ids_a, ids_b, max_seq_length):
 
 
 def trim_batch(batch):
-    """Cuts a batch's padding columns beyond its longest input_mask, rounded up to LENGTH_MULTIPLE."""
-    width = tf.shape(batch["input_ids"])[1]
-    longest = tf.reduce_max(tf.reduce_sum(batch["input_mask"], axis=1))
-    length = tf.minimum(width, tf.maximum(-(-longest // LENGTH_MULTIPLE) * LENGTH_MULTIPLE, LENGTH_MULTIPLE))
+    """Cuts a batch's padding columns beyond its longest sequence (packing.real_length)."""
+    length = packing.real_length(batch["input_mask"])
     return {name: value[:, :length] if value.shape.rank == 2 else value for name, value in batch.items()}
 
 
@@ -322,7 +319,7 @@ def predict_arrays(task, arrays, config, strategy=None, checkpoint_path=None, ba
     returns {output name: array [n, ...]} in input order.
 
     Off XLA and TPU the features are sorted by length and each batch is cut to its longest sequence (rounded
-    up to a multiple of LENGTH_MULTIPLE); the task's sequence_outputs are padded back to full length with
+    up to a multiple of packing.LENGTH_MULTIPLE); the task's sequence_outputs are padded back to full length with
     zeros. Padding is masked out of attention, so the results are those of full-length batches (up to float
     rounding, as between batch sizes), with the work of the real lengths. real_lengths=False keeps full-length
     batches in input order.

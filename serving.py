@@ -6,7 +6,7 @@ and, where the task reads raw text, `serving_text`, which tokenizes in the graph
 fast_tokenization.FastBertTokenizer and packs with packing.py exactly as the runner packs its records.
 Loading one needs TensorFlow and `import tensorflow_text` (the tokenizer's ops), nothing from this repository.
 
-  ClassifierServing: serving_text(text_a[, text_b]) -> probabilities (or score for regression).
+  ClassifierServing: serving_text(text_a[, text_b]) -> label and probabilities (or score for regression).
   NerServing: serving_default -> per-token label probabilities.
   SquadServing: serving_text(question, context) -> the windows of convert_examples_to_features and their
     logits.
@@ -68,7 +68,7 @@ class _Serving(tf.Module):
         self.vocab_size = model.bert.config.vocab_size
         self.type_vocab_size = model.bert.config.type_vocab_size
         ids = tf.TensorSpec([None, None], tf.int32)
-        self.serve_ids = tf.function(self._serve_ids, input_signature=[ids] * 3)
+        self.serve_ids = tf.function(self._serve_ids, input_signature=[ids] * 3, autograph=False)
 
     def _check_ids(self, input_ids, input_mask, segment_ids):
         """The three inputs as the model needs them, or an InvalidArgumentError saying what is wrong."""
@@ -110,9 +110,13 @@ class _TextInput:
 
 class ClassifierServing(_Serving):
     """serving_default(input_ids, input_mask, segment_ids) and serving_text(text_a[, text_b]: string [batch])
-    both return {"probabilities": [batch, num_labels]} (or {"score": [batch]} for regression)."""
+    both return {"label": string [batch], "probabilities": [batch, num_labels]} ({"score": [batch]} for
+    regression); `labels` holds the label of each column (also in assets.extra/labels.txt).
 
-    def __init__(self, model, vocab_file, do_lower_case, max_seq_length, is_regression, is_pair):
+    serving_text packs at most max_seq_length pieces, then cuts the batch to its longest sequence (the model's
+    [CLS] output does not depend on the padding), so short requests run at their own length."""
+
+    def __init__(self, model, vocab_file, do_lower_case, max_seq_length, is_regression, is_pair, labels=None):
         super().__init__(model, name="classifier_export")
         text = _TextInput(vocab_file, do_lower_case)
         self.tokenizer, self.cls_id, self.sep_id = text.tokenizer, text.cls_id, text.sep_id
@@ -120,23 +124,29 @@ class ClassifierServing(_Serving):
         self.is_regression = is_regression
         self.is_pair = is_pair
         self.max_seq_length_value = tf.constant(max_seq_length, tf.int32)
+        if not is_regression and labels is None:
+            labels = [str(i) for i in range(model.num_labels)]
+        self.labels = None if is_regression else tf.constant([str(label) for label in labels])
         spec = tf.TensorSpec([None], tf.string)
         if is_pair:
-            self.serve_text = tf.function(self._serve_pair, input_signature=[spec, spec])
+            self.serve_text = tf.function(self._serve_pair, input_signature=[spec, spec], autograph=False)
         else:
-            self.serve_text = tf.function(self._serve_single, input_signature=[spec])
+            self.serve_text = tf.function(self._serve_single, input_signature=[spec], autograph=False)
 
     def _outputs(self, input_ids, input_mask, segment_ids):
         logits = self.model({"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids},
                             training=False)
         if self.is_regression:
             return {"score": logits[:, 0]}
-        return {"probabilities": tf.nn.softmax(logits, axis=-1)}
+        return {"label": tf.gather(self.labels, tf.argmax(logits, axis=-1)),
+                "probabilities": tf.nn.softmax(logits, axis=-1)}
 
     def _pack(self, text_a, text_b):
         ids_b = None if text_b is None else self.tokenizer.tokenize(text_b)
-        return packing.pack_pair(self.tokenizer.tokenize(text_a), ids_b, self.max_seq_length, self.cls_id,
-                                 self.sep_id)
+        packed = packing.pack_pair(self.tokenizer.tokenize(text_a), ids_b, self.max_seq_length, self.cls_id,
+                                   self.sep_id)
+        length = packing.real_length(packed[1])
+        return [tensor[:, :length] for tensor in packed]
 
     def _serve_single(self, text_a):
         return self._outputs(*self._pack(text_a, None))
@@ -182,7 +192,7 @@ class SquadServing(_Serving):
             self.packing_config = tf.constant(list(self.packing), tf.int32)
             self.do_lower_case = tf.constant(do_lower_case)
             spec = tf.TensorSpec([None], tf.string)
-            self.serve_text = tf.function(self._serve_text, input_signature=[spec, spec])
+            self.serve_text = tf.function(self._serve_text, input_signature=[spec, spec], autograph=False)
 
     def _logits(self, input_ids, input_mask, segment_ids):
         return self.model({"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids},

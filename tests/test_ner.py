@@ -7,7 +7,6 @@ import pytest
 import conlleval
 import packing
 import run_ner
-import runner
 import tokenization
 from tests.shared_data import shared_path
 
@@ -380,7 +379,7 @@ def test_trimmed_batches_give_the_same_outputs(conll_test, cased_tokenizer):
     arrays = run_ner.features_to_arrays(features, 128)
     full = next(iter(run_ner.input_fn_builder(arrays, False, trim=False)(len(features))))
     trimmed = next(iter(run_ner.input_fn_builder(arrays, False, trim=True)(len(features))))
-    multiple = runner.LENGTH_MULTIPLE
+    multiple = packing.LENGTH_MULTIPLE
     length = -(-int(np.max(arrays["input_mask"].sum(1))) // multiple) * multiple
     assert trimmed["input_ids"].shape == (len(features), length) and length < 128
     a = task.predict_outputs(model, full)

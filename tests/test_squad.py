@@ -614,7 +614,7 @@ def test_in_graph_packing_equals_convert_examples_to_features(tokenizer):
         expected = _features(examples, tokenizer, max_seq_length, doc_stride, max_query_length)
         pack = tf.function(lambda q, c: serving.squad_text_windows(
             fast, q, c, max_seq_length, doc_stride, max_query_length, tokenizer.vocab["[CLS]"],
-            tokenizer.vocab["[SEP]"]))
+            tokenizer.vocab["[SEP]"]), autograph=False)
         parts = []
         for i in range(0, limit, 128):
             chunk = questions[i:i + 128]

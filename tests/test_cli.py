@@ -1,0 +1,103 @@
+"""cli.py: user errors as one line, TensorFlow's start-up noise dropped, files and folders named by flags."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import cli
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+_SCRIPT = textwrap.dedent("""
+    import os, sys
+    sys.path.insert(0, {root!r})
+    import cli
+    from absl import flags, logging
+
+    flags.DEFINE_string("what", "user", "")
+
+    def main(_):
+        logging.info("progress stays")
+        os.write(2, b"2026-11-23 E external/local_xla/cuda_platform.cc:51] failed call to cuInit: UNKNOWN (303)\\n")
+        os.write(2, b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\\n")
+        os.write(2, b"I0000 device_compiler.h:196] Compiled cluster using XLA!  This line is logged at most once\\n")
+        os.write(2, b"a real C++ error line\\n")
+        if flags.FLAGS.what == "user":
+            raise cli.UserError("--vocab_file=x.txt: no such file\\nsecond line")
+        if flags.FLAGS.what == "os":
+            open("/nonexistent/folder/file.txt")
+        if flags.FLAGS.what == "bug":
+            raise ValueError("an internal invariant broke")
+        print("done")
+
+    cli.run(main)
+""")
+
+
+def _run(tmp_path, *args, **env):
+    script = tmp_path / "script.py"
+    script.write_text(_SCRIPT.format(root=ROOT))
+    environment = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    environment.update(env)
+    return subprocess.run([sys.executable, str(script)] + list(args), capture_output=True, text=True,
+                          env=environment, timeout=120)
+
+
+def test_user_error_is_one_line_with_status_2_and_noise_is_dropped(tmp_path):
+    proc = _run(tmp_path)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert lines[-1] == "error: --vocab_file=x.txt: no such file second line"
+    assert "Traceback" not in proc.stderr
+    assert "a real C++ error line" in proc.stderr and "progress stays" in proc.stderr
+    for noise in ("cuInit", "InitializeLog", "Compiled cluster"):
+        assert noise not in proc.stderr
+
+
+def test_os_errors_name_the_file_and_bugs_keep_their_traceback(tmp_path):
+    proc = _run(tmp_path, "--what=os")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1] == \
+        "error: /nonexistent/folder/file.txt: No such file or directory"
+    proc = _run(tmp_path, "--what=bug")
+    assert proc.returncode == 1 and "Traceback" in proc.stderr and "an internal invariant broke" in proc.stderr
+    proc = _run(tmp_path, "--what=ok")
+    assert proc.returncode == 0 and proc.stdout.strip() == "done"
+
+
+def test_traceback_on_request_and_noise_kept_when_the_user_sets_the_level(tmp_path):
+    proc = _run(tmp_path, "--verbosity=1")
+    assert proc.returncode != 0 and "Traceback" in proc.stderr and "cli.UserError" in proc.stderr
+    proc = _run(tmp_path, BERT_TRACEBACK="1")
+    assert "Traceback" in proc.stderr
+    proc = _run(tmp_path, TF_CPP_MIN_LOG_LEVEL="0")
+    assert "failed call to cuInit" in proc.stderr
+
+
+def test_files_and_folders_named_by_flags(tmp_path):
+    (tmp_path / "a.txt").write_text("x")
+    (tmp_path / "b.txt").write_text("x")
+    (tmp_path / "sub").mkdir()
+    assert cli.input_files(f"{tmp_path}/*.txt, {tmp_path / 'a.txt'}") == [
+        str(tmp_path / "a.txt"), str(tmp_path / "b.txt"), str(tmp_path / "a.txt")]
+    with pytest.raises(cli.MissingFileError, match=r"--input_file pattern '.*nothing\*' matches no file"):
+        cli.input_files(f"{tmp_path}/nothing*")
+    with pytest.raises(cli.UserError, match="--input_file is required"):
+        cli.input_files("")
+    with pytest.raises(FileNotFoundError, match="--vocab_file=.*sub: is a folder, expected a file"):
+        cli.require_file(str(tmp_path / "sub"), "--vocab_file")
+    assert cli.make_dir(str(tmp_path / "new" / "deeper"), "--output_dir") and (tmp_path / "new" / "deeper").is_dir()
+    with pytest.raises(cli.UserError, match=r"--output_dir=.*a.txt/out: cannot create the folder: .*a.txt is a file"):
+        cli.make_dir(str(tmp_path / "a.txt" / "out"), "--output_dir")
+    assert cli.make_parent_dir(str(tmp_path / "p" / "q" / "f.tfrecord"), "--output_file")
+    assert (tmp_path / "p" / "q").is_dir()
+    with pytest.raises(cli.UserError, match="--output_file=.*sub: is a folder, expected a file name"):
+        cli.make_parent_dir(str(tmp_path / "sub"), "--output_file")
+
+
+def test_scripts_that_need_no_tensorflow_do_not_load_it():
+    code = "import sys, cli, tokenization, create_pretraining_data; print('tensorflow' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "False"

@@ -1,0 +1,85 @@
+"""runner.py: checks before anything is written, parallel tokenization, real-length prediction."""
+import numpy as np
+import pytest
+
+import checkpoints
+import cli
+import modeling
+import run_classifier as rc
+import runner
+import tokenization
+import training
+from tests.shared_data import shared_path
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return tokenization.FullTokenizer(shared_path("vocab", "uncased", "vocab.txt"), do_lower_case=True)
+
+
+def test_check_job_names_the_flag_and_writes_nothing(tmp_path):
+    config_file = tmp_path / "bert_config.json"
+    modeling.BertConfig(vocab_size=30522, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=16, max_position_embeddings=64).to_json_file(str(config_file))
+    vocab = shared_path("vocab", "uncased", "vocab.txt")
+    out = tmp_path / "out"
+    config = training.TrainingConfig(bert_config_file=str(config_file), output_dir=str(out))
+    bert_config, tokenizer = runner.check_job(config, vocab, True, 64)
+    assert bert_config.hidden_size == 8 and "[CLS]" in tokenizer.vocab
+    with pytest.raises(cli.UserError, match="--max_seq_length=65: cannot use sequence length 65 because the BERT "
+                                            "model was only trained up to sequence length 64"):
+        runner.check_job(config, vocab, True, 65)
+    with pytest.raises(cli.UserError, match="--max_seq_length=2: expected at least 3"):
+        runner.check_job(config, vocab, True, 2)
+    with pytest.raises(cli.UserError, match="--output_dir is required"):
+        runner.check_job(training.TrainingConfig(bert_config_file=str(config_file)), vocab, True, 64)
+    with pytest.raises(FileNotFoundError, match="--init_checkpoint=.*nowhere: checkpoint not found"):
+        runner.check_job(training.TrainingConfig(bert_config_file=str(config_file), output_dir=str(out),
+                                                 init_checkpoint=str(tmp_path / "nowhere")), vocab, True, 64)
+    small = tmp_path / "small_vocab.txt"
+    small.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\n")
+    big_config = tmp_path / "big.json"
+    modeling.BertConfig(vocab_size=4, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=16).to_json_file(str(big_config))
+    with pytest.raises(cli.UserError, match="small_vocab.txt has 5 tokens but the config's vocab_size is 4"):
+        runner.check_job(training.TrainingConfig(bert_config_file=str(big_config), output_dir=str(out)),
+                         str(small), True, 64)
+    assert not out.exists()
+
+
+def test_parallel_tokenization_equals_one_process(tokenizer):
+    examples = rc.MrpcProcessor().get_dev_examples(shared_path("data", "glue", "MRPC"))
+    texts = [e.text_a for e in examples] * 6 + ["", None]
+    one = runner.tokenize_in_processes(texts, tokenizer)
+    two = runner.tokenize_in_processes(texts, tokenizer, num_workers=2, chunk_size=300)
+    assert one == two and one[-2:] == [[], []] and len(one) == len(texts)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_real_length_batches_give_the_full_length_outputs(tokenizer, dtype, tmp_path):
+    """MRPC dev pairs average about a third of max_seq_length 128: sorted, cut batches give the outputs of
+    full-length batches in input order (to float rounding, as between batch sizes), and the same classes."""
+    examples = rc.MrpcProcessor().get_dev_examples(shared_path("data", "glue", "MRPC"))
+    arrays = rc.examples_to_arrays(examples, ["0", "1"], 128, tokenizer, log_examples=0)
+    assert arrays["input_mask"].sum(1).mean() < 64
+    config = modeling.BertConfig(vocab_size=30522, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                                 intermediate_size=128, initializer_range=0.2)
+    task = rc.ClassifierTask(config, 2)
+    model = task.build_model()
+    model.head.output_weights.assign(model.head.output_weights * 20.0)  # probabilities far apart
+    checkpoint = checkpoints.CheckpointManager(str(tmp_path)).save(model.variables_by_name(), 0)
+    predict_config = training.TrainingConfig(predict_batch_size=16, dtype=dtype)
+    training.set_precision_policy(dtype)
+    try:
+        real = runner.predict_arrays(task, arrays, predict_config, checkpoint_path=checkpoint)
+        full = runner.predict_arrays(task, arrays, predict_config, checkpoint_path=checkpoint, real_lengths=False)
+    finally:
+        training.set_precision_policy("float32")
+    assert real["probabilities"].shape == (408, 2)
+    assert full["probabilities"][:, 1].std() > 0.01  # the random model tells the pairs apart
+    tolerance = 1e-5 if dtype == "float32" else 2e-2
+    np.testing.assert_allclose(real["probabilities"], full["probabilities"], atol=tolerance, rtol=0)
+    np.testing.assert_allclose(real["per_example_loss"], full["per_example_loss"], atol=tolerance * 10, rtol=0)
+    agree = (real["probabilities"].argmax(1) == full["probabilities"].argmax(1)).mean()
+    assert agree == 1.0 if dtype == "float32" else agree > 0.97
+    np.testing.assert_array_equal(real["is_real_example"], arrays["is_real_example"])
