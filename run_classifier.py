@@ -24,7 +24,6 @@ import collections
 import csv
 import dataclasses
 import io
-import math
 import os
 import sys
 
@@ -34,6 +33,7 @@ from absl import flags
 from absl import logging
 
 import checkpoints
+import glue_evaluation
 import modeling
 import packing
 import runner
@@ -546,81 +546,13 @@ def record_spec(seq_length, is_regression):
             "label_ids": (None, tf.float32 if is_regression else tf.int64), "is_real_example": (None, tf.int64)}
 
 
-# ----------------------------------------------------------------------------------------------
-# Metrics, as GLUE reports them.
-
-
-def accuracy(predictions, labels):
-    predictions, labels = np.asarray(predictions), np.asarray(labels)
-    return float(np.mean(predictions == labels)) if labels.size else 0.0
-
-
-def _confusion(predictions, labels, positive=1):
-    predictions, labels = np.asarray(predictions) == positive, np.asarray(labels) == positive
-    return (float(np.sum(predictions & labels)), float(np.sum(predictions & ~labels)),
-            float(np.sum(~predictions & labels)), float(np.sum(~predictions & ~labels)))
-
-
-def f1_score(predictions, labels, positive=1):
-    """Binary F1 of the positive class (0.0 when there are no true positives)."""
-    tp, fp, fn, _ = _confusion(predictions, labels, positive)
-    return 2 * tp / (2 * tp + fp + fn) if tp > 0 else 0.0
-
-
-def matthews_corrcoef(predictions, labels):
-    """Matthews correlation of binary predictions (0.0 when undefined, as scikit-learn)."""
-    tp, fp, fn, tn = _confusion(predictions, labels)
-    denominator = math.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
-    return (tp * tn - fp * fn) / denominator if denominator else 0.0
-
-
-def pearson_corrcoef(x, y):
-    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
-    xm, ym = x - x.mean(), y - y.mean()
-    denominator = math.sqrt(float(np.sum(xm * xm)) * float(np.sum(ym * ym)))
-    return float(np.sum(xm * ym)) / denominator if denominator else 0.0
-
-
-def _average_ranks(x):
-    """1-based ranks with ties given their average rank."""
-    x = np.asarray(x, np.float64)
-    order = np.argsort(x, kind="mergesort")
-    sorted_x = x[order]
-    boundaries = np.concatenate([[True], sorted_x[1:] != sorted_x[:-1], [True]])
-    starts = np.flatnonzero(boundaries)
-    ranks_sorted = np.empty(len(x), np.float64)
-    for begin, end in zip(starts[:-1], starts[1:]):
-        ranks_sorted[begin:end] = (begin + 1 + end) / 2.0
-    ranks = np.empty(len(x), np.float64)
-    ranks[order] = ranks_sorted
-    return ranks
-
-
-def spearman_corrcoef(x, y):
-    return pearson_corrcoef(_average_ranks(x), _average_ranks(y))
-
-
-METRICS = {"accuracy": accuracy, "f1": f1_score, "mcc": matthews_corrcoef, "pearson": pearson_corrcoef,
-           "spearman": spearman_corrcoef}
-
-
-def compute_metrics(metric_names, predictions, labels):
-    """{"eval_<name>": value} of the task's metrics (predicted class ids, or scores for regression)."""
-    result = collections.OrderedDict()
-    for name in metric_names:
-        result["eval_" + name] = METRICS[name](predictions, labels)
-    if "pearson" in metric_names and "spearman" in metric_names:
-        result["eval_corr"] = (result["eval_pearson"] + result["eval_spearman"]) / 2.0
-    return result
-
-
 def eval_results(metric_names, outputs, labels, is_regression, batch_size):
     """eval_results.txt entries from predictions over the eval set (padding examples included, flagged by
     is_real_example): the task's metrics and eval_loss over real examples, and `loss`, the mean over the
     batches of eval_batch_size of each batch's mean loss (the Estimator's `loss`)."""
     real = np.asarray(outputs["is_real_example"]) == 1
     predictions = outputs["score"] if is_regression else np.argmax(outputs["probabilities"], axis=-1)
-    results = compute_metrics(metric_names, predictions[real], np.asarray(labels)[real])
+    results = glue_evaluation.compute_metrics(metric_names, predictions[real], np.asarray(labels)[real])
     losses = np.asarray(outputs["per_example_loss"], np.float64)
     results["eval_loss"] = float(np.mean(losses[real]))
     results["loss"] = float(np.mean([losses[i:i + batch_size].mean() for i in range(0, len(losses), batch_size)]))

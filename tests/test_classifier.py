@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import glue_evaluation
 import packing
 import run_classifier as rc
 import runner
@@ -169,17 +170,17 @@ def test_metrics_match_scikit_learn_and_scipy():
     rng = np.random.default_rng(0)
     labels = rng.integers(0, 2, 500)
     preds = np.where(rng.random(500) < 0.7, labels, 1 - labels)
-    assert rc.accuracy(preds, labels) == pytest.approx(sklearn_metrics.accuracy_score(labels, preds))
-    assert rc.f1_score(preds, labels) == pytest.approx(sklearn_metrics.f1_score(labels, preds))
-    assert rc.matthews_corrcoef(preds, labels) == pytest.approx(
+    assert glue_evaluation.accuracy(preds, labels) == pytest.approx(sklearn_metrics.accuracy_score(labels, preds))
+    assert glue_evaluation.f1_score(preds, labels) == pytest.approx(sklearn_metrics.f1_score(labels, preds))
+    assert glue_evaluation.matthews_corrcoef(preds, labels) == pytest.approx(
         sklearn_metrics.matthews_corrcoef(labels, preds))
-    assert rc.matthews_corrcoef(np.ones(5), np.ones(5)) == 0.0
+    assert glue_evaluation.matthews_corrcoef(np.ones(5), np.ones(5)) == 0.0
     gold = np.round(rng.random(300) * 5, 1)  # many ties
     pred = gold + rng.normal(0, 1, 300)
     pred[:20] = 2.5
-    assert rc.pearson_corrcoef(pred, gold) == pytest.approx(stats.pearsonr(pred, gold)[0], abs=1e-12)
-    assert rc.spearman_corrcoef(pred, gold) == pytest.approx(stats.spearmanr(pred, gold)[0], abs=1e-12)
-    result = rc.compute_metrics(("pearson", "spearman"), pred, gold)
+    assert glue_evaluation.pearson_corrcoef(pred, gold) == pytest.approx(stats.pearsonr(pred, gold)[0], abs=1e-12)
+    assert glue_evaluation.spearman_corrcoef(pred, gold) == pytest.approx(stats.spearmanr(pred, gold)[0], abs=1e-12)
+    result = glue_evaluation.compute_metrics(("pearson", "spearman"), pred, gold)
     assert list(result) == ["eval_pearson", "eval_spearman", "eval_corr"]
 
 
@@ -312,8 +313,8 @@ def test_fine_tune_tiny_model_on_mrpc_end_to_end(tmp_path):
                                         False, False)
     probs = np.array([p["probabilities"] for p in training.predict(task, eval_input, config)])
     labels = np.array([int(e.label) for e in dev])
-    assert written["eval_accuracy"] == pytest.approx(rc.accuracy(probs.argmax(1), labels), abs=1e-6)
-    assert written["eval_f1"] == pytest.approx(rc.f1_score(probs.argmax(1), labels), abs=1e-6)
+    assert written["eval_accuracy"] == pytest.approx(glue_evaluation.accuracy(probs.argmax(1), labels), abs=1e-6)
+    assert written["eval_f1"] == pytest.approx(glue_evaluation.f1_score(probs.argmax(1), labels), abs=1e-6)
     loss = -np.log(probs[np.arange(40), labels]).mean()
     assert written["eval_loss"] == pytest.approx(loss, rel=1e-4)
     rows = open(os.path.join(output_dir, "test_results.tsv")).read().splitlines()
@@ -351,8 +352,8 @@ def test_fine_tune_tiny_regression_on_stsb(tmp_path):
     arrays = {k: np.concatenate([b[k] for b in eval_input(100).as_numpy_iterator()]) for k in rc.FEATURE_NAMES}
     scores = runner.predict_arrays(task, arrays, config, batch_size=config.eval_batch_size)["score"]
     gold = np.array([e.label for e in dev])
-    assert written["eval_pearson"] == pytest.approx(rc.pearson_corrcoef(scores, gold), abs=1e-6)
-    assert written["eval_spearman"] == pytest.approx(rc.spearman_corrcoef(scores, gold), abs=1e-6)
+    assert written["eval_pearson"] == pytest.approx(glue_evaluation.pearson_corrcoef(scores, gold), abs=1e-6)
+    assert written["eval_spearman"] == pytest.approx(glue_evaluation.spearman_corrcoef(scores, gold), abs=1e-6)
     assert written["eval_loss"] == pytest.approx(np.mean((scores - gold) ** 2), rel=1e-4)
 
 
