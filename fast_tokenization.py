@@ -40,7 +40,7 @@ def _case_class(char):
     return 0
 
 
-def _lower_and_strip(char):
+def lower_and_strip(char):
     """What BasicTokenizer makes of one character when lower casing: lower(), NFD, combining marks removed."""
     text = unicodedata.normalize("NFD", char.lower())
     return "".join(c for c in text if unicodedata.category(c) != "Mn")
@@ -86,7 +86,7 @@ def _char_tables(do_lower_case):
             continue
         cjk = bool(table[cp] & _F_CJK)
         flags = _case_class(char)
-        mapped = _lower_and_strip(char)
+        mapped = lower_and_strip(char)
         if cjk and len(mapped) != 1:
             raise AssertionError("CJK character U+%04X lower-cases to %d characters" % (cp, len(mapped)))
         if cp == _CAPITAL_SIGMA:
@@ -110,7 +110,7 @@ def _char_tables(do_lower_case):
 _E2E_KINDS = []
 
 
-def _end_to_end_kinds():
+def end_to_end_kinds():
     """Word-boundary kind (0, _KIND_DELIM, _KIND_ALONE) FastWordpiece's pre-tokenization gives each code point.
 
     Read off the op itself: "x" + c + "x" gives one piece for a word character, two for whitespace, three
@@ -138,6 +138,17 @@ def _mark_end_to_end_unsafe(entries, e2e_kinds, skip):
     cps = entries >> _F_BITS
     unsafe = (e2e_kinds[np.clip(cps, 0, _NUM_CODEPOINTS - 1)] != (entries & _KIND_MASK)) & ~skip
     return np.where(unsafe, entries | _F_E2E_UNSAFE, entries).astype(np.int32)
+
+
+def wordpiece_tokens(vocab):
+    """The vocabulary as tensorflow-text's WordPiece ops take it: one token per id (line number); lines whose
+    token is empty or repeated later can never be produced by the original, so they get placeholders no word
+    can match (words never contain control characters)."""
+    tokens = ["\x01%d" % i for i in range(max(vocab.values()) + 1)]
+    for token, index in vocab.items():
+        if token and token != "##":
+            tokens[index] = token
+    return tokens
 
 
 def _find_unknown_word(vocab):
@@ -186,13 +197,7 @@ class FastBertTokenizer(tf.Module):
         self.max_input_chars_per_word = int(max_input_chars_per_word)
         self.vocab = vocab
         self.unk_id = vocab[UNK_TOKEN]
-        # Ids are line numbers; lines whose token is empty or repeated later can never be produced by the
-        # original, so they get placeholders no word can match (words never contain control characters).
-        size = max(vocab.values()) + 1
-        tokens = ["\x01%d" % i for i in range(size)]
-        for token, index in vocab.items():
-            if token and token != "##":
-                tokens[index] = token
+        tokens = wordpiece_tokens(vocab)
         # Words from the code-point path: at most 4 bytes a character; longer words are replaced first.
         self._wordpiece = text.FastWordpieceTokenizer(
             vocab=tokens, suffix_indicator="##", max_bytes_per_word=4 * self.max_input_chars_per_word,
@@ -206,6 +211,9 @@ class FastBertTokenizer(tf.Module):
             support_detokenization=False)
 
         self._is_suffix_id = tf.constant([token.startswith("##") for token in tokens])
+        # Characters of each piece's text (its "##" not counted), for tokenize_with_offsets.
+        self._piece_chars = tf.constant([len(token) - 2 if token.startswith("##") else len(token) for token in tokens],
+                                        tf.int64)
         self._unknown_word = _find_unknown_word(vocab)
         # Other text, once cleaned and lower cased in the code-point domain, goes to FastWordpiece end to
         # end as whole rows when no character splits differently there and no word is over 200 characters.
@@ -214,7 +222,7 @@ class FastBertTokenizer(tf.Module):
             token_out_type=tf.int64, unknown_token=UNK_TOKEN, no_pretokenization=False,
             support_detokenization=False)
         table, exp_start, exp_len, exp_entries = _char_tables(self.do_lower_case)
-        e2e_kinds = _end_to_end_kinds()
+        e2e_kinds = end_to_end_kinds()
         table = _mark_end_to_end_unsafe(table, e2e_kinds, (table & (_F_DROP | _F_MAP_MANY)) != 0)
         exp_entries = _mark_end_to_end_unsafe(exp_entries, e2e_kinds, np.arange(len(exp_entries)) == 0)
         self._char_table = tf.constant(table)
@@ -373,6 +381,40 @@ class FastBertTokenizer(tf.Module):
                             lambda: self._mixed_path(strings, is_ascii),
                             lambda: self._code_point_path(strings)))
         return tf.RaggedTensor.from_row_splits(flat, splits, validate=False)
+
+    def tokenize_with_offsets(self, words):
+        """tokenize(words) with each piece's byte span [start, end) in its word, for strings without whitespace.
+
+        A piece covers as many characters as its text (without "##"), counted from the word's start, where the
+        original's normalization keeps every character as one character (the original's get_final_text aligns
+        its answers the same way); in a word where it drops or expands a character, or that has an [UNK] piece,
+        every piece spans the whole word. Returns (ids, starts, ends), RaggedTensors int64 [batch, (pieces)].
+        """
+        words = tf.convert_to_tensor(words, tf.string)
+        ids = self.tokenize(words)
+        decoded = tf.strings.unicode_decode_with_offsets(words, "UTF-8", errors="replace",
+                                                         replacement_char=0xFFFD)
+        chars, char_bytes = decoded[0], tf.cast(decoded[1], tf.int64)
+        info = tf.gather(self._char_table, chars.flat_values)
+        changed = self._has(info, _F_DROP | _F_MAP_MANY) | tf.equal(tf.bitwise.bitwise_and(info, _KIND_MASK),
+                                                                    _KIND_DELIM)
+        row_changed = tf.math.unsorted_segment_max(tf.cast(changed, tf.int32), chars.value_rowids(),
+                                                   tf.shape(words)[0]) > 0
+        lengths = ids.with_flat_values(tf.gather(self._piece_chars, ids.flat_values))
+        ends_chars = tf.cumsum(lengths, axis=1)
+        has_unk = tf.reduce_any(tf.equal(ids, self.unk_id), axis=1)
+        exact = ~row_changed & ~has_unk & tf.equal(tf.reduce_sum(lengths, axis=1), chars.row_lengths())
+        byte_length = tf.cast(tf.strings.length(words), tf.int64)
+        # Byte offset of every character, and of the word's end.
+        char_bytes = tf.concat([char_bytes, byte_length[:, tf.newaxis]], axis=1)
+        row = ids.value_rowids()
+        base = tf.gather(char_bytes.row_starts(), row)
+        piece_exact = tf.gather(exact, row)
+        end_char = tf.where(piece_exact, ends_chars.flat_values, 0)
+        start_char = tf.where(piece_exact, end_char - lengths.flat_values, 0)
+        starts = tf.where(piece_exact, tf.gather(char_bytes.flat_values, base + start_char), 0)
+        ends = tf.where(piece_exact, tf.gather(char_bytes.flat_values, base + end_char), tf.gather(byte_length, row))
+        return ids, ids.with_flat_values(starts), ids.with_flat_values(ends)
 
     def tokenize_words(self, strings):
         """1-D string tensor -> tf.RaggedTensor int64 of ids [batch, (words), (pieces)].

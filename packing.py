@@ -45,34 +45,51 @@ def pack_pair(ids_a, ids_b, max_seq_length, cls_id, sep_id):
     [CLS] a [SEP] b [SEP], as the original run_classifier.py and extract_features.py: a pair is truncated by
     popping from the longer sequence (from b on ties) until it fits max_seq_length - 3 (b's [SEP] only when b
     keeps a token); a row whose b is empty (or ids_b None) is a single sequence cut to max_seq_length - 2;
-    zero padding.
+    zero padding. The work is pack_pair_flat's.
     """
-    ids_a = _ragged_int(ids_a)
-    len_a = ids_a.row_lengths()
+    def flat(ids):
+        return tf.cast(ids.flat_values, tf.int32), tf.cast(ids.row_splits, tf.int32)
+
+    ids_a, splits_a = flat(ids_a)
+    ids_b, splits_b = flat(ids_b) if ids_b is not None else (None, None)
+    return pack_pair_flat(ids_a, splits_a, ids_b, splits_b, max_seq_length, cls_id, sep_id)
+
+
+def pack_pair_flat(ids_a, splits_a, ids_b, splits_b, max_seq_length, cls_id, sep_id):
+    """pack_pair from flat int32 ids and row splits, with dense ops only (TFLite builtins: the LiteRT model
+    packs with it too)."""
+    start_a = splits_a[:-1]
+    len_a = splits_a[1:] - start_a
     if ids_b is None:
-        ids_b = tf.RaggedTensor.from_row_lengths(tf.zeros([0], tf.int32), tf.zeros_like(len_a))
-    ids_b = _ragged_int(ids_b)
-    len_b = ids_b.row_lengths()
-    has_b = tf.cast(len_b > 0, tf.int64)
+        ids_b = tf.zeros([0], tf.int32)
+        start_b = len_b = tf.zeros_like(len_a)
+    else:
+        start_b = splits_b[:-1]
+        len_b = splits_b[1:] - start_b
+    has_b = tf.cast(len_b > 0, tf.int32)
     budget = max_seq_length - 2 - has_b
     # Popping from the longer (b on ties) until the pair fits keeps these many of each.
-    keep_a = tf.minimum(len_a, tf.maximum(budget - len_b, (budget + 1) // 2))
-    keep_b = tf.minimum(len_b, tf.maximum(budget - len_a, budget // 2))
-    ids_a = tf.ragged.boolean_mask(ids_a, tf.ragged.range(len_a) < keep_a[:, tf.newaxis])
-    ids_b = tf.ragged.boolean_mask(ids_b, tf.ragged.range(len_b) < keep_b[:, tf.newaxis])
-    batch = tf.shape(len_a)[0]
-    cls = tf.RaggedTensor.from_tensor(tf.fill([batch, 1], cls_id), row_splits_dtype=tf.int64)
-    sep_a = tf.RaggedTensor.from_tensor(tf.fill([batch, 1], sep_id), row_splits_dtype=tf.int64)
+    keep_a = tf.minimum(len_a, tf.maximum(budget - len_b, (budget + 1) // 2))[:, tf.newaxis]
+    keep_b = tf.minimum(len_b, tf.maximum(budget - len_a, budget // 2))[:, tf.newaxis]
+    positions = tf.range(max_seq_length, dtype=tf.int32)[tf.newaxis, :]
+    b_first = keep_a + 2
     # As the original, b's [SEP] only follows a b that keeps a token (at max_seq_length 3 or 4 it may not).
-    keeps_b = tf.cast(keep_b > 0, tf.int64)
-    sep_b = tf.RaggedTensor.from_row_lengths(tf.fill([tf.reduce_sum(keeps_b)], sep_id), keeps_b)
-    tokens = tf.concat([cls, ids_a, sep_a, ids_b, sep_b], axis=1)
-    segments = tf.concat([tf.zeros_like(cls), tf.zeros_like(ids_a), tf.zeros_like(sep_a),
-                          tf.ones_like(ids_b), tf.ones_like(sep_b)], axis=1)
-    shape = [None, max_seq_length]
-    input_ids = tokens.to_tensor(default_value=0, shape=shape)
-    input_mask = tf.ones_like(tokens).to_tensor(default_value=0, shape=shape)
-    segment_ids = segments.to_tensor(default_value=0, shape=shape)
+    sep_b = tf.cast(keep_b > 0, tf.int32)
+    length = b_first + keep_b + sep_b
+    in_a = (positions >= 1) & (positions <= keep_a)
+    in_b = (positions >= b_first) & (positions < b_first + keep_b)
+    is_sep = tf.equal(positions, keep_a + 1) | (tf.equal(positions, b_first + keep_b) & (sep_b > 0))
+
+    def tokens(ids, start, offset):
+        ids = tf.concat([ids, tf.zeros([1], tf.int32)], 0)  # a gather never reads an empty tensor
+        return tf.gather(ids, tf.clip_by_value(start[:, tf.newaxis] + positions - offset, 0, tf.size(ids) - 1))
+
+    zeros = tf.zeros_like(positions + keep_a)
+    input_ids = tf.where(in_a, tokens(ids_a, start_a, 1), tf.where(in_b, tokens(ids_b, start_b, b_first), zeros))
+    input_ids = tf.where(tf.equal(positions, 0), zeros + cls_id, input_ids)
+    input_ids = tf.where(is_sep, zeros + sep_id, input_ids)
+    input_mask = tf.cast(positions < length, tf.int32)
+    segment_ids = tf.cast((positions >= b_first) & (positions < length), tf.int32)
     return input_ids, input_mask, segment_ids
 
 
@@ -140,8 +157,8 @@ def squad_windows(query_ids, doc_pieces, max_seq_length, doc_stride, max_query_l
     max_seq_length - len(question) - 3 pieces start every doc_stride pieces.
 
     Returns a dict, one row per window: example_index, doc_span_index [K] int32; input_ids, input_mask,
-    segment_ids, token_to_orig (context word index, -1 elsewhere) [K, max_seq_length] int32;
-    token_is_max_context [K, max_seq_length] bool. With answer_start/answer_end ([batch] piece positions of
+    segment_ids, token_to_orig (context word index, -1 elsewhere), token_to_piece (index of the piece among
+    the context's pieces, -1 elsewhere) [K, max_seq_length] int32; token_is_max_context [K, max_seq_length] bool. With answer_start/answer_end ([batch] piece positions of
     the answer in the context, -1 for none) also start_positions/end_positions [K] int32: the answer's slots
     in a window that holds all of it, else 0 (the [CLS] slot), as the original labels training windows.
     """
@@ -192,6 +209,7 @@ def squad_windows(query_ids, doc_pieces, max_seq_length, doc_stride, max_query_l
         "input_mask": tf.cast(positions <= doc_offset + length, tf.int32),
         "segment_ids": tf.cast(is_doc | is_last_sep, tf.int32),
         "token_to_orig": tf.cast(tf.where(is_doc, doc_words, -tf.ones_like(doc_words)), tf.int32),
+        "token_to_piece": tf.cast(tf.where(is_doc, doc_pos, -tf.ones_like(doc_pos)), tf.int32),
         "token_is_max_context": is_doc & windows.has_max_context(doc_pos),
     }
     if answer_start is not None:

@@ -26,6 +26,7 @@ import dataclasses
 import io
 import os
 import sys
+import tempfile
 
 import numpy as np
 import tensorflow as tf
@@ -34,6 +35,7 @@ from absl import logging
 
 import checkpoints
 import glue_evaluation
+import litert
 import modeling
 import packing
 import runner
@@ -727,6 +729,15 @@ class Job:
                                                     self.is_regression, self.processor.is_pair, self.label_list),
             labels=self.label_list)
 
+    def export_tflite(self, path, export_dir=None, quantize=False):
+        """Writes the LiteRT model (litert.py) of the SavedModel in export_dir (exported first when None)."""
+        with tempfile.TemporaryDirectory() as scratch:
+            export_dir = export_dir or self.export(os.path.join(scratch, "saved_model"))
+            litert.export(path, export_dir, self.vocab_file, self.do_lower_case, self.max_seq_length,
+                          self.processor.is_pair, quantize)
+        logging.info("Wrote the LiteRT model %s%s", path, " (dynamic-range int8)" if quantize else "")
+        return path
+
 
 def read_prediction_lines(stream, is_pair, source="<stdin>"):
     """Yields (text_a, text_b) from lines `text_a` or `text_a<TAB>text_b`; a bad line is an error."""
@@ -748,13 +759,13 @@ def read_prediction_lines(stream, is_pair, source="<stdin>"):
 def run(task_name, data_dir, vocab_file, config, do_lower_case=True, max_seq_length=128, do_train=False,
         do_eval=False, do_predict=False, num_train_epochs=3.0, warmup_proportion=0.1, export_dir=None,
         predict_input=None, predict_output=None, processor_args=None, num_workers=1, stdin=None,
-        stdout=None):
+        stdout=None, export_tflite=None, tflite_quantize=False):
     """The whole job; `config` is a training.TrainingConfig (output_dir, bert_config_file, batch sizes, ...).
 
     Returns {"train": ..., "eval": ..., "predict": rows, "export": dir, "streamed": count} for what ran.
     """
-    if not (do_train or do_eval or do_predict or export_dir or predict_input):
-        raise cli.UserError("At least one of `do_train`, `do_eval`, `do_predict`, `export_dir` or "
+    if not (do_train or do_eval or do_predict or export_dir or predict_input or export_tflite):
+        raise cli.UserError("At least one of `do_train`, `do_eval`, `do_predict`, `export_dir`, `export_tflite` or "
                             "`predict_input` must be set.")
     job = Job(task_name, data_dir, vocab_file, config, do_lower_case, max_seq_length, processor_args, num_workers,
               needs_data=do_train or do_eval or do_predict)
@@ -779,6 +790,8 @@ def run(task_name, data_dir, vocab_file, config, do_lower_case=True, max_seq_len
         results["streamed"] = _stream(job, predict_input, predict_output, strategy, stdin, stdout)
     if export_dir:
         results["export"] = job.export(export_dir)
+    if export_tflite:
+        results["export_tflite"] = job.export_tflite(export_tflite, export_dir, tflite_quantize)
     return results
 
 
@@ -805,6 +818,9 @@ def define_flags():
                         "files) for the task.")
     flags.DEFINE_string("task_name", None, "The name of the task to train: " + ", ".join(PROCESSORS) + ".")
     runner.define_finetuning_flags()
+    flags.DEFINE_string("export_tflite", None, "Write a LiteRT (TFLite) model here: raw text in, label and "
+                        "probabilities out, the tokenizer inside (see litert.py).")
+    flags.DEFINE_bool("tflite_quantize", False, "--export_tflite with dynamic-range int8 weights (about 4x smaller).")
     flags.DEFINE_string("predict_input", None, "Predict every line of this file ('-': stdin), text_a or "
                         "text_a<TAB>text_b, with the model loaded once.")
     flags.DEFINE_string("predict_output", None, "Where --predict_input rows go (default: stdout).")
@@ -841,7 +857,7 @@ def main(_):
         do_eval=FLAGS.do_eval, do_predict=FLAGS.do_predict, num_train_epochs=FLAGS.num_train_epochs,
         warmup_proportion=FLAGS.warmup_proportion, export_dir=FLAGS.export_dir,
         predict_input=FLAGS.predict_input, predict_output=FLAGS.predict_output, processor_args=processor_args,
-        num_workers=FLAGS.num_workers)
+        num_workers=FLAGS.num_workers, export_tflite=FLAGS.export_tflite, tflite_quantize=FLAGS.tflite_quantize)
 
 
 if __name__ == "__main__":

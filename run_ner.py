@@ -33,10 +33,11 @@ other) as context with label weight 0.
 Outputs in --output_dir: eval_results.txt (entity-level precision, recall and F1 overall and per type, from
 conlleval.py, plus eval_loss and token accuracy), eval_predictions.txt / test_predictions.txt (`word gold
 pred`, blank line between sentences: conlleval input), eval_conlleval.txt / test_conlleval.txt (conlleval's
-report), label_list.txt. --export_dir: a SavedModel whose `serving_default` signature maps input_ids,
-input_mask, segment_ids [batch, seq] to per-token label probabilities `probabilities` [batch, seq, labels]
-(the label of each column is in assets.extra/labels.txt). Windows are packed by packing.ner_windows, the
-definition the export shares.
+report), label_list.txt. --export_dir: a SavedModel whose `serving_text` signature tags raw sentences
+(words split at whitespace -> one tag per word, windowed by packing.ner_windows as the records are) and whose
+`serving_default` maps input_ids, input_mask, segment_ids [batch, seq] to per-token label probabilities
+`probabilities` [batch, seq, labels] (the label of each column is in assets.extra/labels.txt); see
+serving.NerServing.
 
 Evaluation (--do_eval on dev.txt, --do_predict on test.txt) is one prediction pass through training.predict
 (the shared loop); eval_results.txt / test_results.txt hold eval_precision, eval_recall, eval_f1 (entity
@@ -553,7 +554,9 @@ def run(data_dir, vocab_file, config, do_lower_case=True, max_seq_length=128, do
             results["eval" if set_name == "eval" else "predict"] = result
     if export_dir:
         results["export"] = serving.export_saved_model(
-            export_dir, task.build_model, checkpoint_path, serving.NerServing, labels=label_list)
+            export_dir, task.build_model, checkpoint_path,
+            lambda model: serving.NerServing(model, vocab_file, do_lower_case, max_seq_length, doc_stride, label_list),
+            labels=label_list)
     return results
 
 

@@ -12,9 +12,10 @@ are also written to eval_results.json (squad_evaluation, with null_odds.json for
       --do_predict --predict_file=dev-v1.1.json [--version_2_with_negative] [--export_dir=out/export]
 
 The SavedModel (--export_dir) has serving_default (input_ids, input_mask, segment_ids -> start_logits,
-end_logits) and serving_text (question, context strings -> the windows convert_examples_to_features
-would make, with their logits); decode_text_outputs() turns the latter into answers. Loading it needs
-`import tensorflow_text`.
+end_logits) and serving_text (question, context strings -> the answer, its character span, its score and
+null_score_diff, chosen in the graph with this script's n-best rules and flags; plus the windows and their
+logits, which decode_text_outputs() turns into the full n-best lists); see serving.SquadServing. Loading it
+needs `import tensorflow_text`.
 """
 
 import cli  # first: quiets TensorFlow's start-up logging
@@ -899,7 +900,8 @@ def run(config, vocab_file, train_file=None, predict_file=None, do_lower_case=Tr
             export_dir, task.build_model,
             checkpoints.checkpoint_for_inference(config.output_dir, config.init_checkpoint),
             lambda model: serving.SquadServing(model, vocab_file, do_lower_case, max_seq_length, doc_stride,
-                                               max_query_length))
+                                               max_query_length, n_best_size, max_answer_length,
+                                               version_2_with_negative, null_score_diff_threshold))
     return results
 
 

@@ -17,6 +17,7 @@ import os
 
 import keras
 import tensorflow as tf
+import tensorflow_text as tf_text
 from absl import logging
 
 import checkpoints
@@ -59,6 +60,11 @@ def export_saved_model(export_dir, build_model, checkpoint_path, make_module, la
     return export_dir
 
 
+def _setting(value, name):
+    """A value a loaded SavedModel exposes as an attribute (loaded.labels.numpy(), ...): a constant variable."""
+    return tf.Variable(value, trainable=False, name=name)
+
+
 class _Serving(tf.Module):
     """A model with serving_default on token ids whose inputs are checked in the graph."""
 
@@ -94,18 +100,18 @@ class _Serving(tf.Module):
     def _outputs(self, input_ids, input_mask, segment_ids):
         raise NotImplementedError
 
-    def signatures(self):
-        return {SERVING_DEFAULT: self.serve_ids.get_concrete_function()}
-
-
-class _TextInput:
-    """The in-graph tokenizer of a vocabulary and its [CLS] / [SEP] ids."""
-
-    def __init__(self, vocab_file, do_lower_case):
+    def _text_input(self, vocab_file, do_lower_case):
+        """The in-graph tokenizer of the vocabulary and its [CLS] / [SEP] ids, for serving_text."""
         vocab = tokenization.load_vocab(vocab_file)
         tokenization.check_special_tokens(vocab, vocab_file)
         self.tokenizer = fast_tokenization.FastBertTokenizer(vocab_file, do_lower_case)
         self.cls_id, self.sep_id = vocab["[CLS]"], vocab["[SEP]"]
+
+    def signatures(self):
+        out = {SERVING_DEFAULT: self.serve_ids.get_concrete_function()}
+        if getattr(self, "serve_text", None) is not None:
+            out[SERVING_TEXT] = self.serve_text.get_concrete_function()
+        return out
 
 
 class ClassifierServing(_Serving):
@@ -118,15 +124,14 @@ class ClassifierServing(_Serving):
 
     def __init__(self, model, vocab_file, do_lower_case, max_seq_length, is_regression, is_pair, labels=None):
         super().__init__(model, name="classifier_export")
-        text = _TextInput(vocab_file, do_lower_case)
-        self.tokenizer, self.cls_id, self.sep_id = text.tokenizer, text.cls_id, text.sep_id
+        self._text_input(vocab_file, do_lower_case)
         self.max_seq_length = max_seq_length
         self.is_regression = is_regression
         self.is_pair = is_pair
-        self.max_seq_length_value = tf.constant(max_seq_length, tf.int32)
+        self.max_seq_length_value = _setting(max_seq_length, "max_seq_length")
         if not is_regression and labels is None:
             labels = [str(i) for i in range(model.num_labels)]
-        self.labels = None if is_regression else tf.constant([str(label) for label in labels])
+        self.labels = None if is_regression else _setting([str(label) for label in labels], "labels")
         spec = tf.TensorSpec([None], tf.string)
         if is_pair:
             self.serve_text = tf.function(self._serve_pair, input_signature=[spec, spec], autograph=False)
@@ -154,43 +159,79 @@ class ClassifierServing(_Serving):
     def _serve_pair(self, text_a, text_b):
         return self._outputs(*self._pack(text_a, text_b))
 
-    def signatures(self):
-        out = super().signatures()
-        out[SERVING_TEXT] = self.serve_text.get_concrete_function()
-        return out
-
-
 class NerServing(_Serving):
     """serving_default(input_ids, input_mask, segment_ids: int32 [batch, seq]) ->
-    {"probabilities": float32 [batch, seq, num_labels]}."""
+    {"probabilities": float32 [batch, seq, num_labels]}; with a vocabulary, serving_text(sentence: string
+    [batch]) splits each sentence into words at whitespace, windows them as run_ner.py does (packing.ner_windows,
+    without document context) and returns {"words", "tags": string [batch, most words] ("" past a sentence's
+    end), "num_words": int32 [batch]}: one tag per word, from the window where its first piece has the most
+    context."""
 
-    def __init__(self, model):
+    def __init__(self, model, vocab_file=None, do_lower_case=True, max_seq_length=128, doc_stride=64, labels=None):
         super().__init__(model, name="ner_export")
+        self.serve_text = None
+        if vocab_file:
+            self._text_input(vocab_file, do_lower_case)
+            self.unk_id = self.tokenizer.unk_id
+            self.windows = (max_seq_length, doc_stride)
+            self.labels = _setting([str(label) for label in labels], "labels")
+            spec = tf.TensorSpec([None], tf.string)
+            self.serve_text = tf.function(self._serve_text, input_signature=[spec], autograph=False)
+
+    def _logits(self, input_ids, input_mask, segment_ids):
+        return self.model({"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids},
+                          training=False)
 
     def _outputs(self, input_ids, input_mask, segment_ids):
-        logits = self.model({"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids},
-                            training=False)
-        return {"probabilities": tf.nn.softmax(logits, axis=-1)}
+        return {"probabilities": tf.nn.softmax(self._logits(input_ids, input_mask, segment_ids), axis=-1)}
 
+    def _serve_text(self, sentence):
+        words = tf.strings.split(sentence)
+        pieces = self.tokenizer.tokenize(words.flat_values)
+        word_pieces = tf.RaggedTensor.from_row_splits(pieces, words.row_splits, validate=False)
+        packed = packing.ner_windows(word_pieces, *self.windows, self.cls_id, self.sep_id, self.unk_id)
+        predicted = tf.argmax(self._logits(packed["input_ids"], packed["input_mask"], packed["segment_ids"]),
+                              axis=-1, output_type=tf.int32)
+        scored = tf.where(packed["scored_word"] >= 0)
+        at = tf.stack([tf.cast(tf.gather(packed["sentence_index"], scored[:, 0]), tf.int64),
+                       tf.cast(tf.gather_nd(packed["scored_word"], scored), tf.int64)], axis=1)
+        dense_words = words.to_tensor("")
+        tag_ids = tf.scatter_nd(at, tf.gather_nd(predicted, scored) + 1, tf.shape(dense_words, out_type=tf.int64))
+        tags = tf.gather(tf.concat([[""], self.labels], 0), tag_ids)
+        return {"words": dense_words, "tags": tags, "num_words": tf.cast(words.row_lengths(), tf.int32)}
 
 class SquadServing(_Serving):
     """serving_default(input_ids, input_mask, segment_ids: int32 [batch, seq]) returns
-    {"start_logits", "end_logits": float32 [batch, seq]}. serving_text(question, context: string [batch])
-    windows the pairs exactly as run_squad.py's records and returns, per window, the logits with example_index,
-    doc_span_index, input_ids, input_mask, segment_ids, token_to_orig and token_is_max_context;
-    run_squad.decode_text_outputs turns them into answers.
+    {"start_logits", "end_logits": float32 [batch, seq]}. With a vocabulary, serving_text(question, context:
+    string [batch]) returns each question's answer:
+
+      answer: string [batch], the original's answer text (the predicted pieces' characters of the context's
+        words, the words joined by single spaces), "" for no answer;
+      start, end: int32 [batch], its character span [start, end) in the context (-1 for no answer);
+      score: float32 [batch], start + end logit of the chosen span (-inf when no span is valid);
+      null_score_diff: float32 [batch], the least null score of the question's windows minus `score` (SQuAD
+        2.0 predicts "" when it exceeds null_score_diff_threshold)
+    chosen with run_squad.py's rules: the n_best_size best starts and ends of every window, spans inside the
+    context, starting where their window has the most context, at most max_answer_length pieces; the best sum,
+    the first of equal ones in window, start and end order. The answer text follows get_final_text where the
+    span is printable ASCII without [UNK]; where it starts or ends in another word, or holds [UNK], it is the
+    whole words (get_final_text may cut those words further, or pick an earlier equal text within them).
+    The windows (example_index, doc_span_index, input_ids, input_mask, segment_ids, token_to_orig,
+    token_is_max_context) and their start_logits / end_logits come along, for run_squad.decode_text_outputs'
+    full n-best decoding.
     """
 
     def __init__(self, model, vocab_file=None, do_lower_case=True, max_seq_length=384, doc_stride=128,
-                 max_query_length=64):
+                 max_query_length=64, n_best_size=20, max_answer_length=30, version_2_with_negative=False,
+                 null_score_diff_threshold=0.0):
         super().__init__(model, name="squad_export")
         self.serve_text = None
         if vocab_file:
-            text = _TextInput(vocab_file, do_lower_case)
-            self.tokenizer, self.cls_id, self.sep_id = text.tokenizer, text.cls_id, text.sep_id
+            self._text_input(vocab_file, do_lower_case)
             self.packing = (max_seq_length, doc_stride, max_query_length)
-            self.packing_config = tf.constant(list(self.packing), tf.int32)
-            self.do_lower_case = tf.constant(do_lower_case)
+            self.packing_config = _setting(list(self.packing), "packing_config")
+            self.do_lower_case = _setting(do_lower_case, "do_lower_case")
+            self.decoding = (n_best_size, max_answer_length, version_2_with_negative, null_score_diff_threshold)
             spec = tf.TensorSpec([None], tf.string)
             self.serve_text = tf.function(self._serve_text, input_signature=[spec, spec], autograph=False)
 
@@ -203,32 +244,130 @@ class SquadServing(_Serving):
         return {"start_logits": start_logits, "end_logits": end_logits}
 
     def _serve_text(self, question, context):
-        packed = squad_text_windows(self.tokenizer, question, context, *self.packing, self.cls_id, self.sep_id)
+        words, word_begin, word_end = context_words_with_offsets(context)
+        pieces, piece_begin, piece_end = self.tokenizer.tokenize_with_offsets(words.flat_values)
+        doc_pieces = tf.RaggedTensor.from_row_splits(pieces, words.row_splits, validate=False)
+        packed = packing.squad_windows(self.tokenizer.tokenize(question), doc_pieces, *self.packing, self.cls_id,
+                                       self.sep_id)
         packed["start_logits"], packed["end_logits"] = self._logits(
             packed["input_ids"], packed["input_mask"], packed["segment_ids"])
+        n_best_size, max_answer_length, version_2, threshold = self.decoding
+        best = best_spans(packed, tf.shape(question)[0], n_best_size, max_answer_length)
+        answers = answer_text(context, words, word_begin, word_end, doc_pieces, piece_begin, piece_end, packed,
+                              best, self.tokenizer.unk_id)
+        if version_2:
+            no_answer = best["null_score_diff"] > threshold
+            answers["answer"] = tf.where(no_answer, "", answers["answer"])
+            answers["start"] = tf.where(no_answer, -1, answers["start"])
+            answers["end"] = tf.where(no_answer, -1, answers["end"])
+        answers["score"] = best["score"]
+        answers["null_score_diff"] = best["null_score_diff"]
+        packed.pop("token_to_piece")
+        packed.update(answers)
         return packed
 
-    def signatures(self):
-        out = super().signatures()
-        if self.serve_text is not None:
-            out[SERVING_TEXT] = self.serve_text.get_concrete_function()
-        return out
+def _gather_or_zero(values, index, valid):
+    """values[index] along the first axis where valid, zeros (or "") elsewhere; values may be empty."""
+    filler = tf.fill(tf.concat([[1], tf.shape(values)[1:]], 0), tf.constant("" if values.dtype == tf.string else 0,
+                                                                             values.dtype))
+    padded = tf.concat([values, filler], 0)
+    return tf.gather(padded, tf.where(valid, tf.cast(index, tf.int64), tf.shape(values, out_type=tf.int64)[0]))
+
+
+def best_spans(packed, num_questions, n_best_size, max_answer_length):
+    """Each question's best valid span over its windows, by run_squad.py's n-best rules.
+
+    Returns {"window", "start_slot", "end_slot": int64 [questions] (-1 for none), "score", "null_score_diff":
+    float32 [questions]}.
+    """
+    start_logits, end_logits = packed["start_logits"], packed["end_logits"]
+    k = tf.minimum(n_best_size, tf.shape(start_logits)[1])
+    # Top starts and ends of every window; equal logits keep the lower slot first, as the original's sort.
+    starts = tf.math.top_k(start_logits, k).indices
+    ends = tf.math.top_k(end_logits, k).indices
+    in_context = packed["token_to_orig"] >= 0
+
+    def at(values, slots):
+        return tf.gather(values, slots, batch_dims=1)
+
+    pair_starts = tf.repeat(starts, k, axis=1)   # [windows, k * k]: start rank major, end rank minor
+    pair_ends = tf.tile(ends, [1, k])
+    valid = (at(in_context, pair_starts) & at(in_context, pair_ends) & at(packed["token_is_max_context"], pair_starts)
+             & (pair_ends >= pair_starts) & (pair_ends - pair_starts + 1 <= max_answer_length))
+    score = tf.where(valid, at(start_logits, pair_starts) + at(end_logits, pair_ends), -float("inf"))
+    window_best = tf.reduce_max(score, axis=1)
+    window_pair = tf.argmax(score, axis=1, output_type=tf.int64)
+    question = tf.cast(packed["example_index"], tf.int64)
+    best = tf.math.unsorted_segment_max(window_best, question, num_questions)
+    windows = tf.range(tf.size(question, out_type=tf.int64))
+    first = tf.where(tf.equal(window_best, tf.gather(best, question)) & tf.math.is_finite(window_best),
+                     windows, tf.int64.max)
+    window = tf.math.unsorted_segment_min(first, question, num_questions)
+    found = window < tf.int64.max
+    pair = _gather_or_zero(window_pair, window, found)
+    start_slot = tf.gather(_gather_or_zero(pair_starts, window, found), pair, batch_dims=1)
+    end_slot = tf.gather(_gather_or_zero(pair_ends, window, found), pair, batch_dims=1)
+    null = tf.math.unsorted_segment_min(start_logits[:, 0] + end_logits[:, 0], question, num_questions)
+    score = tf.where(found, best, -float("inf"))
+    return {"window": tf.where(found, window, -1), "start_slot": tf.where(found, tf.cast(start_slot, tf.int64), -1),
+            "end_slot": tf.where(found, tf.cast(end_slot, tf.int64), -1), "score": score,
+            "null_score_diff": null - score}
+
+
+def answer_text(context, words, word_begin, word_end, doc_pieces, piece_begin, piece_end, packed, best, unk_id):
+    """{"answer", "start", "end"} of the chosen spans (see SquadServing)."""
+    found = best["window"] >= 0
+    window, first_slot, last_slot = best["window"], best["start_slot"], best["end_slot"]
+    question = tf.range(tf.shape(found, out_type=tf.int64)[0])
+
+    def window_values(name, slot):
+        return tf.gather(_gather_or_zero(packed[name], window, found), tf.maximum(slot, 0), batch_dims=1)
+
+    # Pieces and words of the whole batch, flat: a question's own start at its row offsets.
+    word_base = tf.gather(words.row_splits, question)
+    piece_base = tf.gather(doc_pieces.values.row_splits, word_base)
+    first_piece = piece_base + tf.cast(window_values("token_to_piece", first_slot), tf.int64)
+    last_piece = piece_base + tf.cast(window_values("token_to_piece", last_slot), tf.int64)
+    first_word = word_base + tf.cast(window_values("token_to_orig", first_slot), tf.int64)
+    last_word = word_base + tf.cast(window_values("token_to_orig", last_slot), tf.int64)
+    # A span holding [UNK] is whole words, as get_final_text gives when it cannot find the predicted text.
+    input_ids = _gather_or_zero(packed["input_ids"], window, found)
+    span = tf.range(tf.shape(input_ids, out_type=tf.int64)[1])[tf.newaxis, :]
+    holds_unk = tf.reduce_any((input_ids == unk_id) & (span >= first_slot[:, tf.newaxis])
+                              & (span <= last_slot[:, tf.newaxis]), axis=1)
+    word_length = word_end.flat_values - word_begin.flat_values
+    cut_front = tf.where(holds_unk, tf.zeros_like(first_piece),
+                         _gather_or_zero(piece_begin.flat_values, first_piece, found))
+    cut_back = tf.where(holds_unk, tf.zeros_like(first_piece),
+                        _gather_or_zero(word_length, last_word, found)
+                        - _gather_or_zero(piece_end.flat_values, last_piece, found))
+    # The original joins the span's words with single spaces, then cuts it to the predicted characters.
+    word_rows = tf.ragged.range(tf.where(found, first_word, 0), tf.where(found, last_word + 1, 0))
+    joined = tf.strings.reduce_join(tf.gather(words.flat_values, word_rows), axis=1, separator=" ")
+    length = tf.cast(tf.strings.length(joined), tf.int64) - cut_front - cut_back
+    answer = tf.strings.substr(joined, cut_front, length)
+    start_byte = _gather_or_zero(word_begin.flat_values, first_word, found) + cut_front
+    end_byte = _gather_or_zero(word_end.flat_values, last_word, found) - cut_back
+
+    def chars(byte):
+        return tf.strings.length(tf.strings.substr(context, tf.zeros_like(byte), byte), unit="UTF8_CHAR")
+
+    return {"answer": tf.where(found, answer, ""), "start": tf.where(found, chars(start_byte), -1),
+            "end": tf.where(found, chars(end_byte), -1)}
 
 
 def squad_text_windows(tokenizer, questions, contexts, max_seq_length, doc_stride, max_query_length, cls_id,
                        sep_id):
     """packing.squad_windows of raw (question, context) strings: the context split into words as the original
     reader splits it, each word tokenized on its own (as run_squad.py tokenizes them)."""
-    words = context_words(contexts)
+    words = context_words_with_offsets(contexts)[0]
     pieces = tokenizer.tokenize(words.flat_values)
     doc_pieces = tf.RaggedTensor.from_row_splits(pieces, words.row_splits, validate=False)
     return packing.squad_windows(tokenizer.tokenize(questions), doc_pieces, max_seq_length, doc_stride,
                                  max_query_length, cls_id, sep_id)
 
 
-def context_words(contexts):
-    """The words of SQuAD contexts as the original reader splits them (on space, tab, CR, LF and U+202F):
-    ragged string [batch, (words)]."""
-    spaced = tf.strings.regex_replace(tf.convert_to_tensor(contexts, tf.string), r"[\t\r\n\x{202F}]", " ")
-    words = tf.strings.split(spaced, sep=" ")
-    return tf.ragged.boolean_mask(words, tf.strings.length(words) > 0)
+def context_words_with_offsets(contexts):
+    """The words of SQuAD contexts as the original reader splits them (on space, tab, CR, LF and U+202F), with
+    their byte spans: (words string, begin int64, end int64), each ragged [batch, (words)]."""
+    return tf_text.regex_split_with_offsets(tf.convert_to_tensor(contexts, tf.string), r"[ \t\r\n\x{202F}]+")

@@ -41,7 +41,10 @@ by_text = loaded.signatures["serving_text"](text_a=tf.constant(texts["a"]), text
 single = loaded.serve_ids(tf.constant(ids["input_ids"][:2]), tf.constant(ids["input_mask"][:2]),
                           tf.constant(ids["segment_ids"][:2]))
 np.savez(work + "/outputs.npz", by_ids=by_ids["probabilities"].numpy(),
-         by_text=by_text["probabilities"].numpy(), single=single["probabilities"].numpy())
+         by_text=by_text["probabilities"].numpy(), single=single["probabilities"].numpy(),
+         labels=np.array([label.decode() for label in by_text["label"].numpy()]),
+         id_labels=np.array([label.decode() for label in by_ids["label"].numpy()]),
+         label_list=np.array([label.decode() for label in loaded.labels.numpy()]))
 """
 
 
@@ -114,6 +117,10 @@ def test_signatures_equal_do_predict_in_a_fresh_process(mrpc_job):
     np.testing.assert_allclose(outputs["by_ids"], expected, atol=1e-5)
     np.testing.assert_allclose(outputs["by_text"], expected, atol=1e-5)
     np.testing.assert_allclose(outputs["single"], expected[:2], atol=1e-5)
+    # The label strings come with the probabilities (MRPC's labels are "0" and "1").
+    assert outputs["label_list"].tolist() == ["0", "1"]
+    assert outputs["labels"].tolist() == outputs["id_labels"].tolist() == [str(i) for i in expected.argmax(1)]
+    assert len(set(outputs["labels"].tolist())) == 2
 
 
 @pytest.mark.slow

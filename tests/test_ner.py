@@ -4,9 +4,11 @@ import os
 import numpy as np
 import pytest
 
+import checkpoints
 import conlleval
 import packing
 import run_ner
+import serving
 import tokenization
 from tests.shared_data import shared_path
 
@@ -329,16 +331,21 @@ def test_tiny_export_loads_in_fresh_process(tiny_run, tmp_path):
     arrays = run_ner.features_to_arrays(features, 24)
     inputs_path = tmp_path / "inputs.npz"
     np.savez(inputs_path, **{k: arrays[k] for k in ("input_ids", "input_mask", "segment_ids")})
+    (tmp_path / "sentences.json").write_text(json.dumps([" ".join(s.words) for s in sentences]))
     script = (
-        "import sys, numpy as np, tensorflow as tf\n"
+        "import json, sys, numpy as np, tensorflow as tf, tensorflow_text\n"
         "m = tf.saved_model.load(sys.argv[1])\n"
         "f = m.signatures['serving_default']\n"
         "x = np.load(sys.argv[2])\n"
         "out = f(**{k: tf.constant(x[k]) for k in ('input_ids', 'input_mask', 'segment_ids')})\n"
-        "np.save(sys.argv[3], out['probabilities'].numpy())\n")
+        "np.save(sys.argv[3], out['probabilities'].numpy())\n"
+        "out = m.signatures['serving_text'](sentence=tf.constant(json.load(open(sys.argv[4]))))\n"
+        "print(json.dumps({k: v.numpy().tolist() for k, v in out.items()}, default=bytes.decode))\n")
     probs_path = tmp_path / "probs.npy"
-    subprocess.run([sys.executable, "-c", script, str(tiny_run["export_dir"]), str(inputs_path), str(probs_path)],
-                   check=True, capture_output=True, cwd=str(tmp_path))
+    proc = subprocess.run([sys.executable, "-c", script, str(tiny_run["export_dir"]), str(inputs_path),
+                           str(probs_path), str(tmp_path / "sentences.json")],
+                          check=True, capture_output=True, text=True, cwd=str(tmp_path))
+    by_text = json.loads(proc.stdout.strip().splitlines()[-1])
     probs = np.load(probs_path)
     assert probs.shape == (len(features), 24, len(labels))
     assert np.allclose(probs.sum(-1), 1.0, atol=1e-5)
@@ -347,6 +354,33 @@ def test_tiny_export_loads_in_fresh_process(tiny_run, tmp_path):
     rows = [line.split(" ") for line in (tiny_run["output_dir"] / "test_predictions.txt").read_text(
         encoding="utf-8").split("\n") if line]
     assert [r[2] for r in rows] == [t for s in tags for t in s]
+    # serving_text: raw sentences in, the words and one tag per word out, equal to the runner's predictions.
+    assert by_text["num_words"] == [len(s.words) for s in sentences]
+    assert [w[:n] for w, n in zip(by_text["words"], by_text["num_words"])] == [s.words for s in sentences]
+    assert [t[:n] for t, n in zip(by_text["tags"], by_text["num_words"])] == tags
+
+
+@pytest.mark.slow
+def test_serving_text_tags_equal_the_runner_on_long_sentences(conll_test, cased_tokenizer, tmp_path):
+    """A model whose tags vary from word to word: serving_text's windows and per-word choice equal the
+    runner's on CoNLL test sentences, a fifth of them split into windows at max_seq_length 24."""
+    config = modeling.BertConfig.from_dict(dict(TINY_CONFIG, vocab_size=28996))
+    labels = run_ner.get_labels(conll_test)
+    task = run_ner.NerTask(config, len(labels))
+    tf.keras.utils.set_random_seed(5)
+    model = task.build_model()
+    model.head.output_weights.assign(model.head.output_weights * 50.0)
+    checkpoint = checkpoints.CheckpointManager(str(tmp_path / "ckpt")).save(model.variables_by_name(), 0)
+    sentences = conll_test[:300]
+    features = run_ner.convert_sentences_to_features(sentences, labels, 24, cased_tokenizer, doc_stride=8)
+    assert len(features) > len(sentences) * 1.2
+    tags, _ = run_ner.predict_sentences(task, sentences, features, labels, 24,
+                                        training.TrainingConfig(predict_batch_size=32), None, checkpoint)
+    assert len({t for sentence in tags for t in sentence}) > 3
+    module = serving.NerServing(model, shared_path("vocab", "cased", "vocab.txt"), False, 24, 8, labels)
+    out = module.serve_text(tf.constant([" ".join(s.words) for s in sentences]))
+    got = [[t.decode() for t in row[:n]] for row, n in zip(out["tags"].numpy(), out["num_words"].numpy())]
+    assert got == tags
 
 
 @pytest.mark.slow

@@ -1,4 +1,5 @@
 """run_squad.py: reading, windowed features, decoding, head, runner and export on the real SQuAD data."""
+import collections
 import json
 import os
 import subprocess
@@ -8,6 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import checkpoints
 import conversions
 import fast_tokenization
 import modeling
@@ -16,6 +18,7 @@ import run_squad
 import serving
 import squad_evaluation
 import tokenization
+import training
 from tests.shared_data import shared_path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -524,7 +527,7 @@ def test_end_to_end_tiny_train_predict_export(tmp_path):
     np.testing.assert_allclose(got["end"], end.numpy(), rtol=1e-5, atol=1e-5)
 
     # serving_text outputs, decoded, give the runner's predictions.
-    outputs = dict(np.load(tmp_path / "text.npz"))
+    outputs = dict(np.load(tmp_path / "text.npz", allow_pickle=True))
     vocab = tokenization.FullTokenizer(shared_path("vocab", "uncased", "vocab.txt")).inv_vocab
     text_predictions, text_nbest, text_odds = run_squad.decode_text_outputs(
         [p[1] for p in pairs], [p[2] for p in pairs], outputs, vocab, max_answer_length=30,
@@ -532,6 +535,43 @@ def test_end_to_end_tiny_train_predict_export(tmp_path):
     assert dict(text_predictions) == predictions
     assert [[e["text"] for e in v] for v in text_nbest.values()] == [[e["text"] for e in v] for v in nbest.values()]
     assert list(text_odds.values()) == pytest.approx(list(odds.values()), abs=1e-4)
+    # The answers serving_text chose in the graph are the runner's predictions and null odds, with the span.
+    answers = [a.decode("utf-8") for a in outputs["answer"]]
+    assert answers == [predictions[qid] for qid, _, _ in pairs]
+    assert list(outputs["null_score_diff"]) == pytest.approx([odds[qid] for qid, _, _ in pairs], abs=1e-4)
+    for (_, _, context), answer, start, end in zip(pairs, answers, outputs["start"], outputs["end"]):
+        assert (start, end) == (-1, -1) if not answer else " ".join(context[start:end].split()) == answer
+
+
+@pytest.mark.parametrize("path_fn,version_2", [(_v11, False), (_v20, True)])
+def test_serving_answers_equal_the_python_n_best_path(tmp_path, tokenizer, path_fn, version_2):
+    """serving_text's in-graph answer choice and text equal compute_predictions (n-best and get_final_text) on
+    every question of the dev file, with a random model whose spans land anywhere, short windows included."""
+    path = path_fn() if version_2 else shared_path("data", "squad", "v1.1", "dev-v1.1.articles38-47.json")
+    config = modeling.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                 intermediate_size=64, type_vocab_size=2, initializer_range=0.5)
+    tf.keras.utils.set_random_seed(3)
+    task = run_squad.SquadTask(config)
+    model = task.build_model()
+    checkpoint = checkpoints.CheckpointManager(str(tmp_path)).save(model.variables_by_name(), 0)
+    examples = run_squad.read_squad_examples(path, is_training=False)
+    features = _features(examples, tokenizer, 128, 48, 32)
+    results = run_squad.predict_features(task, features, training.TrainingConfig(
+        init_checkpoint=checkpoint, predict_batch_size=64), None)
+    predictions, _, odds = run_squad.compute_predictions(examples, features, results, 20, 30, True, version_2)
+    module = serving.SquadServing(model, shared_path("vocab", "uncased", "vocab.txt"), True, 128, 48, 32, 20, 30,
+                                  version_2)
+    _, questions = _questions(path)
+    got = collections.defaultdict(list)
+    for i in range(0, len(questions), 128):
+        chunk = questions[i:i + 128]
+        out = module.serve_text(tf.constant([qa["question"] for _, qa in chunk]), tf.constant([c for c, _ in chunk]))
+        for name in ("answer", "start", "end", "null_score_diff"):
+            got[name].extend(out[name].numpy().tolist())
+    assert [a.decode("utf-8") for a in got["answer"]] == [predictions[qa["id"]] for _, qa in questions]
+    if version_2:
+        assert got["null_score_diff"] == pytest.approx([odds[qa["id"]] for _, qa in questions], abs=1e-5)
+    assert sum(1 for a in got["answer"] if a) > len(questions) // 2
 
 
 def test_word_cache_decoding_equals_direct_get_final_text(tokenizer, monkeypatch):

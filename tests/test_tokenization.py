@@ -258,7 +258,7 @@ def test_random_unicode_both_code_point_paths_equal_exact(name):
     rows = tf.RaggedTensor.from_row_splits(*fast._row_path(sub_info, sub_splits)).to_list()
     for i, ids in zip(accepted, rows):
         assert ids == expected[i], "text %r" % texts[i]
-    assert np.all(fast_tokenization._end_to_end_kinds()[[ord("a"), ord(" "), ord("."), 0x4E00]] == [0, 1, 2, 2])
+    assert np.all(fast_tokenization.end_to_end_kinds()[[ord("a"), ord(" "), ord("."), 0x4E00]] == [0, 1, 2, 2])
 
 
 def test_random_bytes_fast_equals_exact():
