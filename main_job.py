@@ -426,12 +426,10 @@ def answer_requests(export_dir, texts):
     """Loads the exported classifier (TensorFlow + tensorflow_text only) and returns [(text, label, prob)]."""
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (registers the tokenizer ops the SavedModel uses)
-    loaded = tf.saved_model.load(export_dir)
-    with open(os.path.join(export_dir, "assets.extra", "labels.txt"), encoding="utf-8") as f:
-        labels = [line.rstrip("\n") for line in f]
-    serve = loaded.signatures["serving_text"]
-    probabilities = serve(text_a=tf.constant(texts))["probabilities"].numpy()
-    return [(text, labels[int(p.argmax())], float(p.max())) for text, p in zip(texts, probabilities)]
+    serve = tf.saved_model.load(export_dir).signatures["serving_text"]
+    answer = serve(text_a=tf.constant(texts))
+    labels = [label.decode("utf-8") for label in answer["label"].numpy()]
+    return [(text, label, float(p.max())) for text, label, p in zip(texts, labels, answer["probabilities"].numpy())]
 
 
 def answer_in_fresh_process(export_dir, texts, cwd):
@@ -667,7 +665,7 @@ def summary(out):
         f"  BERT config                       {out['bert_config']}",
         f"  pre-trained checkpoint            {out['pretrained_checkpoint']}",
         f"  classifier checkpoints            {out['classifier']}  (eval_results.txt, test_results.tsv)",
-        f"  SavedModel                        {out['export']}  (labels in assets.extra/labels.txt)",
+        f"  SavedModel                        {out['export']}  (serving_text: raw text -> label, probabilities)",
         f"  full log                          {out['log']}",
         "",
         "Look at the training curves (losses, learning rate, examples/s) in TensorBoard:",
