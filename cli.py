@@ -1,7 +1,7 @@
 """How every script starts and ends: quiet TensorFlow, user errors as one line, files named by flags.
 
 Import this module before TensorFlow: unless the user set TF_CPP_MIN_LOG_LEVEL, it sets it to 2 (TensorFlow's
-C++ INFO and WARNING lines off). A script's entry point is
+C++ INFO and WARNING lines off). The start-up noise below is dropped unless that level is 0 or 1. A script's entry point is
 
     if __name__ == "__main__":
         define_flags()
@@ -27,8 +27,9 @@ from absl import app
 from absl import flags
 from absl import logging
 
-_USER_LOG_LEVEL = "TF_CPP_MIN_LOG_LEVEL" in os.environ
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# The user asked for TensorFlow's INFO or WARNING lines: show its start-up lines too.
+_SHOW_TF_NOISE = os.environ["TF_CPP_MIN_LOG_LEVEL"].strip() in ("0", "1")
 
 TRACEBACK_ENV = "BERT_TRACEBACK"
 EXIT_USER_ERROR = 2
@@ -48,7 +49,7 @@ class MissingFileError(UserError, FileNotFoundError):
 
 def run(main):
     """absl's app.run(main) with quiet TensorFlow and user errors as one line (exit status 2)."""
-    if not _USER_LOG_LEVEL:
+    if not _SHOW_TF_NOISE:
         _filter_stderr_noise()
     app.run(_guarded(main))
 

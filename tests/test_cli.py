@@ -67,13 +67,15 @@ def test_os_errors_name_the_file_and_bugs_keep_their_traceback(tmp_path):
     assert proc.returncode == 0 and proc.stdout.strip() == "done"
 
 
-def test_traceback_on_request_and_noise_kept_when_the_user_sets_the_level(tmp_path):
+def test_traceback_on_request_and_noise_kept_when_the_user_asks_for_tf_warnings(tmp_path):
     proc = _run(tmp_path, "--verbosity=1")
     assert proc.returncode != 0 and "Traceback" in proc.stderr and "cli.UserError" in proc.stderr
     proc = _run(tmp_path, BERT_TRACEBACK="1")
     assert "Traceback" in proc.stderr
     proc = _run(tmp_path, TF_CPP_MIN_LOG_LEVEL="0")
     assert "failed call to cuInit" in proc.stderr
+    proc = _run(tmp_path, TF_CPP_MIN_LOG_LEVEL="2")  # as scripts/setup.sh exports it
+    assert "a real C++ error line" in proc.stderr and "failed call to cuInit" not in proc.stderr
 
 
 def test_files_and_folders_named_by_flags(tmp_path):
