@@ -227,7 +227,8 @@ def tf_error_message(err):
     message = getattr(err, "message", str(err))
     message = re.sub(r"\{\{function_node [^}]*\}\}\s*", "", message)
     message = re.sub(r"\s*\[Op:[^\]]*\].*$", "", message, flags=re.S)
-    return " ".join(message.split())
+    message = re.sub(r"\b(truncated|corrupted) record at (\d+)'?( failed with)?", r"\1 record at byte \2:", message)
+    return " ".join(message.split()).rstrip(":")
 
 
 def find_corrupt_record(files):

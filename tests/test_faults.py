@@ -6,6 +6,7 @@ status 2 and one line `error: ...` naming the flag or file, no traceback, no fol
 import json
 import os
 import random
+import re
 import signal
 import shutil
 import subprocess
@@ -198,10 +199,12 @@ def test_empty_and_corrupt_pretraining_records(tmp_path):
     proc = run_script("run_pretraining.py", *_pretraining_args(config, tmp_path / "out2", corrupt, steps=40))
     last = assert_user_error(proc, "corrupt.tfrecord: corrupt or truncated TFRecord data after record")
     assert "checkpoints written so far are kept" in last
+    assert re.search(r"\(corrupted record at byte \d+\)", last), last
     truncated = tmp_path / "truncated.tfrecord"
     truncated.write_bytes(data[:len(data) // 2])
     proc = run_script("run_pretraining.py", *_pretraining_args(config, tmp_path / "out3", truncated, steps=40))
-    assert_user_error(proc, "truncated.tfrecord", "truncated record")
+    last = assert_user_error(proc, "truncated.tfrecord", "truncated record")
+    assert re.search(r"\(truncated record at byte \d+: Read less bytes than requested\)", last), last
     assert rp.runner.find_corrupt_record([records(), str(truncated)])[:2] == (str(truncated), 58)
 
 
