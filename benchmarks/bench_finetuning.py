@@ -753,6 +753,10 @@ def git_revision():
                                capture_output=True, text=True).stdout.strip()
         return rev + ("+local changes" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
+        stamp = os.path.join(RUNNER_DIR, "REVISION")  # a `git archive` copy made by hand: rev in this file
+        if os.path.isfile(stamp):
+            with open(stamp) as f:
+                return f"{f.read().strip()} (git archive in {RUNNER_DIR})"
         return f"unknown ({RUNNER_DIR} is not a git checkout)"
 
 
