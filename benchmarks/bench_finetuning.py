@@ -837,7 +837,10 @@ def _metric_cell(scores, metrics):
 
 
 def write_report(args, cache, doc_path, profile, shared_dir, hf_dir):
-    seeds = args.seed_list
+    """The whole table (every task, both implementations, the seeds asked for and every seed cached under
+    this profile), whatever subset this invocation ran."""
+    tasks, impls = list(RECIPES), list(IMPLS)
+    seeds = sorted(set(args.seed_list) | {int(key.split("/")[-1]) for key in cache if key.startswith(profile + "/")})
     smoke = profile != "full"
     lines = ["# Fine-tuning: ours vs HF transformers (PyTorch) from the same MiniLM weights", ""]
     if smoke:
@@ -893,13 +896,13 @@ def write_report(args, cache, doc_path, profile, shared_dir, hf_dir):
               + ["mean", "ours - hf", "train ex/s", "peak RSS (MiB)", "steps", "wall (min, mean)"])
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     missing, stale = [], []
-    for task in args.task_list:
+    for task in tasks:
         recipe = effective_recipe(task, args)
         key = recipe_key(recipe)
         metrics = recipe["metrics"]
         means = {}
         rows = {}
-        for impl in args.impl_list:
+        for impl in impls:
             entries = []
             for seed in seeds:
                 entry = cache.get(f"{profile}/{impl}/{task}/{seed}")
@@ -912,7 +915,7 @@ def write_report(args, cache, doc_path, profile, shared_dir, hf_dir):
             rows[impl] = entries
             present = [e for e in entries if e]
             means[impl] = {m: _mean([e["scores"].get(m) for e in present]) for m in metrics} if present else None
-        for impl in args.impl_list:
+        for impl in impls:
             entries = rows[impl]
             present = [e for e in entries if e]
             cells = [RECIPES[task]["name"], " / ".join(METRIC_LABELS[m] for m in metrics), impl]
@@ -937,8 +940,8 @@ def write_report(args, cache, doc_path, profile, shared_dir, hf_dir):
     else:
         lines.append("No row is missing.")
     extras = []
-    for task in args.task_list:
-        for impl in args.impl_list:
+    for task in tasks:
+        for impl in impls:
             for seed in seeds:
                 e = cache.get(f"{profile}/{impl}/{task}/{seed}")
                 if not e or e.get("recipe_key") != recipe_key(effective_recipe(task, args)):
@@ -967,7 +970,7 @@ def write_report(args, cache, doc_path, profile, shared_dir, hf_dir):
               "transformers.get_linear_schedule_with_warmup.", "",
               "| Task | data (train -> scored) | max_seq_length | batch | lr | epochs | other |",
               "|---|---|---|---|---|---|---|"]
-    for task in args.task_list:
+    for task in tasks:
         r = effective_recipe(task, args)
         if r["kind"] == "squad":
             data = f"`{r['train_file']}` -> `{r['predict_file']}` (EM / F1)"
@@ -1039,7 +1042,7 @@ def write_report(args, cache, doc_path, profile, shared_dir, hf_dir):
               "scores each token only in its max-context window.",
               ""]
     commands = []
-    for task in args.task_list:
+    for task in tasks:
         e = cache.get(f"{profile}/ours/{task}/{seeds[0]}") if seeds else None
         if e and e.get("command"):
             commands.append(f"    {e['command']}")
