@@ -474,8 +474,8 @@ def run_main_job(output_dir, corpus_file=None, vocab_file=None, init_checkpoint=
                             "non-negative")
     if not pretrain_steps and not init_checkpoint:
         raise cli.UserError("--pretrain_steps=0 needs --init_checkpoint (nothing to fine-tune otherwise)")
-    job.output_dir = os.path.abspath(output_dir)
-    os.makedirs(job.output_dir, exist_ok=True)
+    check_inputs(job)
+    job.output_dir = os.path.abspath(cli.make_dir(output_dir, "--output_dir"))
     out = collections.OrderedDict(output_dir=job.output_dir, log=os.path.join(job.output_dir, "main_job.log"))
     progress = Progress(6)
     if os.path.exists(os.path.join(job.output_dir, "pretrain", "checkpoint")):
@@ -493,6 +493,20 @@ def run_main_job(output_dir, corpus_file=None, vocab_file=None, init_checkpoint=
     progress.line(answer.rstrip("\n"))
     out["answers"] = answer
     return out
+
+
+def check_inputs(job):
+    """The files and folders the flags name exist, before anything is written."""
+    for flag in ("corpus_file", "vocab_file", "bert_config_file"):
+        if getattr(job, flag):
+            cli.require_file(getattr(job, flag), "--" + flag)
+    if job.init_checkpoint:
+        import checkpoints
+        checkpoints.resolve_checkpoint(job.init_checkpoint, "--init_checkpoint")
+    if job.task_data_dir:
+        cli.require_dir(job.task_data_dir, "--task_data_dir")
+        for name in ("train.tsv", "dev.tsv", "test.tsv"):
+            cli.require_file(os.path.join(job.task_data_dir, name), "--task_data_dir")
 
 
 def _corpus_stage(job, out, progress):
@@ -723,7 +737,9 @@ def main(_):
         for text, label, probability in answer_requests(FLAGS.answer_export_dir, FLAGS.request):
             print(f"  {label:>12s} ({probability:.2f})  <- {text}")
         return
-    os.makedirs(FLAGS.output_dir, exist_ok=True)
+    check_inputs(types.SimpleNamespace(**{name: getattr(FLAGS, name) for name in (
+        "corpus_file", "vocab_file", "bert_config_file", "init_checkpoint", "task_data_dir")}))
+    cli.make_dir(FLAGS.output_dir, "--output_dir")
     setup_logging(os.path.join(os.path.abspath(FLAGS.output_dir), "main_job.log"), FLAGS.verbose)
     out = run_main_job(
         FLAGS.output_dir, corpus_file=FLAGS.corpus_file, vocab_file=FLAGS.vocab_file,

@@ -151,3 +151,35 @@ def test_console_filter_keeps_progress_lines_only():
             record("api", pylogging.WARNING, "AutoGraph could not transform <function f> and will run it as-is.")]
     assert all(main_job._console_filter(r) for r in keep)
     assert not any(main_job._console_filter(r) for r in drop)
+
+
+def test_bad_input_flags_fail_before_anything_is_written(tmp_path):
+    """Each input flag naming something missing ends in one line naming the flag; no output folder is made."""
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    data = tmp_path / "data"
+    data.mkdir()
+    for name in ("train.tsv", "dev.tsv"):
+        (data / name).write_text("label\tsentence\na\tone two three\n", encoding="utf-8")
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n", encoding="utf-8")
+    config = tmp_path / "bert_config.json"
+    config.write_text("{}", encoding="utf-8")
+    cases = [
+        ([f"--corpus_file={tmp_path / 'no_corpus.txt'}"], "--corpus_file=", "no such file"),
+        ([f"--vocab_file={tmp_path}"], "--vocab_file=", "is a folder, expected a file"),
+        ([f"--task_data_dir={tmp_path / 'no_data'}"], "--task_data_dir=", "no such folder"),
+        ([f"--task_data_dir={data}"], "test.tsv", "no such file"),
+        ([f"--init_checkpoint={tmp_path / 'ckpt'}", f"--bert_config_file={config}", f"--vocab_file={vocab}"],
+         "--init_checkpoint=", "checkpoint not found"),
+    ]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    for args, names, what in cases:
+        out = tmp_path / "out" / "job"
+        proc = subprocess.run([sys.executable, os.path.join(root, "main_job.py"), f"--output_dir={out}"] + args,
+                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2, (args, proc.stderr[-2000:])
+        assert len(lines) == 1 and names in lines[0] and what in lines[0], (args, proc.stderr[-2000:])
+        assert not (tmp_path / "out").exists(), args
