@@ -1,7 +1,8 @@
 """How every script starts and ends: quiet TensorFlow, user errors as one line, files named by flags.
 
 Import this module before TensorFlow: unless the user set TF_CPP_MIN_LOG_LEVEL, it sets it to 2 (TensorFlow's
-C++ INFO and WARNING lines off). The start-up noise below is dropped unless that level is 0 or 1. A script's entry point is
+C++ INFO and WARNING lines off). The start-up noise below is dropped unless that level is 0 or 1. A script's
+entry point is
 
     if __name__ == "__main__":
         define_flags()

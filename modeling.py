@@ -2,8 +2,8 @@
 
 Public API (stable):
   BertConfig(vocab_size, hidden_size=768, ...): from_dict, from_json_file (a file must give the REQUIRED_KEYS),
-    to_dict, to_json_string, to_json_file. hidden_act: "gelu" (original tanh approximation), "gelu_exact" (erf), "relu", "tanh",
-    "linear".
+    to_dict, to_json_string, to_json_file. hidden_act: "gelu" (original tanh approximation), "gelu_exact" (erf),
+    "relu", "tanh", "linear".
   BertModel(config, name="bert"): call(input_ids, input_mask=None, token_type_ids=None, training=False) ->
     {"sequence_output", "pooled_output", "all_encoder_layers", "embedding_output"}; `embedding_table`;
     `variables_by_name()` -> {original name: variable}, e.g. "bert/pooler/dense/kernel".

@@ -158,9 +158,10 @@ def squad_windows(query_ids, doc_pieces, max_seq_length, doc_stride, max_query_l
 
     Returns a dict, one row per window: example_index, doc_span_index [K] int32; input_ids, input_mask,
     segment_ids, token_to_orig (context word index, -1 elsewhere), token_to_piece (index of the piece among
-    the context's pieces, -1 elsewhere) [K, max_seq_length] int32; token_is_max_context [K, max_seq_length] bool. With answer_start/answer_end ([batch] piece positions of
-    the answer in the context, -1 for none) also start_positions/end_positions [K] int32: the answer's slots
-    in a window that holds all of it, else 0 (the [CLS] slot), as the original labels training windows.
+    the context's pieces, -1 elsewhere) [K, max_seq_length] int32; token_is_max_context [K, max_seq_length] bool.
+    With answer_start/answer_end ([batch] piece positions of the answer in the context, -1 for none) also
+    start_positions/end_positions [K] int32: the answer's slots in a window that holds all of it, else 0 (the
+    [CLS] slot), as the original labels training windows.
     """
     query = _ragged_int(query_ids)[:, :max_query_length]
     query_len = query.row_lengths()

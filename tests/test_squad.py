@@ -498,7 +498,8 @@ def test_end_to_end_tiny_train_predict_export(tmp_path):
     assert scores == pytest.approx(dict(expected))
 
     # The exported signature against the checkpoint, on the first eval features.
-    records = [tf.train.Example.FromString(r.numpy()) for r in tf.data.TFRecordDataset(str(out / "eval.tf_record")).take(3)]
+    records = [tf.train.Example.FromString(r.numpy())
+               for r in tf.data.TFRecordDataset(str(out / "eval.tf_record")).take(3)]
     arrays = {k: np.array([list(r.features.feature[k].int64_list.value) for r in records], np.int32)
               for k in ("input_ids", "input_mask", "segment_ids")}
     np.savez(tmp_path / "inputs.npz", **arrays)
