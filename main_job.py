@@ -186,8 +186,7 @@ def write_corpus(documents, path, exclude=()):
 
 def read_corpus(path):
     """Reads a corpus file (one sentence per line, blank line between documents) into a list of documents."""
-    if not os.path.isfile(path):
-        raise cli.MissingFileError(f"--corpus_file: no such file: {path}")
+    cli.require_file(path, "--corpus_file")
     documents, current = [], []
     with open(path, encoding="utf-8") as f:
         for line in f:
@@ -474,7 +473,7 @@ def run_main_job(output_dir, corpus_file=None, vocab_file=None, init_checkpoint=
                             "non-negative")
     if not pretrain_steps and not init_checkpoint:
         raise cli.UserError("--pretrain_steps=0 needs --init_checkpoint (nothing to fine-tune otherwise)")
-    check_inputs(job)
+    check_inputs(corpus_file, vocab_file, bert_config_file, init_checkpoint, task_data_dir)
     job.output_dir = os.path.abspath(cli.make_dir(output_dir, "--output_dir"))
     out = collections.OrderedDict(output_dir=job.output_dir, log=os.path.join(job.output_dir, "main_job.log"))
     progress = Progress(6)
@@ -495,18 +494,20 @@ def run_main_job(output_dir, corpus_file=None, vocab_file=None, init_checkpoint=
     return out
 
 
-def check_inputs(job):
+def check_inputs(corpus_file=None, vocab_file=None, bert_config_file=None, init_checkpoint=None,
+                 task_data_dir=None):
     """The files and folders the flags name exist, before anything is written."""
-    for flag in ("corpus_file", "vocab_file", "bert_config_file"):
-        if getattr(job, flag):
-            cli.require_file(getattr(job, flag), "--" + flag)
-    if job.init_checkpoint:
+    for path, flag in ((corpus_file, "--corpus_file"), (vocab_file, "--vocab_file"),
+                       (bert_config_file, "--bert_config_file")):
+        if path:
+            cli.require_file(path, flag)
+    if init_checkpoint:
         import checkpoints
-        checkpoints.resolve_checkpoint(job.init_checkpoint, "--init_checkpoint")
-    if job.task_data_dir:
-        cli.require_dir(job.task_data_dir, "--task_data_dir")
+        checkpoints.resolve_checkpoint(init_checkpoint, "--init_checkpoint")
+    if task_data_dir:
+        cli.require_dir(task_data_dir, "--task_data_dir")
         for name in ("train.tsv", "dev.tsv", "test.tsv"):
-            cli.require_file(os.path.join(job.task_data_dir, name), "--task_data_dir")
+            cli.require_file(os.path.join(task_data_dir, name), "--task_data_dir")
 
 
 def _corpus_stage(job, out, progress):
@@ -737,8 +738,8 @@ def main(_):
         for text, label, probability in answer_requests(FLAGS.answer_export_dir, FLAGS.request):
             print(f"  {label:>12s} ({probability:.2f})  <- {text}")
         return
-    check_inputs(types.SimpleNamespace(**{name: getattr(FLAGS, name) for name in (
-        "corpus_file", "vocab_file", "bert_config_file", "init_checkpoint", "task_data_dir")}))
+    check_inputs(FLAGS.corpus_file, FLAGS.vocab_file, FLAGS.bert_config_file, FLAGS.init_checkpoint,
+                 FLAGS.task_data_dir)
     cli.make_dir(FLAGS.output_dir, "--output_dir")
     setup_logging(os.path.join(os.path.abspath(FLAGS.output_dir), "main_job.log"), FLAGS.verbose)
     out = run_main_job(
