@@ -24,11 +24,14 @@ ru_maxrss from os.wait4() on that child, taken the same way for both sides.
 Results are kept per (profile, implementation, task, seed) in benchmarks/FINETUNING.json (the full profile; it is
 committed with FINETUNING.md, so the table can be filled over several invocations, sessions and machines) or
 WORK_DIR/results-PROFILE.json (smoke profiles); a kept row is rerun only with --force or when its recipe changed.
-Every invocation (and --report alone) rewrites the document from those results.
+Every invocation (and --report alone) rewrites the document from those results: the main table shows the
+--table_seeds (default 0,1) with a verdict per task (ours - hf of the means against the seed spread); rows with
+any other seed are the held-out check, each compared with the table's spread in its own section.
 
     .venv/bin/python benchmarks/bench_finetuning.py                        # the whole table (hours on 2 cores)
     .venv/bin/python benchmarks/bench_finetuning.py --tasks=mrpc,rte --impls=ours --seeds=1 --force
     .venv/bin/python benchmarks/bench_finetuning.py --report               # only rewrite FINETUNING.md
+    .venv/bin/python benchmarks/bench_finetuning.py --tasks=rte --seeds=2  # a held-out seed, both sides
     .venv/bin/python benchmarks/bench_finetuning.py --smoke                # 64 train / 64 eval examples, 1 epoch
 """
 import argparse
@@ -838,11 +841,42 @@ def _metric_cell(scores, metrics):
     return " / ".join(_fmt(scores.get(m)) for m in metrics)
 
 
+def _usable(cache, profile, impl, task, seed, key):
+    entry = cache.get(f"{profile}/{impl}/{task}/{seed}")
+    return entry if entry and entry.get("recipe_key") == key else None
+
+
+def seed_spread(entries, metrics):
+    """Per metric, the largest max - min over seeds of either implementation (0 with one seed per side)."""
+    spread = {}
+    for m in metrics:
+        widths = []
+        for impl_entries in entries.values():
+            values = [e["scores"][m] for e in impl_entries if e and e["scores"].get(m) is not None]
+            if values:
+                widths.append(max(values) - min(values))
+        spread[m] = max(widths, default=0.0)
+    return spread
+
+
+def verdict(diff, spread, metrics):
+    """'at or above' when ours - hf >= 0 on every metric, 'within the seed spread' when no metric falls below
+    -spread, else 'BELOW' with the worst margin."""
+    if all(diff[m] >= 0 for m in metrics):
+        return "at or above"
+    worst = min(metrics, key=lambda m: diff[m] + spread[m])
+    if diff[worst] + spread[worst] >= 0:
+        return "within the seed spread"
+    return f"BELOW ({METRIC_LABELS[worst]} {diff[worst]:+.1f}, spread {spread[worst]:.1f})"
+
+
 def write_report(args, cache, doc_path, profile, shared_dir, hf_dir):
-    """The whole table (every task, both implementations, the seeds asked for and every seed cached under
-    this profile), whatever subset this invocation ran."""
+    """The whole table (every task, both implementations, the --table_seeds), whatever subset this invocation
+    ran, then the held-out check: every other seed cached under this profile, against the table."""
     tasks, impls = list(RECIPES), list(IMPLS)
-    seeds = sorted(set(args.seed_list) | {int(key.split("/")[-1]) for key in cache if key.startswith(profile + "/")})
+    seeds = list(args.table_seed_list)
+    cached_seeds = {int(key.split("/")[-1]) for key in cache if key.startswith(profile + "/")}
+    heldout_seeds = sorted(cached_seeds - set(seeds))
     smoke = profile != "full"
     lines = ["# Fine-tuning: ours vs HF transformers (PyTorch) from the same MiniLM weights", ""]
     if smoke:
@@ -875,6 +909,8 @@ def write_report(args, cache, doc_path, profile, shared_dir, hf_dir):
         + (" " + " ".join(args.profile_flags) if args.profile_flags else "")
         + f" --seeds={','.join(map(str, seeds))}    # fills {args.results_name}, then writes this file",
         "    .venv/bin/python benchmarks/bench_finetuning.py" + "".join(" " + f for f in args.profile_flags)
+        + " --seeds=2    # a seed the table does not use: reported under \"Held-out seeds\"",
+        "    .venv/bin/python benchmarks/bench_finetuning.py" + "".join(" " + f for f in args.profile_flags)
         + " --tasks=mrpc --impls=ours --seeds=1 --force    # rerun one row",
         "    .venv/bin/python benchmarks/bench_finetuning.py" + "".join(" " + f for f in args.profile_flags)
         + " --report    # rewrite this file from the cache",
@@ -895,7 +931,7 @@ def write_report(args, cache, doc_path, profile, shared_dir, hf_dir):
         "",
     ]
     header = (["Task", "Metric", "Impl"] + [f"seed {s}" for s in seeds]
-              + ["mean", "ours - hf", "train ex/s", "peak RSS (MiB)", "steps", "wall (min, mean)"])
+              + ["mean", "ours - hf", "verdict", "train ex/s", "peak RSS (MiB)", "steps", "wall (min, mean)"])
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     missing, stale = [], []
     for task in tasks:
@@ -924,9 +960,11 @@ def write_report(args, cache, doc_path, profile, shared_dir, hf_dir):
             cells += [_metric_cell(e["scores"], metrics) if e else "missing" for e in entries]
             cells.append(_metric_cell(means[impl], metrics) if means[impl] else "-")
             if impl == "ours" and means.get("ours") and means.get("hf"):
-                cells.append(" / ".join(f"{means['ours'][m] - means['hf'][m]:+.1f}" for m in metrics))
+                diff = {m: means["ours"][m] - means["hf"][m] for m in metrics}
+                cells.append(" / ".join(f"{diff[m]:+.1f}" for m in metrics))
+                cells.append(verdict(diff, seed_spread(rows, metrics), metrics))
             else:
-                cells.append("")
+                cells += ["", ""]
             cells.append(_fmt(_mean([e.get("train_examples_per_sec") for e in present])))
             cells.append(_fmt(max([e["peak_rss_mb"] for e in present], default=None), 0))
             steps = sorted({e.get("train_steps_done", e.get("train_steps")) for e in present} - {None})
@@ -941,10 +979,13 @@ def write_report(args, cache, doc_path, profile, shared_dir, hf_dir):
             lines.append("Stale rows (cached with another recipe, rerun needed): " + "; ".join(stale) + ".")
     else:
         lines.append("No row is missing.")
+    lines += ["", "Verdict: ours - hf of the means against the seed spread (the largest max - min over the seeds of "
+              "either side, per metric): \"at or above\" when ours - hf >= 0 on every metric, \"within the seed "
+              "spread\" when ours - hf >= -spread, otherwise BELOW."]
     extras = []
     for task in tasks:
         for impl in impls:
-            for seed in seeds:
+            for seed in seeds + heldout_seeds:
                 e = cache.get(f"{profile}/{impl}/{task}/{seed}")
                 if not e or e.get("recipe_key") != recipe_key(effective_recipe(task, args)):
                     continue
@@ -965,6 +1006,7 @@ def write_report(args, cache, doc_path, profile, shared_dir, hf_dir):
                 extras.append(f"- {RECIPES[task]['name']} {impl} seed {seed}: " + ", ".join(bits))
     if extras:
         lines += ["", "Details per run:", ""] + extras
+    lines += heldout_section(args, cache, profile, tasks, seeds, heldout_seeds)
     lines += ["", "## Recipe", "",
               f"Common: warm-up over the first {WARMUP_PROPORTION:.0%} of the steps then linear decay to 0; "
               f"AdamW-style weight decay {WEIGHT_DECAY} except LayerNorm weights and biases; gradient clipping at "
@@ -1058,6 +1100,42 @@ def write_report(args, cache, doc_path, profile, shared_dir, hf_dir):
     print(f"wrote {doc_path}", flush=True)
 
 
+def heldout_section(args, cache, profile, tasks, table_seeds, heldout_seeds):
+    """The comparison rerun on seeds the table does not use: per task and held-out seed, ours - hf against the
+    table's seed spread."""
+    lines = ["", "## Held-out seeds", ""]
+    if not heldout_seeds:
+        return lines + [f"No run with a seed outside the table's ({','.join(map(str, table_seeds))}) yet; "
+                        "`--seeds=2` adds one here.", ""]
+    lines += [f"The same comparison with seeds the table does not use ({', '.join(map(str, heldout_seeds))}), "
+              "each judged against the table's seed spread for its task (each run's revision is in the "
+              "details above).", "",
+              "| Task | Metric | seed | ours | hf | ours - hf | table's spread | verdict |",
+              "|---|---|---|---|---|---|---|---|"]
+    unpaired = []
+    for task in tasks:
+        recipe = effective_recipe(task, args)
+        key, metrics = recipe_key(recipe), recipe["metrics"]
+        table = {impl: [_usable(cache, profile, impl, task, s, key) for s in table_seeds] for impl in IMPLS}
+        spread = seed_spread(table, metrics)
+        for seed in heldout_seeds:
+            ours, hf = (_usable(cache, profile, impl, task, seed, key) for impl in IMPLS)
+            if not ours and not hf:
+                continue
+            if not (ours and hf):
+                unpaired.append(f"{RECIPES[task]['name']} seed {seed} ({'hf' if ours else 'ours'} missing)")
+                continue
+            diff = {m: ours["scores"][m] - hf["scores"][m] for m in metrics}
+            lines.append("| " + " | ".join([
+                RECIPES[task]["name"], " / ".join(METRIC_LABELS[m] for m in metrics), str(seed),
+                _metric_cell(ours["scores"], metrics), _metric_cell(hf["scores"], metrics),
+                " / ".join(f"{diff[m]:+.1f}" for m in metrics), _metric_cell(spread, metrics),
+                verdict(diff, spread, metrics)]) + " |")
+    if unpaired:
+        lines += ["", "Not compared yet (one side only): " + "; ".join(unpaired) + "."]
+    return lines + [""]
+
+
 # ---------------------------------------------------------------------------------------------------------------
 
 
@@ -1065,7 +1143,10 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tasks", default=",".join(RECIPES), help=f"comma separated among {','.join(RECIPES)}")
     parser.add_argument("--impls", default=",".join(IMPLS), help="ours,hf")
-    parser.add_argument("--seeds", default=DEFAULT_SEEDS, help="comma separated integers")
+    parser.add_argument("--seeds", default=DEFAULT_SEEDS, help="comma separated integers: the seeds to run")
+    parser.add_argument("--table_seeds", default=DEFAULT_SEEDS,
+                        help="the seeds of the main table; results for any other seed are reported under "
+                             "\"Held-out seeds\"")
     parser.add_argument("--work_dir", default=DEFAULT_WORK_DIR, help="cache, converted weights, run outputs")
     parser.add_argument("--doc", help="the markdown document to write (default: benchmarks/FINETUNING.md for the "
                                       "full profile, WORK_DIR/FINETUNING-PROFILE.md for smoke profiles)")
@@ -1099,10 +1180,12 @@ def parse_args(argv=None):
     bad = [t for t in args.task_list if t not in RECIPES] + [i for i in args.impl_list if i not in IMPLS]
     if bad:
         parser.error(f"unknown task/impl {bad}; tasks: {','.join(RECIPES)}; impls: {','.join(IMPLS)}")
-    try:
-        args.seed_list = [int(s) for s in args.seeds.split(",") if s.strip()]
-    except ValueError:
-        parser.error(f"--seeds={args.seeds!r}: expected comma-separated integers")
+    for name in ("seeds", "table_seeds"):
+        try:
+            setattr(args, name.replace("seeds", "seed_list"),
+                    [int(s) for s in getattr(args, name).split(",") if s.strip()])
+        except ValueError:
+            parser.error(f"--{name}={getattr(args, name)!r}: expected comma-separated integers")
     for name in ("max_train_examples", "max_eval_examples"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             parser.error(f"--{name} must be >= 1")
