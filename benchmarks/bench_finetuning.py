@@ -984,10 +984,11 @@ def write_report(args, cache, doc_path, profile, shared_dir, hf_dir):
               "spread\" when ours - hf >= -spread, otherwise BELOW."]
     extras = []
     for task in tasks:
+        key = recipe_key(effective_recipe(task, args))
         for impl in impls:
             for seed in seeds + heldout_seeds:
-                e = cache.get(f"{profile}/{impl}/{task}/{seed}")
-                if not e or e.get("recipe_key") != recipe_key(effective_recipe(task, args)):
+                e = _usable(cache, profile, impl, task, seed, key)
+                if not e:
                     continue
                 bits = []
                 if "dev_f1" in e["scores"]:
