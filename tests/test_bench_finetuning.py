@@ -40,16 +40,16 @@ def test_verdict(bench, diff, spread, expected):
 def test_heldout_section_compares_only_other_seeds_against_the_table_spread(bench):
     args = bench.parse_args(["--report"])
     cache = {
-        "full/ours/rte/0": _entry(bench, args, "rte", accuracy=58.8),
-        "full/ours/rte/1": _entry(bench, args, "rte", accuracy=54.2),
-        "full/hf/rte/0": _entry(bench, args, "rte", accuracy=56.7),
-        "full/hf/rte/1": _entry(bench, args, "rte", accuracy=56.3),
-        "full/ours/rte/2": _entry(bench, args, "rte", accuracy=50.0),
-        "full/hf/rte/2": _entry(bench, args, "rte", accuracy=56.0),
-        "full/ours/mrpc/2": _entry(bench, args, "mrpc", accuracy=80.0, f1=86.0),
-        "full/hf/mrpc/2": _entry(bench, args, "mrpc", accuracy=74.0, f1=83.0),
-        "full/ours/cola/2": _entry(bench, args, "cola", mcc=20.0),
-        "full/hf/stsb/3": {"scores": {"pearson": 1.0, "spearman": 1.0}, "recipe_key": "another recipe"},
+        bench.row_key("full", "ours", "rte", bench.RECIPES["rte"]["learning_rate"], 0): _entry(bench, args, "rte", accuracy=58.8),
+        bench.row_key("full", "ours", "rte", bench.RECIPES["rte"]["learning_rate"], 1): _entry(bench, args, "rte", accuracy=54.2),
+        bench.row_key("full", "hf", "rte", bench.RECIPES["rte"]["learning_rate"], 0): _entry(bench, args, "rte", accuracy=56.7),
+        bench.row_key("full", "hf", "rte", bench.RECIPES["rte"]["learning_rate"], 1): _entry(bench, args, "rte", accuracy=56.3),
+        bench.row_key("full", "ours", "rte", bench.RECIPES["rte"]["learning_rate"], 2): _entry(bench, args, "rte", accuracy=50.0),
+        bench.row_key("full", "hf", "rte", bench.RECIPES["rte"]["learning_rate"], 2): _entry(bench, args, "rte", accuracy=56.0),
+        bench.row_key("full", "ours", "mrpc", bench.RECIPES["mrpc"]["learning_rate"], 2): _entry(bench, args, "mrpc", accuracy=80.0, f1=86.0),
+        bench.row_key("full", "hf", "mrpc", bench.RECIPES["mrpc"]["learning_rate"], 2): _entry(bench, args, "mrpc", accuracy=74.0, f1=83.0),
+        bench.row_key("full", "ours", "cola", bench.RECIPES["cola"]["learning_rate"], 2): _entry(bench, args, "cola", mcc=20.0),
+        bench.row_key("full", "hf", "stsb", bench.RECIPES["stsb"]["learning_rate"], 3): {"scores": {"pearson": 1.0, "spearman": 1.0}, "recipe_key": "another recipe"},
     }
     text = "\n".join(bench.heldout_section(args, cache, "full", list(bench.RECIPES), [0, 1], [2, 3]))
     assert "| RTE | acc | 2 | 50.0 | 56.0 | -6.0 | 4.6 | BELOW (acc -6.0, spread 4.6) |" in text
@@ -59,3 +59,66 @@ def test_heldout_section_compares_only_other_seeds_against_the_table_spread(benc
     assert "| RTE | acc | 0 |" not in text and "| RTE | acc | 1 |" not in text
     empty = "\n".join(bench.heldout_section(args, {}, "full", list(bench.RECIPES), [0, 1], []))
     assert "No run with a seed outside the table's (0,1) yet" in empty
+
+
+def test_hf_matched_optimizer_equals_optimization_py(bench):
+    """OriginalAdamWeightDecay + OriginalSchedule (PyTorch) take the steps of optimization.py's AdamWeightDecay
+    and LinearWarmupDecay from the same weights and gradients: clipping, no bias correction, the weight-decay
+    exclusions, warm-up overriding the decay and the lr(k + 1) read."""
+    np = pytest.importorskip("numpy")
+    tf = pytest.importorskip("tensorflow")
+    torch = pytest.importorskip("torch")
+    import optimization
+
+    rng = np.random.default_rng(7)
+    shapes = {"bert/encoder/layer_0/attention/self/query/kernel": (5, 4),
+              "bert/encoder/layer_0/attention/self/query/bias": (4,),
+              "bert/embeddings/LayerNorm/gamma": (4,), "output_weights": (3, 4), "output_bias": (3,)}
+    init = {name: rng.normal(size=shape).astype(np.float32) for name, shape in shapes.items()}
+    steps, warmup, lr = 7, 3, 0.05  # a large rate: bias correction or a wrong schedule would move far
+    # Gradient norms from 0.2 to 8: clipping at 1.0 applies on some steps and not on others.
+    grads = [{name: (rng.normal(size=shape) * scale).astype(np.float32) for name, shape in shapes.items()}
+             for scale in (0.05, 2.0, 0.3, 1.0, 0.1, 3.0, 0.5)]
+
+    tf_vars = {name: tf.Variable(value, name=name.replace("/", "_")) for name, value in init.items()}
+    tf_opt = optimization.create_optimizer(lr, steps, warmup)
+    tf_opt.build(tf_vars)
+    params = {name: torch.nn.Parameter(torch.tensor(value)) for name, value in init.items()}
+    torch_opt = bench.OriginalAdamWeightDecay(list(params.items()), weight_decay_rate=0.01)
+    schedule = bench.OriginalSchedule(lr, steps, warmup)
+    assert bench.original_step_counts(3668, 32, 3.0) == (343, 34)
+    assert [schedule(k) for k in range(steps)] == pytest.approx(
+        [float(tf_opt.learning_rate(k + 1)) for k in range(steps)], rel=1e-6, abs=1e-12)
+    for k, step_grads in enumerate(grads):
+        norm = tf_opt.apply_gradients([(tf.constant(step_grads[n]), tf_vars[n]) for n in shapes])
+        for name, p in params.items():
+            p.grad = torch.tensor(step_grads[name])
+        torch_norm = torch_opt.step(schedule(k))
+        torch_opt.zero_grad()
+        assert torch_norm == pytest.approx(float(norm), rel=1e-6)
+        for name in shapes:
+            np.testing.assert_allclose(params[name].detach().numpy(), tf_vars[name].numpy(), rtol=0, atol=1e-6,
+                                       err_msg=f"{name} after step {k + 1}")
+    moved = max(float(np.abs(tf_vars[n].numpy() - init[n]).max()) for n in shapes)
+    assert moved > 0.05  # the comparison is not between two unmoved copies
+    # Bias-corrected Adam (torch.optim.AdamW) with the same clipping and rates ends elsewhere: the tolerance
+    # tells the two optimizers apart.
+    adam_params = {name: torch.nn.Parameter(torch.tensor(value)) for name, value in init.items()}
+    adam = torch.optim.AdamW(adam_params.values(), lr=lr, eps=1e-6, weight_decay=0.0)
+    for k, step_grads in enumerate(grads):
+        for name, p in adam_params.items():
+            p.grad = torch.tensor(step_grads[name])
+        torch.nn.utils.clip_grad_norm_(adam_params.values(), 1.0)
+        for group in adam.param_groups:
+            group["lr"] = schedule(k)
+        adam.step()
+    apart = max(float(np.abs(adam_params[n].detach().numpy() - tf_vars[n].numpy()).max()) for n in shapes)
+    assert apart > 1e-3
+
+def test_original_batches_pass_over_every_row_then_cross_the_pass_boundary(bench):
+    torch = pytest.importorskip("torch")
+    batches = bench.original_batches(10, 4, 5, torch.Generator().manual_seed(0))
+    assert [len(b) for b in batches] == [4] * 5
+    flat = [i for b in batches for i in b]
+    assert sorted(flat[:10]) == list(range(10)) and sorted(flat[10:20]) == list(range(10))
+    assert batches[2] == flat[8:12]  # the third batch holds the end of pass 1 and the start of pass 2
