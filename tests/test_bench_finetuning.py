@@ -16,8 +16,14 @@ def bench():
     return module
 
 
-def _entry(bench, args, task, **scores):
-    return {"scores": scores, "recipe_key": bench.recipe_key(bench.effective_recipe(task, args))}
+def _entry(bench, args, task, rate=None, **scores):
+    return {"scores": scores, "recipe_key": bench.recipe_key(bench.effective_recipe(task, args, rate))}
+
+
+def _rows(bench, args, rows):
+    """{row_key: entry} from (impl, task, rate or None for the recipe's, seed, scores)."""
+    return {bench.row_key("full", impl, task, rate or bench.RECIPES[task]["learning_rate"], seed):
+            _entry(bench, args, task, rate, **scores) for impl, task, rate, seed, scores in rows}
 
 
 def test_seed_spread_is_the_widest_side(bench):
@@ -39,26 +45,64 @@ def test_verdict(bench, diff, spread, expected):
 
 def test_heldout_section_compares_only_other_seeds_against_the_table_spread(bench):
     args = bench.parse_args(["--report"])
-    cache = {
-        bench.row_key("full", "ours", "rte", bench.RECIPES["rte"]["learning_rate"], 0): _entry(bench, args, "rte", accuracy=58.8),
-        bench.row_key("full", "ours", "rte", bench.RECIPES["rte"]["learning_rate"], 1): _entry(bench, args, "rte", accuracy=54.2),
-        bench.row_key("full", "hf", "rte", bench.RECIPES["rte"]["learning_rate"], 0): _entry(bench, args, "rte", accuracy=56.7),
-        bench.row_key("full", "hf", "rte", bench.RECIPES["rte"]["learning_rate"], 1): _entry(bench, args, "rte", accuracy=56.3),
-        bench.row_key("full", "ours", "rte", bench.RECIPES["rte"]["learning_rate"], 2): _entry(bench, args, "rte", accuracy=50.0),
-        bench.row_key("full", "hf", "rte", bench.RECIPES["rte"]["learning_rate"], 2): _entry(bench, args, "rte", accuracy=56.0),
-        bench.row_key("full", "ours", "mrpc", bench.RECIPES["mrpc"]["learning_rate"], 2): _entry(bench, args, "mrpc", accuracy=80.0, f1=86.0),
-        bench.row_key("full", "hf", "mrpc", bench.RECIPES["mrpc"]["learning_rate"], 2): _entry(bench, args, "mrpc", accuracy=74.0, f1=83.0),
-        bench.row_key("full", "ours", "cola", bench.RECIPES["cola"]["learning_rate"], 2): _entry(bench, args, "cola", mcc=20.0),
-        bench.row_key("full", "hf", "stsb", bench.RECIPES["stsb"]["learning_rate"], 3): {"scores": {"pearson": 1.0, "spearman": 1.0}, "recipe_key": "another recipe"},
-    }
-    text = "\n".join(bench.heldout_section(args, cache, "full", list(bench.RECIPES), [0, 1], [2, 3]))
-    assert "| RTE | acc | 2 | 50.0 | 56.0 | -6.0 | 4.6 | BELOW (acc -6.0, spread 4.6) |" in text
-    assert "| MRPC | acc / F1 | 2 | 80.0 / 86.0 | 74.0 / 83.0 | +6.0 / +3.0 | 0.0 / 0.0 | at or above |" in text
-    assert "CoLA seed 2 (hf missing)" in text
+    cache = _rows(bench, args, [
+        ("ours", "rte", None, 0, dict(accuracy=58.8)), ("ours", "rte", None, 1, dict(accuracy=54.2)),
+        ("hf_matched", "rte", None, 0, dict(accuracy=56.7)), ("hf_matched", "rte", None, 1, dict(accuracy=56.3)),
+        ("ours", "rte", None, 2, dict(accuracy=50.0)), ("hf_matched", "rte", None, 2, dict(accuracy=56.0)),
+        ("hf", "rte", None, 2, dict(accuracy=99.0)),  # RTE has no sweep: no best-vs-best comparison
+        ("ours", "mrpc", None, 2, dict(accuracy=80.0, f1=86.0)),
+        ("hf_matched", "mrpc", None, 2, dict(accuracy=74.0, f1=83.0)),
+        ("ours", "cola", None, 2, dict(mcc=20.0)),
+    ])
+    cache[bench.row_key("full", "hf_matched", "stsb", 2e-5, 3)] = {"scores": {"pearson": 1.0, "spearman": 1.0},
+                                                                   "recipe_key": "another recipe"}
+    best = bench.best_rates(cache, "full", args)
+    text = "\n".join(bench.heldout_section(args, cache, "full", [0, 1], [2, 3], best))
+    assert ("| RTE | acc | 2 | same recipe: ours vs hf, original recipe | 50.0 (2e-05) | 56.0 (2e-05) | -6.0 | 4.6 "
+            "| BELOW (acc -6.0, spread 4.6) |") in text
+    assert ("| MRPC | acc / F1 | 2 | same recipe: ours vs hf, original recipe | 80.0 / 86.0 (2e-05) | "
+            "74.0 / 83.0 (2e-05) | +6.0 / +3.0 | 0.0 / 0.0 | at or above |") in text
+    assert "99.0" not in text
+    assert "CoLA same recipe seed 2 (hf, original recipe missing)" in text
     assert "STS-B" not in text  # its only held-out row was cached with another recipe
     assert "| RTE | acc | 0 |" not in text and "| RTE | acc | 1 |" not in text
-    empty = "\n".join(bench.heldout_section(args, {}, "full", list(bench.RECIPES), [0, 1], []))
+    empty = "\n".join(bench.heldout_section(args, {}, "full", [0, 1], [], best))
     assert "No run with a seed outside the table's (0,1) yet" in empty
+
+
+def test_best_learning_rate_needs_the_whole_sweep_and_maximises_the_metric_mean(bench):
+    args = bench.parse_args(["--report"])
+    rows = [("hf", "mrpc", 2e-5, 0, dict(accuracy=74.0, f1=83.0)),
+            ("hf", "mrpc", 5e-5, 0, dict(accuracy=80.0, f1=85.0))]
+    cache = _rows(bench, args, rows)
+    assert bench.best_learning_rate(cache, "full", "hf", "mrpc", args)[0] is None
+    assert bench.best_rates(cache, "full", args)["mrpc"]["hf"] == 2e-5  # incomplete: the recipe's rate
+    cache.update(_rows(bench, args, [("hf", "mrpc", 1e-4, 0, dict(accuracy=81.0, f1=83.0))]))
+    assert bench.best_learning_rate(cache, "full", "hf", "mrpc", args)[0] == 5e-5  # mean 82.5 beats 82.0
+    cache.update(_rows(bench, args, [("hf", "mrpc", 1e-4, 1, dict(accuracy=99.0, f1=99.0))]))
+    assert bench.best_learning_rate(cache, "full", "hf", "mrpc", args)[0] == 5e-5  # only the sweep seed counts
+    assert bench.best_learning_rate(cache, "full", "hf", "rte", args) == (None, {})  # no sweep for RTE
+    table = "\n".join(bench.sweep_table(cache, "full", args))
+    assert "| MRPC | acc / F1 | hf, its defaults | 74.0 / 83.0 | **80.0 / 85.0** | 81.0 / 83.0 | 5e-05 |" in table
+
+
+def test_comparison_table_judges_ours_against_the_named_row(bench):
+    args = bench.parse_args(["--report"])
+    rows = [(impl, "rte", None, seed, dict(accuracy=value)) for impl, seed, value in
+            (("ours", 0, 58.0), ("ours", 1, 56.0), ("hf_matched", 0, 59.0), ("hf_matched", 1, 58.0),
+             ("hf", 0, 50.0), ("hf", 1, 52.0))]
+    looker = bench._Rows(_rows(bench, args, rows), "full", args)
+    rates = {"rte": {impl: 2e-5 for impl in bench.IMPLS}}
+    text = "\n".join(bench.comparison_table(looker, [0, 1], rates, "hf_matched"))
+    assert "| RTE | acc | hf, original recipe | 2e-05 | 59.0 | 58.0 | 58.5 | -1.5 | within the seed spread |" in text
+    assert "| RTE | acc | hf, its defaults | 2e-05 | 50.0 | 52.0 | 51.0 | +6.0 |  |" in text  # no verdict
+    assert not looker.missing
+
+
+def test_results_written_before_the_sweep_are_keyed_by_their_learning_rate(bench, tmp_path):
+    path = tmp_path / "results.json"
+    path.write_text('{"full/ours/mrpc/1": {"recipe": {"learning_rate": 2e-05}, "scores": {}}}')
+    assert list(bench.load_cache(str(path))) == ["full/ours/mrpc/2e-05/1"]
 
 
 def test_hf_matched_optimizer_equals_optimization_py(bench):
