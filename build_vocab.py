@@ -97,21 +97,17 @@ def build_vocab(lines, vocab_size, do_lower_case, num_unused=0, max_unique_chars
 
 def write_vocab(tokens, output_file):
     """Writes tokens one per line, UTF-8, as the original vocab.txt."""
-    import tensorflow as tf
-
     if len(set(tokens)) != len(tokens):
         raise cli.UserError("duplicate tokens in the vocabulary for %s" % output_file)
-    with tf.io.gfile.GFile(output_file, "w") as writer:
+    with cli.open_file(output_file, "w", newline="") as writer:
         writer.write("".join(token + "\n" for token in tokens))
 
 
 def read_lines(input_file):
     """Yields the lines (str) of the comma-separated files/globs in `input_file`."""
-    import tensorflow as tf
-
     for path in cli.input_files(input_file, "--input_file"):
         logging.info("Reading %s", path)
-        with tf.io.gfile.GFile(path, "rb") as reader:
+        with cli.open_file(path, "rb") as reader:
             for line in reader:
                 yield tokenization.convert_to_unicode(line)
 

@@ -25,8 +25,8 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+import cli
 from cli import MissingFileError, UserError
-from cli import one_line as cli_one_line
 
 
 STATE_FILE = "checkpoint"
@@ -36,6 +36,12 @@ ENCODER_PREFIX = "bert/"
 
 def _is_prefix(path):
     return tf.io.gfile.exists(path + ".index")
+
+
+def reader(prefix):
+    """A reader of the checkpoint `prefix` (tf.train.load_checkpoint without its folder test, which file systems
+    that report a prefix as a folder, such as ram://, would answer wrongly)."""
+    return tf.compat.v1.train.NewCheckpointReader(prefix)
 
 
 def resolve_checkpoint(path, flag=None):
@@ -67,21 +73,20 @@ def resolve_checkpoint(path, flag=None):
 
 def list_checkpoint(path):
     """OrderedDict {name: shape} of a checkpoint, sorted by name."""
-    reader = tf.train.load_checkpoint(resolve_checkpoint(path))
-    shapes = reader.get_variable_to_shape_map()
+    shapes = reader(resolve_checkpoint(path)).get_variable_to_shape_map()
     return collections.OrderedDict((name, shapes[name]) for name in sorted(shapes))
 
 
 def load_checkpoint(path, names=None):
     """OrderedDict {name: ndarray} of a checkpoint (all variables, or just `names`)."""
     prefix = resolve_checkpoint(path)
-    reader = tf.train.load_checkpoint(prefix)
-    available = reader.get_variable_to_shape_map()
+    ckpt = reader(prefix)
+    available = ckpt.get_variable_to_shape_map()
     wanted = sorted(available) if names is None else list(names)
     missing = [n for n in wanted if n not in available]
     if missing:
         raise KeyError(f"Checkpoint {prefix} has no variable(s) {missing}")
-    return collections.OrderedDict((name, reader.get_tensor(name)) for name in wanted)
+    return collections.OrderedDict((name, ckpt.get_tensor(name)) for name in wanted)
 
 
 def _value(variable):
@@ -117,9 +122,9 @@ def init_from_checkpoint(variables_by_name, init_checkpoint, required=ENCODER_PR
     task adds on top start from their initial values.
     """
     prefix = resolve_checkpoint(init_checkpoint)
-    reader = tf.train.load_checkpoint(prefix)
-    shapes = reader.get_variable_to_shape_map()
-    dtypes = reader.get_variable_to_dtype_map()
+    ckpt = reader(prefix)
+    shapes = ckpt.get_variable_to_shape_map()
+    dtypes = ckpt.get_variable_to_dtype_map()
     absent = [name for name in variables_by_name if required and name.startswith(required) and name not in shapes]
     if absent:
         raise UserError(f"checkpoint {prefix} lacks {len(absent)} encoder variable(s) of the model: "
@@ -138,7 +143,7 @@ def init_from_checkpoint(variables_by_name, init_checkpoint, required=ENCODER_PR
     logging.info("**** Initializing from checkpoint %s ****", prefix)
     for name, variable in variables_by_name.items():
         if name in shapes:
-            value = reader.get_tensor(name)
+            value = ckpt.get_tensor(name)
             var_dtype = tf.as_dtype(variable.dtype)
             if dtypes[name] != var_dtype:
                 if not (dtypes[name].is_floating and var_dtype.is_floating) and not (
@@ -216,8 +221,9 @@ class CheckpointManager:
 
     def _listed(self):
         latest, paths = _read_state(self.output_dir)
-        listed = [p if os.path.isabs(p) else os.path.join(self.output_dir, p) for p in paths + [latest] if p]
-        return set(os.path.normpath(p) for p in listed)
+        listed = [p if os.path.isabs(p) or cli.is_remote(p) else os.path.join(self.output_dir, p)
+                  for p in paths + [latest] if p]
+        return set(cli.normpath(p) for p in listed)
 
     def _candidates(self):
         """Prefixes of this manager's checkpoints in the folder (with an index or a data file), by step."""
@@ -227,7 +233,7 @@ class CheckpointManager:
         for path in tf.io.gfile.glob(pattern):
             m = name.match(os.path.basename(path))
             if m:
-                prefixes.add(os.path.normpath(os.path.join(self.output_dir, m.group(1))))
+                prefixes.add(cli.normpath(os.path.join(self.output_dir, m.group(1))))
         return sorted(prefixes, key=_step_of)
 
     def has_checkpoints(self):
@@ -240,13 +246,13 @@ class CheckpointManager:
         key = tuple((f, tf.io.gfile.stat(f).length) for f in files if tf.io.gfile.exists(f))
         if key not in self._verified:
             try:
-                reader = tf.train.load_checkpoint(prefix)
-                for name in reader.get_variable_to_shape_map():
-                    reader.get_tensor(name)
+                ckpt = reader(prefix)
+                for name in ckpt.get_variable_to_shape_map():
+                    ckpt.get_tensor(name)
                 self._verified[key] = True
             except (tf.errors.OpError, IndexError, ValueError, OSError) as err:
                 logging.warning("Checkpoint %s does not read back whole (%s): it is left in place and not "
-                                "used", prefix, cli_one_line(err))
+                                "used", prefix, cli.one_line(err))
                 self._verified[key] = False
         return self._verified[key]
 
@@ -268,7 +274,7 @@ class CheckpointManager:
         """Writes every variable under its name as `model.ckpt-STEP`, then updates the state file."""
         step = int(step.numpy() if hasattr(step, "numpy") else step)
         tf.io.gfile.makedirs(self.output_dir)
-        prefix = os.path.normpath(os.path.join(self.output_dir, f"{self.checkpoint_name}-{step}"))
+        prefix = cli.normpath(os.path.join(self.output_dir, f"{self.checkpoint_name}-{step}"))
         if prefix in self._candidates() and not self._readable(prefix):
             aside = f"{prefix}.broken-{int(time.time())}"
             for path in tf.io.gfile.glob(prefix + ".*"):
@@ -281,14 +287,14 @@ class CheckpointManager:
             for path in tf.io.gfile.glob(os.path.join(self.output_dir, "*tempstate*")):
                 tf.io.gfile.remove(path)
             previous = self._checkpoints[-1] if self._checkpoints else None
-            raise UserError(f"cannot write checkpoint {prefix}: {cli_one_line(err)}"
+            raise UserError(f"cannot write checkpoint {prefix}: {cli.one_line(err)}"
                             + (f"; the previous checkpoint {previous} is intact" if previous else "")) from None
         checkpoints = [p for p in self._checkpoints if p != prefix] + [prefix]
         removed = []
         if self.max_to_keep is not None:
             while len(checkpoints) > self.max_to_keep:
                 removed.append(checkpoints.pop(0))
-        rel = [os.path.relpath(p, self.output_dir) for p in checkpoints]
+        rel = [os.path.basename(p) for p in checkpoints]
         text = f'model_checkpoint_path: "{rel[-1]}"\n' + "".join(
             f'all_model_checkpoint_paths: "{p}"\n' for p in rel)
         _write_atomic(os.path.join(self.output_dir, STATE_FILE), text)
@@ -303,8 +309,8 @@ class CheckpointManager:
     def restore(self, variables_by_name, checkpoint=None):
         """Restores every variable exactly from `checkpoint` (default: latest); returns its global_step."""
         prefix = resolve_checkpoint(checkpoint or self.latest_checkpoint() or self.output_dir)
-        reader = tf.train.load_checkpoint(prefix)
-        shapes = reader.get_variable_to_shape_map()
+        ckpt = reader(prefix)
+        shapes = ckpt.get_variable_to_shape_map()
         missing = [n for n in variables_by_name if n not in shapes]
         if missing:
             raise UserError(f"Checkpoint {prefix} lacks variable(s) {missing[:10]}"
@@ -313,7 +319,7 @@ class CheckpointManager:
             if [int(d) for d in variable.shape] != list(shapes[name]):
                 raise UserError(f"Variable {name}: model shape {list(variable.shape)} vs checkpoint "
                                 f"{list(shapes[name])} in {prefix}")
-            _assign(variable, reader.get_tensor(name))
+            _assign(variable, ckpt.get_tensor(name))
         step = global_step_of(prefix)
         logging.info("Restored %d variables from %s (global_step %d)", len(variables_by_name), prefix, step)
         return step
@@ -322,7 +328,7 @@ class CheckpointManager:
 def global_step_of(prefix):
     """The checkpoint's global_step (the number after the last "-" of its name without one; else 0)."""
     try:
-        return int(tf.train.load_variable(prefix, "global_step"))
+        return int(reader(prefix).get_tensor("global_step"))
     except (tf.errors.NotFoundError, ValueError):
         return max(_step_of(prefix), 0)
 

@@ -15,11 +15,16 @@ or an operating-system error on a named file into one line `error: ...` on stder
 errors keep their traceback; `--verbosity=1` or BERT_TRACEBACK=1 shows it for user errors too.
 
 This module never imports TensorFlow (create_pretraining_data.py and build_vocab.py run without it), except
-to read remote (gs://...) paths.
+for a path with a scheme (gs://, s3://, hdfs://, ram://), which it reads and writes through tf.io.gfile
+(open_file, file_size, remove_file, exists, isdir, input_files, make_dir); modules that import TensorFlow use
+tf.io.gfile themselves.
 """
 import atexit
+import errno
 import glob
+import io
 import os
+import posixpath
 import re
 import sys
 import threading
@@ -61,7 +66,7 @@ def _guarded(main):
             logging.set_verbosity(logging.INFO)
         try:
             return main(argv)
-        except (UserError, OSError) as err:
+        except Exception as err:  # pylint: disable=broad-except
             if not _is_user_error(err) or _show_traceback():
                 raise
             print("error: " + one_line(err), file=sys.stderr, flush=True)
@@ -70,9 +75,16 @@ def _guarded(main):
     return guarded_main
 
 
+# TensorFlow's errors about a file a user named (tf.io.gfile, checkpoints, TFRecords on any file system).
+_TF_FILE_ERRORS = ("NotFoundError", "PermissionDeniedError", "AlreadyExistsError", "FailedPreconditionError")
+
+
 def _is_user_error(err):
-    """UserErrors, and operating-system errors on a named file (missing, permission, disk full)."""
-    return isinstance(err, UserError) or getattr(err, "filename", None) is not None
+    """UserErrors, operating-system errors on a named file (missing, permission, disk full), and TensorFlow's
+    file-system errors (a missing gs:// object, a bucket without permission)."""
+    if isinstance(err, UserError) or (isinstance(err, OSError) and getattr(err, "filename", None) is not None):
+        return True
+    return type(err).__module__.startswith("tensorflow") and type(err).__name__ in _TF_FILE_ERRORS
 
 
 def _show_traceback():
@@ -84,7 +96,7 @@ def one_line(err):
     if isinstance(err, OSError) and not isinstance(err, UserError) and err.filename is not None:
         text = f"{err.filename}: {err.strerror or err}"
     else:
-        text = str(err)
+        text = getattr(err, "message", None) or str(err)
     return " ".join(text.split())
 
 
@@ -138,20 +150,98 @@ def _filter_stderr_noise():
 
 
 def is_remote(path):
+    """Whether `path` names a file system by its scheme (gs://, s3://, hdfs://, ram://...)."""
     return "://" in path
 
 
-def _gfile():
-    import tensorflow as tf
+def _gfile(path=""):
+    """tf.io.gfile, which reads and writes every file system TensorFlow knows; a UserError without TensorFlow."""
+    try:
+        import tensorflow as tf
+    except ImportError:
+        raise UserError(f"{path}: a path with a scheme is read through TensorFlow's file systems, and TensorFlow "
+                        f"is not installed (pip install tensorflow)") from None
     return tf.io.gfile
 
 
+def normpath(path):
+    """os.path.normpath that keeps a scheme's `//` (gs://bucket/a/../b -> gs://bucket/b)."""
+    if is_remote(path):
+        scheme, rest = path.split("://", 1)
+        return scheme + "://" + posixpath.normpath(rest)
+    return os.path.normpath(path)
+
+
+def open_file(path, mode="r", encoding="utf-8", newline=None):
+    """open() for modules that run without TensorFlow: a path with a scheme goes through tf.io.gfile.
+
+    Text modes decode and encode with `encoding` and translate newlines as open() does, on every file system.
+    """
+    if not is_remote(path):
+        if "b" in mode:
+            return open(path, mode)
+        return open(path, mode, encoding=encoding, newline=newline)
+    gfile = _gfile(path)
+    if "r" in mode and not gfile.exists(path):  # as open(): an OSError naming the file
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+    if "b" in mode:
+        return gfile.GFile(path, mode)
+    if "r" in mode:
+        with gfile.GFile(path, "rb") as f:
+            data = f.read()
+        return io.TextIOWrapper(io.BytesIO(data), encoding=encoding, newline=newline)
+    return _RemoteTextWriter(gfile.GFile(path, mode.replace("t", "") + "b"), encoding)
+
+
+class _RemoteTextWriter:
+    """Text written to a tf.io.gfile.GFile opened in binary mode."""
+
+    def __init__(self, file, encoding):
+        self._file, self._encoding = file, encoding
+
+    def write(self, text):
+        self._file.write(text.encode(self._encoding))
+        return len(text)
+
+    def writelines(self, lines):
+        for line in lines:
+            self.write(line)
+
+    def flush(self):
+        self._file.flush()
+
+    def close(self):
+        self._file.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def file_size(path):
+    """Size in bytes of a file on any file system."""
+    return _gfile(path).stat(path).length if is_remote(path) else os.path.getsize(path)
+
+
+def remove_file(path):
+    """Removes a file if it exists, on any file system; returns whether there was one."""
+    if not exists(path):
+        return False
+    if is_remote(path):
+        _gfile(path).remove(path)
+    else:
+        os.remove(path)
+    return True
+
+
 def exists(path):
-    return _gfile().exists(path) if is_remote(path) else os.path.exists(path)
+    return _gfile(path).exists(path) if is_remote(path) else os.path.exists(path)
 
 
 def isdir(path):
-    return _gfile().isdir(path) if is_remote(path) else os.path.isdir(path)
+    return _gfile(path).isdir(path) if is_remote(path) else os.path.isdir(path)
 
 
 def require_file(path, flag):
@@ -183,7 +273,7 @@ def input_files(value, flag="--input_file"):
         if not pattern:
             continue
         if is_remote(pattern):
-            matches = sorted(p for p in _gfile().glob(pattern) if not _gfile().isdir(p))
+            matches = sorted(p for p in _gfile(pattern).glob(pattern) if not _gfile(pattern).isdir(p))
         else:
             matches = sorted(p for p in glob.glob(pattern) if os.path.isfile(p))
         if not matches:
@@ -201,7 +291,7 @@ def make_dir(path, flag):
 
 def _make_dir(path, named):
     if is_remote(path):
-        _gfile().makedirs(path)
+        _gfile(path).makedirs(path)
         return path
     if os.path.isdir(path):
         return path

@@ -16,7 +16,6 @@ import collections
 import json
 import os
 import re
-import shutil
 
 import numpy as np
 import tensorflow as tf
@@ -24,6 +23,7 @@ from absl import logging
 
 import modeling
 import tokenization
+import checkpoints
 from checkpoints import ORIGINAL_CHECKPOINT_NAME, load_checkpoint, resolve_checkpoint, save_checkpoint
 from cli import MissingFileError, UserError
 
@@ -163,15 +163,16 @@ def _require(path, what):
 
 def read_hf(hf_dir):
     """(BertConfig, {original name: ndarray}) from an HF folder with config.json and model.safetensors."""
-    from safetensors.numpy import load_file
+    import safetensors.numpy
     config_path = _require(os.path.join(hf_dir, HF_CONFIG), "HF config")
     weights_path = os.path.join(hf_dir, HF_WEIGHTS)
     if not tf.io.gfile.exists(weights_path):
         raise MissingFileError(f"HF weights not found: {weights_path} (only the safetensors format is read)")
-    with open(config_path) as f:
+    with tf.io.gfile.GFile(config_path, "r") as f:
         hf_config = json.load(f)
     config = hf_config_to_bert_config(hf_config)
-    weights = hf_to_original_weights(load_file(weights_path))
+    with tf.io.gfile.GFile(weights_path, "rb") as f:
+        weights = hf_to_original_weights(safetensors.numpy.load(f.read()))
     check_weights_against_config(weights, config, source=weights_path)
     return config, weights
 
@@ -208,7 +209,7 @@ def hf_to_original(hf_dir, output_dir, vocab_file=None):
 
 def original_to_hf(init_checkpoint, bert_config_file, vocab_file, output_dir):
     """Converts an original checkpoint + config + vocab into an HF folder; returns the output folder."""
-    from safetensors.numpy import save_file
+    import safetensors.numpy
     config = modeling.BertConfig.from_json_file(bert_config_file)
     tokenization.check_vocab_size(vocab_file, config.vocab_size)
     weights = load_checkpoint(init_checkpoint)
@@ -224,13 +225,14 @@ def original_to_hf(init_checkpoint, bert_config_file, vocab_file, output_dir):
     check_weights_against_config(weights, config, source=resolve_checkpoint(init_checkpoint))
     state = original_to_hf_weights(weights)
     tf.io.gfile.makedirs(output_dir)
-    save_file(dict(state), os.path.join(output_dir, HF_WEIGHTS), metadata={"format": "pt"})
+    with tf.io.gfile.GFile(os.path.join(output_dir, HF_WEIGHTS), "wb") as f:
+        f.write(safetensors.numpy.save(dict(state), metadata={"format": "pt"}))
     hf_config = bert_config_to_hf_config(config)
     if any(n.startswith("cls.") for n in state):
         hf_config["architectures"] = ["BertForPreTraining"]
-    with open(os.path.join(output_dir, HF_CONFIG), "w") as f:
-        json.dump(hf_config, f, indent=2, sort_keys=True)
-    shutil.copyfile(vocab_file, os.path.join(output_dir, "vocab.txt"))
+    with tf.io.gfile.GFile(os.path.join(output_dir, HF_CONFIG), "w") as f:
+        f.write(json.dumps(hf_config, indent=2, sort_keys=True))
+    tf.io.gfile.copy(vocab_file, os.path.join(output_dir, "vocab.txt"), overwrite=True)
     logging.info("Wrote HF model to %s (%d tensors)", output_dir, len(state))
     return output_dir
 
@@ -275,7 +277,7 @@ def tfm_to_original_weights(checkpoint, hidden_act="gelu"):
     Einsum kernels [H, N, D] / [N, D, H] and biases [N, D] become the original 2-D / 1-D shapes.
     """
     prefix_path = resolve_checkpoint(checkpoint)
-    reader = tf.train.load_checkpoint(prefix_path)
+    reader = checkpoints.reader(prefix_path)
     keys = [k for k in reader.get_variable_to_shape_map() if k.endswith(_TFM_VALUE) and "OPTIMIZER_SLOT" not in k]
     anchors = [k for k in keys if k.endswith("_embedding_layer/embeddings" + _TFM_VALUE)
                and not k.endswith(("_type_embedding_layer/embeddings" + _TFM_VALUE,

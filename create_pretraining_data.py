@@ -126,15 +126,11 @@ class Settings:
         self.do_whole_word_mask = bool(do_whole_word_mask)
 
 
-def _is_remote(path):
-    return "://" in path
-
-
 def _load_vocab(vocab_file):
     """The original's vocab: token -> line index, in file order."""
     if not vocab_file:
         raise cli.UserError("--vocab_file is required: the vocab.txt the BERT model was trained with")
-    if not _is_remote(vocab_file) and not os.path.isfile(vocab_file):
+    if not cli.exists(vocab_file) or cli.isdir(vocab_file):
         raise cli.UserError("--vocab_file %s does not exist: expected a vocab.txt file, one token per line"
                          % vocab_file)
     return tokenization.load_vocab(vocab_file)
@@ -223,20 +219,6 @@ def expand_input_files(input_file):
     return cli.input_files(input_file, "--input_file")
 
 
-def _open(path, mode):
-    if _is_remote(path):
-        import tensorflow as tf
-        return tf.io.gfile.GFile(path, mode)
-    return open(path, mode)
-
-
-def _file_size(path):
-    if _is_remote(path):
-        import tensorflow as tf
-        return tf.io.gfile.stat(path).length
-    return os.path.getsize(path)
-
-
 def _decode_line(raw, path, line_number):
     try:
         return raw.decode("utf-8")
@@ -289,7 +271,7 @@ def read_corpus_exact(input_files, tokenizer, progress=None):
     corpus = Corpus()
     stats = ReadStats()
     for path in input_files:
-        with _open(path, "rb") as reader:
+        with cli.open_file(path, "rb") as reader:
             for line_number, raw in enumerate(reader, 1):
                 stats.lines += 1
                 stats.bytes += len(raw)
@@ -312,7 +294,7 @@ def read_corpus_exact(input_files, tokenizer, progress=None):
 def _iter_range_lines(path, start):
     """Yields (line start offset, raw line) for the lines of `path` from byte `start` on, snapped forward to
     the next line start."""
-    with _open(path, "rb") as reader:
+    with cli.open_file(path, "rb") as reader:
         pos = 0
         if start > 0:
             reader.seek(start - 1)
@@ -909,7 +891,7 @@ class RecordWriters:
         for path in self.paths:
             try:
                 cli.make_parent_dir(path, "--output_file")
-                self._files.append(_open(path, "wb"))
+                self._files.append(cli.open_file(path, "wb"))
                 self._opened.append(path)
             except Exception as err:  # OSError locally, tf errors remotely, cli.UserError for a bad folder
                 self.abort()
@@ -952,12 +934,7 @@ class RecordWriters:
         self._files = []
         for path in self._opened:
             try:
-                if _is_remote(path):
-                    import tensorflow as tf
-                    if tf.io.gfile.exists(path):
-                        tf.io.gfile.remove(path)
-                elif os.path.exists(path):
-                    os.remove(path)
+                if cli.remove_file(path):
                     logging.info("removed incomplete output %s", path)
             except Exception:  # pylint: disable=broad-except
                 logging.warning("could not remove incomplete output %s", path)
@@ -1059,7 +1036,7 @@ def run_exact(input_files, output_files, vocab_file, do_lower_case, settings, ca
     vocab_dict = _load_vocab(vocab_file)
     vocab = Vocab(vocab_dict)
     tokenizer = CachedTokenizer(vocab_dict, do_lower_case, cache_size)
-    total_bytes = sum(_file_size(path) for path in input_files)
+    total_bytes = sum(cli.file_size(path) for path in input_files)
     writers = RecordWriters(output_files)
     try:
         read_log = ProgressLog("read", "bytes")
@@ -1282,7 +1259,7 @@ def run_fast(input_files, output_files, vocab_file, do_lower_case, settings, num
         raise cli.UserError("--window_tokens=%d: expected a number of tokens in 1 .. 2**30" % window_tokens)
     vocab_dict = _load_vocab(vocab_file)
     _FAST_SHARED["vocab"] = (vocab_dict, Vocab(vocab_dict))
-    sizes = [_file_size(path) for path in input_files]
+    sizes = [cli.file_size(path) for path in input_files]
     total_workers = num_workers * num_tasks
     paths = fast_output_paths(output_files, num_workers, num_tasks, task_index)
     ranges = byte_ranges(sizes, total_workers)
@@ -1306,8 +1283,7 @@ def run_fast(input_files, output_files, vocab_file, do_lower_case, settings, num
             raise _no_documents_error(input_files)
     except BaseException:
         for path in (path for worker_paths in paths for path in worker_paths):
-            if not _is_remote(path) and os.path.exists(path):
-                os.remove(path)
+            if cli.remove_file(path):
                 logging.info("removed incomplete output %s", path)
         raise
     result = {}

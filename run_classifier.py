@@ -91,9 +91,9 @@ class DataProcessor:
     @classmethod
     def _read_tsv(cls, input_file, quotechar=None, delimiter="\t"):
         """Reads a tab separated file with quoting off; returns [(line_number, fields)]."""
-        if not os.path.isfile(input_file):
+        if not tf.io.gfile.exists(input_file) or tf.io.gfile.isdir(input_file):
             raise cli.MissingFileError("%s: data file not found: %s (check --data_dir)" % (cls.__name__, input_file))
-        with open(input_file, "rb") as f:
+        with tf.io.gfile.GFile(input_file, "rb") as f:
             data = f.read()
         try:
             text = data.decode("utf-8")
@@ -797,9 +797,9 @@ def run(task_name, data_dir, vocab_file, config, do_lower_case=True, max_seq_len
 
 def _stream(job, predict_input, predict_output, strategy, stdin=None, stdout=None):
     source = "<stdin>" if predict_input == "-" else predict_input
-    reader = (stdin or sys.stdin) if predict_input == "-" else open(predict_input, encoding="utf-8")
+    reader = (stdin or sys.stdin) if predict_input == "-" else tf.io.gfile.GFile(predict_input, "r")
     writer = (stdout or sys.stdout) if not predict_output or predict_output == "-" else \
-        open(predict_output, "w", encoding="utf-8")
+        tf.io.gfile.GFile(predict_output, "w")
     try:
         count = job.predict_stream(read_prediction_lines(reader, job.processor.is_pair, source), strategy, writer)
     finally:

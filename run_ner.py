@@ -104,7 +104,7 @@ def to_iob2(tags):
 
 def read_conll(path, set_type=None):
     """Reads a CoNLL file into Sentences (tags converted to IOB2); raises cli.UserError on malformed input."""
-    if not os.path.isfile(path):
+    if not tf.io.gfile.exists(path) or tf.io.gfile.isdir(path):
         raise cli.MissingFileError("CoNLL file not found: %s (expected a file in --data_dir)" % path)
     set_type = set_type or os.path.splitext(os.path.basename(path))[0]
     sentences = []
@@ -124,7 +124,7 @@ def read_conll(path, set_type=None):
             tags.clear()
             line_numbers.clear()
 
-    with open(path, "rb") as f:
+    with tf.io.gfile.GFile(path, "rb") as f:
         for line_number, raw in enumerate(f, start=1):
             try:
                 line = raw.decode("utf-8")
@@ -173,13 +173,12 @@ def get_labels(train_sentences):
 
 
 def write_label_list(labels, path):
-    with open(path, "w", encoding="utf-8") as f:
-        for label in labels:
-            f.write(label + "\n")
+    with tf.io.gfile.GFile(path, "w") as f:
+        f.write("".join(label + "\n" for label in labels))
 
 
 def read_label_list(path):
-    with open(path, encoding="utf-8") as f:
+    with tf.io.gfile.GFile(path, "r") as f:
         labels = [line.strip() for line in f if line.strip()]
     if not labels:
         raise cli.UserError("%s: empty label list" % path)
@@ -350,11 +349,8 @@ def prediction_triples(sentences, predicted_tags):
 
 def write_predictions(path, triples):
     """`word gold pred` lines, blank line after each sentence."""
-    with open(path, "w", encoding="utf-8") as f:
-        for sentence in triples:
-            for word, gold, pred in sentence:
-                f.write("%s %s %s\n" % (word, gold, pred))
-            f.write("\n")
+    with tf.io.gfile.GFile(path, "w") as f:
+        f.write("".join("".join("%s %s %s\n" % triple for triple in sentence) + "\n" for sentence in triples))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -439,8 +435,8 @@ def load_label_list(data_dir, output_dir, train_sentences=None):
     against output_dir/label_list.txt when both exist; else the saved list."""
     train_path = os.path.join(data_dir, DATA_FILES["train"]) if data_dir else None
     saved_path = os.path.join(output_dir, LABEL_LIST_FILE) if output_dir else None
-    saved = read_label_list(saved_path) if saved_path and os.path.isfile(saved_path) else None
-    if train_sentences is not None or (train_path and os.path.isfile(train_path)):
+    saved = read_label_list(saved_path) if saved_path and tf.io.gfile.exists(saved_path) else None
+    if train_sentences is not None or (train_path and tf.io.gfile.exists(train_path)):
         labels = get_labels(train_sentences if train_sentences is not None else read_conll(train_path, "train"))
         if saved is not None and saved != labels:
             raise cli.UserError("%s lists %s but the training data %s gives %s" % (saved_path, saved, train_path,
@@ -500,7 +496,7 @@ def evaluate_split(task, sentences, label_list, max_seq_length, tokenizer, confi
     write_predictions(predictions_path, triples)
     counts = conlleval.evaluate_sentences(triples)
     report = conlleval.format_report(counts)
-    with open(os.path.join(output_dir, "%s_conlleval.txt" % set_name), "w", encoding="utf-8") as f:
+    with tf.io.gfile.GFile(os.path.join(output_dir, "%s_conlleval.txt" % set_name), "w") as f:
         f.write(report)
     logging.info("%s (conlleval):\n%s", set_name, report)
     prefix = "eval_" if set_name == "eval" else set_name + "_"

@@ -137,9 +137,9 @@ def _field(obj, key, kind, input_file, where):
 def load_squad_json(input_file):
     """The "data" list of a SQuAD JSON file, with clear errors for unreadable files."""
     try:
-        with open(input_file, "r", encoding="utf-8") as reader:
-            input_json = json.load(reader)
-    except OSError as e:
+        with tf.io.gfile.GFile(input_file, "rb") as reader:
+            input_json = json.loads(reader.read().decode("utf-8"))
+    except (OSError, tf.errors.OpError) as e:
         raise SquadDataError("cannot read SQuAD file %s: %s" % (input_file, e)) from e
     except ValueError as e:
         raise SquadDataError("SQuAD file %s is not valid JSON: %s" % (input_file, e)) from e
@@ -671,7 +671,7 @@ def write_predictions(all_examples, all_features, all_results, n_best_size, max_
 
 
 def _write_json(path, obj):
-    with open(path, "w", encoding="utf-8") as writer:
+    with tf.io.gfile.GFile(path, "w") as writer:
         writer.write(json.dumps(obj, indent=4) + "\n")
 
 
@@ -859,7 +859,7 @@ def predict(task, config, tokenizer, predict_file, max_seq_length, doc_stride, m
     except squad_evaluation.SquadEvaluationError as e:
         logging.warning("Predictions written, but %s cannot be scored: %s", predict_file, e)
         return predictions, None
-    with open(os.path.join(config.output_dir, "eval_results.json"), "w") as f:
+    with tf.io.gfile.GFile(os.path.join(config.output_dir, "eval_results.json"), "w") as f:
         f.write(text + "\n")
     logging.info("***** Eval results (official SQuAD metrics) *****\n%s", text)
     return predictions, result

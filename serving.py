@@ -46,7 +46,9 @@ def float32_policy():
 def export_saved_model(export_dir, build_model, checkpoint_path, make_module, labels=None):
     """Builds the model in float32 with the weights of checkpoint_path, wraps it with make_module(model) and
     saves it with the module's signatures; writes assets.extra/labels.txt (one label per line) when given."""
-    cli.make_dir(os.path.dirname(os.path.abspath(export_dir)), "--export_dir")
+    parent = os.path.dirname(export_dir.rstrip("/"))
+    if parent:
+        cli.make_dir(parent, "--export_dir")
     with float32_policy():
         model = build_model()
         checkpoints.init_from_checkpoint(model.variables_by_name(), checkpoint_path)

@@ -15,6 +15,8 @@ import re
 import string
 import sys
 
+import cli
+
 _PUNCTUATION = frozenset(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 
@@ -247,7 +249,7 @@ def _stderr(message):
 def load_json(path, what):
     """Reads a JSON file; errors name the file and what it should hold."""
     try:
-        with open(path, encoding="utf-8") as reader:
+        with cli.open_file(path) as reader:  # a path with a scheme (gs://...) through tf.io.gfile
             return json.load(reader)
     except OSError as e:
         raise SquadEvaluationError("cannot read %s file %s: %s" % (what, path, e)) from e
@@ -351,7 +353,7 @@ def main(argv=None):
         _stderr("squad_evaluation: error: %s" % e)
         return 2
     if args.out_file:
-        with open(args.out_file, "w", encoding="utf-8") as writer:
+        with cli.open_file(args.out_file, "w") as writer:
             json.dump(result, writer)
     else:
         print(text)

@@ -4,12 +4,12 @@ Pure Python, no TensorFlow. The same ids inside a TensorFlow graph: fast_tokeniz
 """
 
 import collections
-import os
 import re
 import unicodedata
 
 from absl import logging
 
+import cli
 from cli import MissingFileError, UserError
 
 UNK_TOKEN = "[UNK]"
@@ -89,15 +89,10 @@ def load_vocab(vocab_file):
     """Loads a vocab.txt (one token per line) into an OrderedDict token -> index."""
     if not vocab_file:
         raise UserError("--vocab_file is required: the path of a vocab.txt file")
-    if "://" in vocab_file:  # remote (gs://, ...): TensorFlow's file system reads it.
-        import tensorflow as tf
-        exists, opener = tf.io.gfile.exists, tf.io.gfile.GFile
-    else:
-        exists, opener = os.path.isfile, open
-    if not exists(vocab_file):
+    if not cli.exists(vocab_file) or cli.isdir(vocab_file):
         raise MissingFileError("vocab_file %s does not exist: expected a vocab.txt file, one token per line"
                                % vocab_file)
-    with opener(vocab_file, "rb") as reader:
+    with cli.open_file(vocab_file, "rb") as reader:  # a path with a scheme (gs://...) through tf.io.gfile
         data = reader.read()
     try:
         text = data.decode("utf-8")

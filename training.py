@@ -204,10 +204,6 @@ class Task:
         """Returns {name: tensor with the batch as first dimension}."""
         raise NotImplementedError
 
-    def final_eval_results(self, results):
-        """Hook to derive further results from the accumulated ones (dict of python floats)."""
-        return results
-
 
 # ---------------------------------------------------------------------------------------------------------
 # Optimizer and checkpoint glue.
@@ -227,10 +223,6 @@ def named_state(model, optimizer, extra=None):
     if extra:
         state.update(extra)
     return state
-
-
-def _model_variables(model):
-    return dict(model.variables_by_name())
 
 
 def _split_micro_batches(features, k, i):
@@ -583,7 +575,6 @@ def evaluate(task, input_fn, config, strategy=None, max_steps=None, checkpoint_p
         raise ValueError("evaluation input is empty")
     results = {name: (num / den if den else float("nan")) for name, (num, den) in sums.items()}
     results["loss"] = loss_sum / batches
-    results = task.final_eval_results(results)
     results["global_step"] = global_step
     logging.info("Eval of %s on %d batches: %s", path, batches, results)
     if results_file and config.output_dir and is_chief(strategy):
