@@ -7,39 +7,37 @@ tensorflow-text's WordPiece learner picks the pieces. The file starts with the s
       --do_lower_case=True
 """
 import collections
+import dataclasses
 
-from absl import flags
 from absl import logging
 
 import cli
 import tokenization
-
-FLAGS = flags.FLAGS
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 # The original vocabularies keep 99 unused tokens between [PAD] and [UNK].
 _ORIGINAL_UNUSED_BEFORE_UNK = 99
 
 
-def define_flags():
-    flags.DEFINE_string("input_file", None, "Comma-separated text files or globs, one sentence or "
-                        "paragraph per line (the create_pretraining_data.py input format).")
-    flags.DEFINE_string("output_file", None, "Where to write vocab.txt (one token per line).")
-    flags.DEFINE_integer("vocab_size", 30522, "Maximum vocabulary size, special and unused tokens included.")
-    flags.DEFINE_bool("do_lower_case", True, "Lower case (and strip accents) as the tokenizer will.")
-    flags.DEFINE_integer("num_unused", 0, "Number of [unusedN] placeholder tokens. With N > 0 the layout "
-                         "is the original's: [PAD], [unused0..98], [UNK], [CLS], [SEP], [MASK], the rest.")
-    flags.DEFINE_integer("max_unique_chars", 1000, "Alphabet size: words with rarer characters are not "
-                         "learned from (they tokenize to [UNK] unless covered otherwise).")
-    flags.DEFINE_integer("max_token_length", 50, "Longest token (in characters) the learner considers.")
-    flags.DEFINE_integer("max_input_words", 5000000, "Most frequent distinct words the learner uses.")
-    flags.DEFINE_integer("lower_thresh", 10, "Lower bound of the learner's token count threshold search.")
-    flags.DEFINE_integer("num_iterations", 4, "Learner iterations per threshold.")
-    flags.DEFINE_float("slack_ratio", 0.05, "Acceptable shortfall below vocab_size, as a fraction.")
-    flags.DEFINE_integer("unk_report_lines", 20000, "Lines of the corpus tokenized with the new vocabulary "
-                         "to report its [UNK] rate (0: skip).")
-    flags.mark_flag_as_required("input_file")
-    flags.mark_flag_as_required("output_file")
+@dataclasses.dataclass
+class BuildVocabOptions:
+    """build_vocab.py's flags."""
+    input_file: str = cli.option(None, "Comma-separated text files or globs, one sentence or paragraph per line "
+                                 "(the create_pretraining_data.py input format).", required=True)
+    output_file: str = cli.option(None, "Where to write vocab.txt (one token per line).", required=True)
+    vocab_size: int = cli.option(30522, "Maximum vocabulary size, special and unused tokens included.")
+    do_lower_case: bool = cli.option(True, "Lower case (and strip accents) as the tokenizer will.")
+    num_unused: int = cli.option(0, "Number of [unusedN] placeholder tokens. With N > 0 the layout is the "
+                                 "original's: [PAD], [unused0..98], [UNK], [CLS], [SEP], [MASK], the rest.")
+    max_unique_chars: int = cli.option(1000, "Alphabet size: words with rarer characters are not learned from "
+                                       "(they tokenize to [UNK] unless covered otherwise).")
+    max_token_length: int = cli.option(50, "Longest token (in characters) the learner considers.")
+    max_input_words: int = cli.option(5000000, "Most frequent distinct words the learner uses.")
+    lower_thresh: int = cli.option(10, "Lower bound of the learner's token count threshold search.")
+    num_iterations: int = cli.option(4, "Learner iterations per threshold.")
+    slack_ratio: float = cli.option(0.05, "Acceptable shortfall below vocab_size, as a fraction.")
+    unk_report_lines: int = cli.option(20000, "Lines of the corpus tokenized with the new vocabulary to report "
+                                       "its [UNK] rate (0: skip).")
 
 
 def reserved_tokens(num_unused=0):
@@ -123,27 +121,33 @@ def unk_rate(vocab_file, lines, do_lower_case):
     return unknown / max(total, 1), total
 
 
-def main(argv):
-    del argv
+def run(options):
+    """Learns the vocabulary of options.input_file and writes it to options.output_file; returns the tokens."""
+    o = options
     tokens = build_vocab(
-        read_lines(FLAGS.input_file), FLAGS.vocab_size, FLAGS.do_lower_case, num_unused=FLAGS.num_unused,
-        max_unique_chars=FLAGS.max_unique_chars, max_token_length=FLAGS.max_token_length,
-        max_input_words=FLAGS.max_input_words, lower_thresh=FLAGS.lower_thresh,
-        num_iterations=FLAGS.num_iterations, slack_ratio=FLAGS.slack_ratio)
-    cli.make_parent_dir(FLAGS.output_file, "--output_file")
-    write_vocab(tokens, FLAGS.output_file)
-    logging.info("Wrote %d tokens to %s", len(tokens), FLAGS.output_file)
-    if FLAGS.unk_report_lines > 0:
+        read_lines(o.input_file), o.vocab_size, o.do_lower_case, num_unused=o.num_unused,
+        max_unique_chars=o.max_unique_chars, max_token_length=o.max_token_length,
+        max_input_words=o.max_input_words, lower_thresh=o.lower_thresh, num_iterations=o.num_iterations,
+        slack_ratio=o.slack_ratio)
+    cli.make_parent_dir(o.output_file, "--output_file")
+    write_vocab(tokens, o.output_file)
+    logging.info("Wrote %d tokens to %s", len(tokens), o.output_file)
+    if o.unk_report_lines > 0:
         sample = []
-        for line in read_lines(FLAGS.input_file):
-            if len(sample) >= FLAGS.unk_report_lines:
+        for line in read_lines(o.input_file):
+            if len(sample) >= o.unk_report_lines:
                 break
             sample.append(line)
-        rate, total = unk_rate(FLAGS.output_file, sample, FLAGS.do_lower_case)
+        rate, total = unk_rate(o.output_file, sample, o.do_lower_case)
         logging.info("[UNK] rate on the first %d lines: %.3f%% of %d word pieces", len(sample), 100 * rate,
                      total)
+    return tokens
+
+
+def main(_):
+    run(cli.options_from_flags(BuildVocabOptions))
 
 
 if __name__ == "__main__":
-    define_flags()
+    cli.define_flags(BuildVocabOptions)
     cli.run(main)

@@ -20,6 +20,7 @@ for a path with a scheme (gs://, s3://, hdfs://, ram://), which it reads and wri
 tf.io.gfile themselves.
 """
 import atexit
+import dataclasses
 import errno
 import glob
 import io
@@ -317,3 +318,83 @@ def make_parent_dir(path, flag):
     if not is_remote(path) and os.path.isdir(path):
         raise UserError(f"{flag}={path}: is a folder, expected a file name")
     return path
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Options: a script's flags declared once, as a dataclass whose fields become its absl flags.
+
+
+def option(default=None, help_text="", enum=None, required=False, flag=True, multi=False):
+    """A field of an options dataclass. define_flags makes it the flag of the field's name, default and help:
+    DEFINE_enum when `enum` is given, DEFINE_multi_string when `multi` (a list of values, the flag repeated),
+    else by the field's type (str, int, float, bool, list: comma-separated; give a list field a tuple default);
+    `required` flags must be given on the command line; flag=False keeps the field off the command line."""
+    return dataclasses.field(default=default, metadata={"help": help_text, "enum": enum, "required": required,
+                                                        "flag": flag, "multi": multi})
+
+
+def nested(options_class, exclude=(), required=()):
+    """A field holding another options dataclass (e.g. training.TrainingConfig): its flags are the script's
+    flags too, under their own names, except `exclude`; `required` makes some of them required here."""
+    return dataclasses.field(default_factory=options_class,
+                             metadata={"nested": True, "exclude": tuple(exclude), "required": tuple(required)})
+
+
+def flag_fields(options_class, exclude=(), required=()):
+    """[(field, required)] of every flag of options_class in declaration order, nested options flattened."""
+    out = []
+    for field in dataclasses.fields(options_class):
+        if field.name in exclude or not field.metadata.get("flag", True):
+            continue
+        if field.metadata.get("nested"):
+            out.extend(flag_fields(field.default_factory, field.metadata["exclude"], field.metadata["required"]))
+        else:
+            out.append((field, field.metadata.get("required", False) or field.name in required))
+    return out
+
+
+_DEFINE = {str: flags.DEFINE_string, int: flags.DEFINE_integer, float: flags.DEFINE_float, bool: flags.DEFINE_bool,
+           list: flags.DEFINE_list}
+
+
+def define_flags(options_class, flag_values=None):
+    """Defines an absl flag for every flag field of options_class (see option and nested), each declared by
+    the script that defines options_class (so `--help` lists them all, as the original scripts' own flags)."""
+    fv = flag_values if flag_values is not None else flags.FLAGS
+    module = options_class.__module__
+    module = sys.argv[0] if module == "__main__" else module  # absl's name for the main module's flags
+    for field, required in flag_fields(options_class):
+        default = list(field.default) if isinstance(field.default, tuple) else field.default  # list flags
+        if field.metadata.get("enum"):
+            flags.DEFINE_enum(field.name, field.default, list(field.metadata["enum"]), field.metadata["help"],
+                              flag_values=fv, module_name=module)
+        elif field.metadata.get("multi"):
+            flags.DEFINE_multi_string(field.name, default, field.metadata["help"], flag_values=fv,
+                                      module_name=module)
+        else:
+            _DEFINE[field.type](field.name, default, field.metadata["help"], flag_values=fv, module_name=module)
+        if required:
+            flags.mark_flag_as_required(field.name, flag_values=fv)
+
+
+def build_options(options_class, **values):
+    """options_class from flat flag-name values (nested options get theirs); the rest keep their defaults."""
+    fields = {}
+    for field in dataclasses.fields(options_class):
+        if field.metadata.get("nested"):
+            inner = {f.name for f in dataclasses.fields(field.default_factory)}
+            mine = {name: values.pop(name) for name in list(values) if name in inner}
+            if mine or field.name not in values:
+                fields[field.name] = field.default_factory(**mine)
+        if field.name in values:
+            fields[field.name] = values.pop(field.name)
+    if values:
+        raise TypeError(f"{options_class.__name__} has no option(s) {sorted(values)}")
+    return options_class(**fields)
+
+
+def options_from_flags(options_class, flag_values=None):
+    """An options_class built from the parsed flags (fields off the command line keep their defaults)."""
+    fv = flag_values if flag_values is not None else flags.FLAGS
+    return build_options(options_class, **{field.name: fv[field.name].value
+                                          for field, _ in flag_fields(options_class) if field.name in fv})

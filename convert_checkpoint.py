@@ -9,57 +9,55 @@
       [--hidden_act=gelu] --output_dir=OUT
       writes OUT/bert_model.ckpt.*, OUT/bert_config.json (+ OUT/vocab.txt) from a Model Garden BertEncoder
 """
-from absl import flags
+import dataclasses
+
 from absl import logging
 
 import cli  # before conversions: quiets TensorFlow's start-up logging
 import conversions
 
 MODES = ("hf_to_original", "original_to_hf", "tfm_to_original")
-FLAGS = flags.FLAGS
 
 
-def define_flags():
-    flags.DEFINE_enum("mode", None, list(MODES), "Conversion direction.")
-    flags.DEFINE_string("hf_dir", None, "HF folder with config.json, model.safetensors, vocab.txt (hf_to_original).")
-    flags.DEFINE_string("init_checkpoint", None,
-                        "Checkpoint prefix or directory: original (original_to_hf) or tf-models-official "
-                        "(tfm_to_original).")
-    flags.DEFINE_string("bert_config_file", None, "bert_config.json of the original checkpoint (original_to_hf).")
-    flags.DEFINE_string("vocab_file", None, "vocab.txt (original_to_hf; optional for hf_to_original).")
-    flags.DEFINE_string("output_dir", None, "Folder to write the converted model to.")
-    flags.DEFINE_string("hidden_act", "gelu", "Activation of a tf-models-official encoder (tfm_to_original).")
-    flags.mark_flags_as_required(["mode", "output_dir"])
+@dataclasses.dataclass
+class ConvertOptions:
+    """convert_checkpoint.py's flags."""
+    mode: str = cli.option(None, "Conversion direction.", MODES, required=True)
+    hf_dir: str = cli.option(None, "HF folder with config.json, model.safetensors, vocab.txt (hf_to_original).")
+    init_checkpoint: str = cli.option(None, "Checkpoint prefix or directory: original (original_to_hf) or "
+                                      "tf-models-official (tfm_to_original).")
+    bert_config_file: str = cli.option(None, "bert_config.json of the original checkpoint (original_to_hf).")
+    vocab_file: str = cli.option(None, "vocab.txt (original_to_hf; optional for hf_to_original).")
+    output_dir: str = cli.option(None, "Folder to write the converted model to.", required=True)
+    hidden_act: str = cli.option("gelu", "Activation of a tf-models-official encoder (tfm_to_original).")
 
 
-def convert(mode, output_dir, hf_dir=None, init_checkpoint=None, bert_config_file=None, vocab_file=None,
-            hidden_act="gelu"):
-    """Runs one conversion; returns what it wrote (checkpoint prefix or HF folder)."""
-    if mode == "hf_to_original":
-        if not hf_dir:
+def run(options):
+    """Runs one conversion (ConvertOptions); returns what it wrote (checkpoint prefix or HF folder)."""
+    o = options
+    if o.mode == "hf_to_original":
+        if not o.hf_dir:
             raise cli.UserError("--hf_dir is required for --mode=hf_to_original")
-        return conversions.hf_to_original(hf_dir, output_dir, vocab_file=vocab_file)
-    if mode == "original_to_hf":
-        missing = [name for name, value in (("--init_checkpoint", init_checkpoint),
-                                            ("--bert_config_file", bert_config_file),
-                                            ("--vocab_file", vocab_file)) if not value]
+        return conversions.hf_to_original(o.hf_dir, o.output_dir, vocab_file=o.vocab_file)
+    if o.mode == "original_to_hf":
+        missing = [name for name, value in (("--init_checkpoint", o.init_checkpoint),
+                                            ("--bert_config_file", o.bert_config_file),
+                                            ("--vocab_file", o.vocab_file)) if not value]
         if missing:
             raise cli.UserError(f"{', '.join(missing)} required for --mode=original_to_hf")
-        return conversions.original_to_hf(init_checkpoint, bert_config_file, vocab_file, output_dir)
-    if mode == "tfm_to_original":
-        if not init_checkpoint:
+        return conversions.original_to_hf(o.init_checkpoint, o.bert_config_file, o.vocab_file, o.output_dir)
+    if o.mode == "tfm_to_original":
+        if not o.init_checkpoint:
             raise cli.UserError("--init_checkpoint is required for --mode=tfm_to_original")
-        return conversions.tfm_to_original(init_checkpoint, output_dir, vocab_file=vocab_file, hidden_act=hidden_act)
-    raise cli.UserError(f"--mode must be one of {MODES}, got {mode!r}")
+        return conversions.tfm_to_original(o.init_checkpoint, o.output_dir, vocab_file=o.vocab_file,
+                                           hidden_act=o.hidden_act)
+    raise cli.UserError(f"--mode must be one of {MODES}, got {o.mode!r}")
 
 
 def main(_):
-    written = convert(FLAGS.mode, FLAGS.output_dir, hf_dir=FLAGS.hf_dir, init_checkpoint=FLAGS.init_checkpoint,
-                      bert_config_file=FLAGS.bert_config_file, vocab_file=FLAGS.vocab_file,
-                      hidden_act=FLAGS.hidden_act)
-    logging.info("Done: %s", written)
+    logging.info("Done: %s", run(cli.options_from_flags(ConvertOptions)))
 
 
 if __name__ == "__main__":
-    define_flags()
+    cli.define_flags(ConvertOptions)
     cli.run(main)

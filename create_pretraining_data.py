@@ -45,6 +45,7 @@ guarantee), in both modes.
 """
 
 import array
+import dataclasses
 import itertools
 import multiprocessing
 import os
@@ -54,13 +55,11 @@ import resource
 import time
 
 import numpy as np
-from absl import flags
 from absl import logging
 
 import cli
 import tokenization
 
-FLAGS = flags.FLAGS
 
 NUM_EXAMPLES_TO_LOG = 20
 PROGRESS_SECONDS = 10.0
@@ -69,62 +68,64 @@ FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions"
                  "masked_lm_weights", "next_sentence_labels")
 
 
-def define_flags():
-    """Defines the original's flags (same names, defaults and meanings) and the fast-mode flags."""
-    flags.DEFINE_string("input_file", None, "Input raw text file (or comma-separated list of files or globs).")
-    flags.DEFINE_string("output_file", None, "Output TF example file (or comma-separated list of files).")
-    flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
-    flags.DEFINE_bool("do_lower_case", True,
-                      "Whether to lower case the input text. Should be True for uncased models and False "
-                      "for cased models.")
-    flags.DEFINE_bool("do_whole_word_mask", False,
-                      "Whether to use whole word masking rather than per-WordPiece masking.")
-    flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.")
-    flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum number of masked LM predictions per sequence.")
-    flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation.")
-    flags.DEFINE_integer("dupe_factor", 10, "Number of times to duplicate the input data (with different masks).")
-    flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
-    flags.DEFINE_float("short_seq_prob", 0.1,
-                       "Probability of creating sequences which are shorter than the maximum length.")
-    flags.DEFINE_integer("num_workers", 0,
-                         "0: exact mode (the original's output, single process, in memory). N >= 1: fast "
-                         "streaming mode with N worker processes, each writing its own output shard(s).")
-    flags.DEFINE_integer("window_tokens", 10_000_000,
-                         "Fast mode: tokens of consecutive documents a worker holds at once; random next "
-                         "sentences and the instance shuffle span one window.")
-    flags.DEFINE_integer("num_tasks", 1, "Fast mode: number of machines sharing the corpus (see module doc).")
-    flags.DEFINE_integer("task_index", 0, "Fast mode: this machine's index in 0..num_tasks-1.")
-    flags.DEFINE_integer("tokenizer_cache_size", 200_000,
-                         "Words whose token ids are cached (the cache is cleared when it is full).")
+@dataclasses.dataclass
+class Settings:
+    """The generation parameters (the original's flags of that name), validated."""
+    do_whole_word_mask: bool = cli.option(False, "Whether to use whole word masking rather than per-WordPiece "
+                                          "masking.")
+    max_seq_length: int = cli.option(128, "Maximum sequence length.")
+    max_predictions_per_seq: int = cli.option(20, "Maximum number of masked LM predictions per sequence.")
+    random_seed: int = cli.option(12345, "Random seed for data generation.")
+    dupe_factor: int = cli.option(10, "Number of times to duplicate the input data (with different masks).")
+    masked_lm_prob: float = cli.option(0.15, "Masked LM probability.")
+    short_seq_prob: float = cli.option(0.1, "Probability of creating sequences which are shorter than the maximum "
+                                       "length.")
+
+    def __post_init__(self):
+        if self.max_seq_length < 5:
+            raise cli.UserError("--max_seq_length=%d is too small: it must be at least 5 ([CLS], [SEP], [SEP] and "
+                                "one token of each segment)" % self.max_seq_length)
+        if self.max_predictions_per_seq < 1:
+            raise cli.UserError("--max_predictions_per_seq=%d: expected at least 1" % self.max_predictions_per_seq)
+        if self.dupe_factor < 1:
+            raise cli.UserError("--dupe_factor=%d: expected at least 1" % self.dupe_factor)
+        if not 0.0 <= self.masked_lm_prob <= 1.0:
+            raise cli.UserError("--masked_lm_prob=%r: expected a probability in [0, 1]" % self.masked_lm_prob)
+        if not 0.0 <= self.short_seq_prob <= 1.0:
+            raise cli.UserError("--short_seq_prob=%r: expected a probability in [0, 1]" % self.short_seq_prob)
+        self.max_seq_length = int(self.max_seq_length)
+        self.max_predictions_per_seq = int(self.max_predictions_per_seq)
+        self.random_seed = int(self.random_seed)
+        self.dupe_factor = int(self.dupe_factor)
+        self.masked_lm_prob = float(self.masked_lm_prob)
+        self.short_seq_prob = float(self.short_seq_prob)
+        self.do_whole_word_mask = bool(self.do_whole_word_mask)
+
+
+@dataclasses.dataclass
+class CreatePretrainingDataOptions:
+    """create_pretraining_data.py's flags: the original's (the generation Settings among them) and fast mode's."""
+    input_file: str = cli.option(None, "Input raw text file (or comma-separated list of files or globs).",
+                                 required=True)
+    output_file: str = cli.option(None, "Output TF example file (or comma-separated list of files).",
+                                  required=True)
+    vocab_file: str = cli.option(None, "The vocabulary file that the BERT model was trained on.", required=True)
+    do_lower_case: bool = cli.option(True, "Whether to lower case the input text. Should be True for uncased "
+                                     "models and False for cased models.")
+    settings: Settings = cli.nested(Settings)
+    num_workers: int = cli.option(0, "0: exact mode (the original's output, single process, in memory). N >= 1: "
+                                  "fast streaming mode with N worker processes, each writing its own output "
+                                  "shard(s).")
+    window_tokens: int = cli.option(10_000_000, "Fast mode: tokens of consecutive documents a worker holds at "
+                                    "once; random next sentences and the instance shuffle span one window.")
+    num_tasks: int = cli.option(1, "Fast mode: number of machines sharing the corpus (see module doc).")
+    task_index: int = cli.option(0, "Fast mode: this machine's index in 0..num_tasks-1.")
+    tokenizer_cache_size: int = cli.option(200_000, "Words whose token ids are cached (the cache is cleared when "
+                                           "it is full).")
 
 
 # ----------------------------------------------------------------------------------------------------------
-# Settings, vocabulary and tokenizer.
-
-class Settings:
-    """The generation parameters, validated."""
-
-    def __init__(self, max_seq_length=128, max_predictions_per_seq=20, random_seed=12345, dupe_factor=10,
-                 masked_lm_prob=0.15, short_seq_prob=0.1, do_whole_word_mask=False):
-        if max_seq_length < 5:
-            raise cli.UserError("--max_seq_length=%d is too small: it must be at least 5 ([CLS], [SEP], [SEP] and "
-                             "one token of each segment)" % max_seq_length)
-        if max_predictions_per_seq < 1:
-            raise cli.UserError("--max_predictions_per_seq=%d: expected at least 1" % max_predictions_per_seq)
-        if dupe_factor < 1:
-            raise cli.UserError("--dupe_factor=%d: expected at least 1" % dupe_factor)
-        if not 0.0 <= masked_lm_prob <= 1.0:
-            raise cli.UserError("--masked_lm_prob=%r: expected a probability in [0, 1]" % masked_lm_prob)
-        if not 0.0 <= short_seq_prob <= 1.0:
-            raise cli.UserError("--short_seq_prob=%r: expected a probability in [0, 1]" % short_seq_prob)
-        self.max_seq_length = int(max_seq_length)
-        self.max_predictions_per_seq = int(max_predictions_per_seq)
-        self.random_seed = int(random_seed)
-        self.dupe_factor = int(dupe_factor)
-        self.masked_lm_prob = float(masked_lm_prob)
-        self.short_seq_prob = float(short_seq_prob)
-        self.do_whole_word_mask = bool(do_whole_word_mask)
-
+# Vocabulary and tokenizer.
 
 def _load_vocab(vocab_file):
     """The original's vocab: token -> line index, in file order."""
@@ -1305,40 +1306,32 @@ def run_fast(input_files, output_files, vocab_file, do_lower_case, settings, num
 
 # ----------------------------------------------------------------------------------------------------------
 
-def run(input_file, output_file, vocab_file, do_lower_case=True, num_workers=0, window_tokens=10_000_000,
-        num_tasks=1, task_index=0, cache_size=200_000, **settings):
-    """Flag values in, output files written; returns {output path: instances written}."""
-    settings = Settings(**settings)
-    input_files = expand_input_files(input_file)
-    output_files = [path.strip() for path in (output_file or "").split(",") if path.strip()]
+def run(options):
+    """CreatePretrainingDataOptions in, output files written; returns {output path: instances written}."""
+    o = options
+    input_files = expand_input_files(o.input_file)
+    output_files = [path.strip() for path in (o.output_file or "").split(",") if path.strip()]
     if not output_files:
         raise cli.UserError("--output_file is required: comma-separated TFRecord paths")
     logging.info("*** Reading from input files ***")
     for path in input_files:
         logging.info("  %s", path)
-    if num_workers == 0:
-        if num_tasks != 1:
-            raise cli.UserError("--num_tasks=%d needs fast mode (--num_workers >= 1)" % num_tasks)
-        return run_exact(input_files, output_files, vocab_file, do_lower_case, settings, cache_size)
-    return run_fast(input_files, output_files, vocab_file, do_lower_case, settings, num_workers, window_tokens,
-                    num_tasks, task_index, cache_size)
+    if o.num_workers == 0:
+        if o.num_tasks != 1:
+            raise cli.UserError("--num_tasks=%d needs fast mode (--num_workers >= 1)" % o.num_tasks)
+        return run_exact(input_files, output_files, o.vocab_file, o.do_lower_case, o.settings,
+                         o.tokenizer_cache_size)
+    return run_fast(input_files, output_files, o.vocab_file, o.do_lower_case, o.settings, o.num_workers,
+                    o.window_tokens, o.num_tasks, o.task_index, o.tokenizer_cache_size)
 
 
 def main(argv):
     del argv
     start = time.time()
-    run(FLAGS.input_file, FLAGS.output_file, FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,
-        num_workers=FLAGS.num_workers, window_tokens=FLAGS.window_tokens, num_tasks=FLAGS.num_tasks,
-        task_index=FLAGS.task_index, cache_size=FLAGS.tokenizer_cache_size,
-        max_seq_length=FLAGS.max_seq_length, max_predictions_per_seq=FLAGS.max_predictions_per_seq,
-        random_seed=FLAGS.random_seed, dupe_factor=FLAGS.dupe_factor, masked_lm_prob=FLAGS.masked_lm_prob,
-        short_seq_prob=FLAGS.short_seq_prob, do_whole_word_mask=FLAGS.do_whole_word_mask)
+    run(cli.options_from_flags(CreatePretrainingDataOptions))
     logging.info("done in %.1f s", time.time() - start)
 
 
 if __name__ == "__main__":
-    define_flags()
-    flags.mark_flag_as_required("input_file")
-    flags.mark_flag_as_required("output_file")
-    flags.mark_flag_as_required("vocab_file")
+    cli.define_flags(CreatePretrainingDataOptions)
     cli.run(main)

@@ -19,7 +19,6 @@ import re
 
 import numpy as np
 import tensorflow as tf
-from absl import flags
 from absl import logging
 
 import checkpoints
@@ -28,33 +27,31 @@ import runner
 import tokenization
 import training
 
-FLAGS = flags.FLAGS
-
 SENTENCE_VECTORS = ("none", "pooled", "mean")
 
 
-def define_flags():
-    """The original's flags plus --sentence_vector."""
-    flags.DEFINE_string("input_file", None, "Text file, one example per line; `text_a ||| text_b` for pairs.")
-    flags.DEFINE_string("output_file", None, "Output JSON-lines file.")
-    flags.DEFINE_string("layers", "-1,-2,-3,-4", "Comma-separated encoder layer indexes (negative from the top).")
-    flags.DEFINE_string("bert_config_file", None,
-                        "The config json file corresponding to the pre-trained BERT model.")
-    flags.DEFINE_integer("max_seq_length", 128,
-                         "The maximum total input sequence length after WordPiece tokenization. Longer "
-                         "sequences are truncated, shorter ones padded.")
-    flags.DEFINE_string("init_checkpoint", None, "Initial checkpoint (usually from a pre-trained BERT model).")
-    flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
-    flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text (True for uncased models).")
-    flags.DEFINE_integer("batch_size", 32, "Batch size for predictions.")
-    flags.DEFINE_bool("use_tpu", False, "Whether to use TPU or GPU/CPU.")
-    flags.DEFINE_string("master", None, "If using a TPU, the address of the master.")
-    flags.DEFINE_integer("num_tpu_cores", 8, "Only used if `use_tpu` is True. Total number of TPU cores to use.")
-    flags.DEFINE_enum("sentence_vector", "none", SENTENCE_VECTORS,
-                      "Extra: also write a `sentence_vector` per line: `pooled` (pooler output) or `mean` "
-                      "(last layer averaged over real tokens, [CLS] and [SEP] included).")
-    for name in ("input_file", "vocab_file", "bert_config_file", "init_checkpoint", "output_file"):
-        flags.mark_flag_as_required(name)
+@dataclasses.dataclass
+class ExtractFeaturesOptions:
+    """extract_features.py's flags: the original's plus --sentence_vector."""
+    input_file: str = cli.option(None, "Text file, one example per line; `text_a ||| text_b` for pairs.",
+                                 required=True)
+    output_file: str = cli.option(None, "Output JSON-lines file.", required=True)
+    layers: str = cli.option("-1,-2,-3,-4", "Comma-separated encoder layer indexes (negative from the top).")
+    bert_config_file: str = cli.option(None, "The config json file corresponding to the pre-trained BERT model.",
+                                       required=True)
+    max_seq_length: int = cli.option(128, "The maximum total input sequence length after WordPiece tokenization. "
+                                     "Longer sequences are truncated, shorter ones padded.")
+    init_checkpoint: str = cli.option(None, "Initial checkpoint (usually from a pre-trained BERT model).",
+                                      required=True)
+    vocab_file: str = cli.option(None, "The vocabulary file that the BERT model was trained on.", required=True)
+    do_lower_case: bool = cli.option(True, "Whether to lower case the input text (True for uncased models).")
+    batch_size: int = cli.option(32, "Batch size for predictions.")
+    use_tpu: bool = cli.option(False, "Whether to use TPU or GPU/CPU.")
+    master: str = cli.option(None, "If using a TPU, the address of the master.")
+    num_tpu_cores: int = cli.option(8, "Only used if `use_tpu` is True. Total number of TPU cores to use.")
+    sentence_vector: str = cli.option("none", "Extra: also write a `sentence_vector` per line: `pooled` (pooler "
+                                      "output) or `mean` (last layer averaged over real tokens, [CLS] and [SEP] "
+                                      "included).", SENTENCE_VECTORS)
 
 
 @dataclasses.dataclass
@@ -228,35 +225,33 @@ def feature_json(feature, result, layer_indexes):
     return json.dumps(output)
 
 
-def extract_features(input_file, output_file, bert_config_file, init_checkpoint, vocab_file,
-                     do_lower_case=True, layers="-1,-2,-3,-4", max_seq_length=128, batch_size=32,
-                     sentence_vector="none", use_tpu=False, master=None, num_tpu_cores=8):
-    """The whole script: reads input_file, writes output_file; returns the number of lines written."""
-    if not init_checkpoint:
+def run(options):
+    """The whole script (ExtractFeaturesOptions): reads input_file, writes output_file; returns the number of
+    lines written."""
+    o = options
+    if not o.init_checkpoint:
         raise cli.UserError("--init_checkpoint is required (features of random weights are meaningless)")
-    bert_config, tokenizer = runner.check_model_inputs(bert_config_file, vocab_file, do_lower_case, max_seq_length,
-                                                       init_checkpoint)
-    layer_indexes = parse_layers(layers, bert_config.num_hidden_layers)
-    examples = read_examples(input_file)
-    features = convert_examples_to_features(examples, max_seq_length, tokenizer)
-    cli.make_parent_dir(output_file, "--output_file")
+    bert_config, tokenizer = runner.check_model_inputs(o.bert_config_file, o.vocab_file, o.do_lower_case,
+                                                       o.max_seq_length, o.init_checkpoint)
+    layer_indexes = parse_layers(o.layers, bert_config.num_hidden_layers)
+    examples = read_examples(o.input_file)
+    features = convert_examples_to_features(examples, o.max_seq_length, tokenizer)
+    cli.make_parent_dir(o.output_file, "--output_file")
     written = 0
-    with tf.io.gfile.GFile(output_file, "w") as writer:
-        for feature, result in predict_features(features, bert_config, init_checkpoint, layer_indexes,
-                                                max_seq_length, batch_size, sentence_vector,
-                                                use_tpu=use_tpu, master=master, num_tpu_cores=num_tpu_cores):
+    with tf.io.gfile.GFile(o.output_file, "w") as writer:
+        for feature, result in predict_features(features, bert_config, o.init_checkpoint, layer_indexes,
+                                                o.max_seq_length, o.batch_size, o.sentence_vector,
+                                                use_tpu=o.use_tpu, master=o.master, num_tpu_cores=o.num_tpu_cores):
             writer.write(feature_json(feature, result, layer_indexes) + "\n")
             written += 1
-    logging.info("wrote %d lines to %s", written, output_file)
+    logging.info("wrote %d lines to %s", written, o.output_file)
     return written
 
 
 def main(_):
-    extract_features(FLAGS.input_file, FLAGS.output_file, FLAGS.bert_config_file, FLAGS.init_checkpoint,
-                     FLAGS.vocab_file, FLAGS.do_lower_case, FLAGS.layers, FLAGS.max_seq_length,
-                     FLAGS.batch_size, FLAGS.sentence_vector, FLAGS.use_tpu, FLAGS.master, FLAGS.num_tpu_cores)
+    run(cli.options_from_flags(ExtractFeaturesOptions))
 
 
 if __name__ == "__main__":
-    define_flags()
+    cli.define_flags(ExtractFeaturesOptions)
     cli.run(main)

@@ -13,6 +13,7 @@ Flags take the user's own corpus (--corpus_file), vocab (--vocab_file), checkpoi
 import cli  # first: quiets TensorFlow's start-up logging
 import ast
 import collections
+import dataclasses
 import inspect
 import json
 import os
@@ -22,10 +23,7 @@ import sys
 import sysconfig
 import types
 
-from absl import flags
 from absl import logging
-
-FLAGS = flags.FLAGS
 
 # Packages whose docstring sentences form the built-in classification task (all pure Python, always shipped).
 DEFAULT_LABELS = ("asyncio", "email", "importlib", "logging", "unittest")
@@ -170,7 +168,7 @@ def write_corpus(documents, path, exclude=()):
     n_docs = n_sent = n_excluded = 0
     if isinstance(documents, dict):
         documents = documents.values()
-    with open(path, "w", encoding="utf-8") as f:
+    with tf_gfile().GFile(path, "w") as f:
         for sentences in documents:
             kept = [s for s in sentences if s not in exclude]
             n_excluded += len(sentences) - len(kept)
@@ -188,7 +186,7 @@ def read_corpus(path):
     """Reads a corpus file (one sentence per line, blank line between documents) into a list of documents."""
     cli.require_file(path, "--corpus_file")
     documents, current = [], []
-    with open(path, encoding="utf-8") as f:
+    with tf_gfile().GFile(path, "r") as f:
         for line in f:
             line = line.strip()
             if line:
@@ -262,7 +260,7 @@ def build_classification_splits(documents, labels=DEFAULT_LABELS, per_label=None
 
 def write_tsv(rows, path):
     """Writes (sentence, label) rows as `label<TAB>sentence` lines under a header."""
-    with open(path, "w", encoding="utf-8") as f:
+    with tf_gfile().GFile(path, "w") as f:
         f.write("label\tsentence\n")
         for sentence, label in rows:
             if "\t" in sentence or "\n" in sentence:
@@ -361,7 +359,7 @@ def make_vocab(corpus_files, vocab_size, do_lower_case, path):
 
     def lines():
         for corpus_file in corpus_files:
-            with open(corpus_file, encoding="utf-8") as f:
+            with tf_gfile().GFile(corpus_file, "r") as f:
                 for line in f:
                     if line.strip():
                         yield line.strip()
@@ -391,7 +389,7 @@ def pretraining_config(output_dir, bert_config_file, init_checkpoint, steps, bat
         iterations_per_loop=min(save_every, 50), keep_checkpoint_max=steps // save_every + 2, seed=seed)
 
 
-def evaluate_checkpoints(pretrain_dir, bert_config, eval_records, max_seq_length, max_predictions_per_seq,
+def evaluate_checkpoints(pretrain_dir, bert_config_file, eval_records, max_seq_length, max_predictions_per_seq,
                          batch_size, max_eval_steps, on_result=None):
     """Masked-LM / next-sentence eval of every checkpoint in pretrain_dir (run_pretraining --do_eval with the
     checkpoint as init_checkpoint); returns [(step, results)], calling on_result(step, results) for each."""
@@ -403,10 +401,11 @@ def evaluate_checkpoints(pretrain_dir, bert_config, eval_records, max_seq_length
     for path in manager.checkpoints:
         step = int(path.rsplit("-", 1)[1])
         config = training.TrainingConfig(output_dir=os.path.join(pretrain_dir, f"eval_step_{step}"),
-                                         init_checkpoint=path, eval_batch_size=batch_size)
-        result = run_pretraining.run_pretraining(
-            config, bert_config, eval_records, max_seq_length, max_predictions_per_seq, do_eval=True,
-            max_eval_steps=max_eval_steps)["eval"]
+                                         bert_config_file=bert_config_file, init_checkpoint=path,
+                                         eval_batch_size=batch_size)
+        result = run_pretraining.run(run_pretraining.PretrainingOptions(
+            training=config, input_file=eval_records, max_seq_length=max_seq_length,
+            max_predictions_per_seq=max_predictions_per_seq, do_eval=True, max_eval_steps=max_eval_steps))["eval"]
         rows.append((step, result))
         if on_result:
             on_result(step, result)
@@ -455,29 +454,64 @@ DEFAULT_REQUESTS = (
 )
 
 
-def run_main_job(output_dir, corpus_file=None, vocab_file=None, init_checkpoint=None, bert_config_file=None,
-                 task_data_dir=None, labels=DEFAULT_LABELS, do_lower_case=True, vocab_size=8000,
-                 hidden_size=128, num_layers=2, num_heads=4, dropout=0.0, max_seq_length=64,
-                 max_predictions_per_seq=10, dupe_factor=3, pretrain_steps=500, pretrain_batch_size=32,
-                 pretrain_learning_rate=1e-3, pretrain_warmup_steps=150, eval_every=100, max_eval_steps=20,
-                 classifier_epochs=4.0, classifier_batch_size=32, classifier_learning_rate=5e-4,
-                 requests=DEFAULT_REQUESTS, seed=12345):
-    """Runs every stage into output_dir; returns {artifact name: path} plus the measured results."""
-    job = types.SimpleNamespace(**{k: v for k, v in locals().items()})
-    if init_checkpoint and not (bert_config_file and vocab_file):
+@dataclasses.dataclass
+class MainJobOptions:
+    """main_job.py's flags; every default runs the built-in demo."""
+    output_dir: str = cli.option("output/main_job", "Where every artifact goes.")
+    corpus_file: str = cli.option(None, "Your own pre-training corpus: one sentence per line, blank lines between "
+                                  "documents (default: the standard library's docstrings).")
+    vocab_file: str = cli.option(None, "Your own WordPiece vocab (default: built from the corpus).")
+    init_checkpoint: str = cli.option(None, "Your own BERT checkpoint to continue pre-training from (needs "
+                                      "--bert_config_file and --vocab_file).")
+    bert_config_file: str = cli.option(None, "Config of --init_checkpoint.")
+    task_data_dir: str = cli.option(None, "Your own classification data: train.tsv, dev.tsv, test.tsv with a "
+                                    "`label<TAB>sentence` header (default: the standard-library package task).")
+    labels: list = cli.option(DEFAULT_LABELS, "Packages of the built-in classification task.")
+    do_lower_case: bool = cli.option(True, "Lower-case the text (uncased vocab).")
+    vocab_size: int = cli.option(8000, "Size of the vocab built from the corpus.")
+    hidden_size: int = cli.option(128, "Hidden size of the BERT pre-trained from scratch.")
+    num_layers: int = cli.option(2, "Layers of the BERT pre-trained from scratch.")
+    num_heads: int = cli.option(4, "Attention heads of the BERT pre-trained from scratch.")
+    dropout: float = cli.option(0.0, "Dropout of the BERT pre-trained from scratch (off: a few hundred steps on a "
+                                "small corpus learn faster without it).")
+    max_seq_length: int = cli.option(64, "Sequence length of pre-training and fine-tuning.")
+    max_predictions_per_seq: int = cli.option(10, "Masked positions per pre-training sequence.")
+    dupe_factor: int = cli.option(3, "Passes over the corpus with different masks.")
+    pretrain_steps: int = cli.option(500, "Pre-training steps (0: fine-tune --init_checkpoint as is).")
+    pretrain_batch_size: int = cli.option(32, "Pre-training batch size.")
+    pretrain_learning_rate: float = cli.option(1e-3, "Pre-training peak learning rate.")
+    pretrain_warmup_steps: int = cli.option(150, "Pre-training warm-up steps (a short warm-up leaves the small "
+                                            "model predicting the most frequent token for much longer).")
+    eval_every: int = cli.option(100, "Evaluate the masked-LM accuracy every this many steps.")
+    max_eval_steps: int = cli.option(20, "Batches of each masked-LM evaluation.")
+    classifier_epochs: float = cli.option(4.0, "Fine-tuning epochs.")
+    classifier_batch_size: int = cli.option(32, "Fine-tuning batch size.")
+    classifier_learning_rate: float = cli.option(5e-4, "Fine-tuning peak learning rate.")
+    seed: int = cli.option(12345, "Seed of data splits, masking and training.")
+    request: list = cli.option(DEFAULT_REQUESTS, "Raw text sent to the exported model.", multi=True)
+    answer_export_dir: str = cli.option(None, "Only answer --request with this exported SavedModel.")
+    verbose: bool = cli.option(False, "Show every log line of the stages (they always go to main_job.log).")
+
+
+def run_main_job(options):
+    """Runs every stage into options.output_dir (MainJobOptions); returns {artifact name: path} plus the measured
+    results."""
+    job = types.SimpleNamespace(**vars(options))
+    job.labels, job.requests = tuple(options.labels or ()), tuple(options.request)
+    if job.init_checkpoint and not (job.bert_config_file and job.vocab_file):
         raise cli.UserError("--init_checkpoint needs --bert_config_file and --vocab_file (the checkpoint's own)")
-    if bert_config_file and not init_checkpoint:
+    if job.bert_config_file and not job.init_checkpoint:
         raise cli.UserError("--bert_config_file is only used with --init_checkpoint")
-    if eval_every < 1 or pretrain_steps < 0:
-        raise cli.UserError(f"--eval_every={eval_every} must be positive and --pretrain_steps={pretrain_steps} "
-                            "non-negative")
-    if not pretrain_steps and not init_checkpoint:
+    if job.eval_every < 1 or job.pretrain_steps < 0:
+        raise cli.UserError(f"--eval_every={job.eval_every} must be positive and --pretrain_steps="
+                            f"{job.pretrain_steps} non-negative")
+    if not job.pretrain_steps and not job.init_checkpoint:
         raise cli.UserError("--pretrain_steps=0 needs --init_checkpoint (nothing to fine-tune otherwise)")
-    check_inputs(corpus_file, vocab_file, bert_config_file, init_checkpoint, task_data_dir)
-    job.output_dir = os.path.abspath(cli.make_dir(output_dir, "--output_dir"))
+    check_inputs(job.corpus_file, job.vocab_file, job.bert_config_file, job.init_checkpoint, job.task_data_dir)
+    job.output_dir = make_output_dir(job.output_dir)
     out = collections.OrderedDict(output_dir=job.output_dir, log=os.path.join(job.output_dir, "main_job.log"))
     progress = Progress(6)
-    if os.path.exists(os.path.join(job.output_dir, "pretrain", "checkpoint")):
+    if tf_gfile().exists(os.path.join(job.output_dir, "pretrain", "checkpoint")):
         progress.note(f"{job.output_dir} already holds checkpoints: training resumes from them (nothing to do if "
                       "they are complete); give a new --output_dir for a fresh run")
     corpus_path, eval_corpus_path = _corpus_stage(job, out, progress)
@@ -488,10 +522,25 @@ def run_main_job(output_dir, corpus_file=None, vocab_file=None, init_checkpoint=
 
     # 6. A raw-text request answered by the exported model in a fresh process.
     progress.header("raw-text requests answered by the SavedModel in a fresh Python process")
-    answer = answer_in_fresh_process(out["export"], list(requests), cwd=job.output_dir)
+    answer = answer_in_fresh_process(out["export"], list(job.requests), cwd=job.output_dir)
     progress.line(answer.rstrip("\n"))
     out["answers"] = answer
     return out
+
+
+def make_output_dir(output_dir):
+    """--output_dir made, as an absolute local path: the job keeps its log file there and answers from a fresh
+    process started in it (its inputs may be on any file system TensorFlow reads)."""
+    if cli.is_remote(output_dir):
+        raise cli.UserError(f"--output_dir={output_dir}: the main job writes its log and runs its last stage in a "
+                            "local folder; give a local path (its input flags may name gs://... files)")
+    return os.path.abspath(cli.make_dir(output_dir, "--output_dir"))
+
+
+def tf_gfile():
+    """tf.io.gfile (TensorFlow is imported only once a stage needs it)."""
+    import tensorflow as tf
+    return tf.io.gfile
 
 
 def check_inputs(corpus_file=None, vocab_file=None, bert_config_file=None, init_checkpoint=None,
@@ -517,7 +566,7 @@ def _corpus_stage(job, out, progress):
     held_out, docs = set(), None
     if job.task_data_dir is None:
         job.task_data_dir = os.path.join(job.output_dir, "classifier_data")
-        os.makedirs(job.task_data_dir, exist_ok=True)
+        tf_gfile().makedirs(job.task_data_dir)
         docs = stdlib_documents()
         splits = build_classification_splits(docs, job.labels, seed=job.seed)
         for name, rows in splits.items():
@@ -571,15 +620,16 @@ def _pretraining_data_stage(job, out, progress, corpus_path, eval_corpus_path):
     import create_pretraining_data
     progress.header("masked-LM / next-sentence records (create_pretraining_data.py)")
     data_dir = os.path.join(job.output_dir, "pretraining_data")
-    os.makedirs(data_dir, exist_ok=True)
+    tf_gfile().makedirs(data_dir)
     records = os.path.join(data_dir, "train.tfrecord")
     eval_records = os.path.join(data_dir, "eval.tfrecord")
     counts = {}
     for src, dst, dupe in ((corpus_path, records, job.dupe_factor), (eval_corpus_path, eval_records, 1)):
-        written = create_pretraining_data.run(
-            src, dst, job.vocab_file, do_lower_case=job.do_lower_case, max_seq_length=job.max_seq_length,
-            max_predictions_per_seq=job.max_predictions_per_seq, random_seed=job.seed, dupe_factor=dupe)
-        counts[dst] = sum(written.values()) if isinstance(written, dict) else written
+        written = create_pretraining_data.run(cli.build_options(
+            create_pretraining_data.CreatePretrainingDataOptions, input_file=src, output_file=dst,
+            vocab_file=job.vocab_file, do_lower_case=job.do_lower_case, max_seq_length=job.max_seq_length,
+            max_predictions_per_seq=job.max_predictions_per_seq, random_seed=job.seed, dupe_factor=dupe))
+        counts[dst] = sum(written.values())
     progress.note(", ".join(f"{n} instances -> {path}" for path, n in counts.items()))
     out["pretraining_data"] = data_dir
     return records, eval_records
@@ -594,11 +644,11 @@ def _pretraining_stage(job, out, progress, records, eval_records):
     if job.init_checkpoint:
         bert_config = modeling.BertConfig.from_json_file(job.bert_config_file)
     else:
-        with open(job.vocab_file, encoding="utf-8") as f:
+        with tf_gfile().GFile(job.vocab_file, "r") as f:
             n_vocab = sum(1 for _ in f)
         bert_config = small_bert_config(n_vocab, job.hidden_size, job.num_layers, job.num_heads, job.max_seq_length,
                                         job.dropout)
-    os.makedirs(pretrain_dir, exist_ok=True)
+    tf_gfile().makedirs(pretrain_dir)
     job.bert_config_file = os.path.join(pretrain_dir, "bert_config.json")
     bert_config.to_json_file(job.bert_config_file)
     progress.header(f"pre-training {bert_config.num_hidden_layers} layers x {bert_config.hidden_size} hidden "
@@ -607,17 +657,18 @@ def _pretraining_stage(job, out, progress, records, eval_records):
         config = pretraining_config(pretrain_dir, job.bert_config_file, job.init_checkpoint, job.pretrain_steps,
                                     job.pretrain_batch_size, job.pretrain_learning_rate, job.pretrain_warmup_steps,
                                     job.eval_every, job.seed)
-        result = run_pretraining.run_pretraining(config, bert_config, records, job.max_seq_length,
-                                                 job.max_predictions_per_seq, do_train=True)
+        result = run_pretraining.run(run_pretraining.PretrainingOptions(
+            training=config, input_file=records, max_seq_length=job.max_seq_length,
+            max_predictions_per_seq=job.max_predictions_per_seq, do_train=True))
         progress.note(f"trained to global step {result['train']['global_step']}")
         progress.note("masked-LM accuracy on the held-out documents, per checkpoint:")
         progress.line(MLM_TABLE_HEADER)
-        rows = evaluate_checkpoints(pretrain_dir, bert_config, eval_records, job.max_seq_length,
+        rows = evaluate_checkpoints(pretrain_dir, job.bert_config_file, eval_records, job.max_seq_length,
                                     job.max_predictions_per_seq, job.pretrain_batch_size, job.max_eval_steps,
                                     on_result=lambda step, r: progress.line(format_mlm_row(step, r)))
         out["pretraining_eval"] = [(step, {k: float(v) for k, v in r.items()}) for step, r in rows]
-        with open(os.path.join(pretrain_dir, "mlm_accuracy_by_step.json"), "w", encoding="utf-8") as f:
-            json.dump(out["pretraining_eval"], f, indent=1)
+        with tf_gfile().GFile(os.path.join(pretrain_dir, "mlm_accuracy_by_step.json"), "w") as f:
+            f.write(json.dumps(out["pretraining_eval"], indent=1))
         job.pretrained = checkpoints.checkpoint_for_inference(pretrain_dir, None)
     else:
         job.pretrained = job.init_checkpoint
@@ -629,30 +680,28 @@ def _pretraining_stage(job, out, progress, records, eval_records):
 def _classifier_stage(job, out, progress):
     """5. Fine-tuning, evaluation, test predictions and export of the classifier."""
     import run_classifier
-    import training
     progress.header("fine-tuning, evaluating and exporting the classifier (run_classifier.py, custom TSV task)")
     classifier_dir = os.path.join(job.output_dir, "classifier")
     export_dir = os.path.join(job.output_dir, "export")
-    config = training.TrainingConfig(
-        output_dir=classifier_dir, bert_config_file=job.bert_config_file, init_checkpoint=job.pretrained,
+    options = cli.build_options(
+        run_classifier.ClassifierOptions, task_name="custom", data_dir=job.task_data_dir, text_a_column="sentence",
+        label_column="label", label_list=list(job.labels) if job.labels else None, vocab_file=job.vocab_file,
+        do_lower_case=job.do_lower_case, max_seq_length=job.max_seq_length, do_train=True, do_eval=True,
+        do_predict=True, num_train_epochs=job.classifier_epochs, export_dir=export_dir, output_dir=classifier_dir,
+        bert_config_file=job.bert_config_file, init_checkpoint=job.pretrained,
         train_batch_size=job.classifier_batch_size, eval_batch_size=job.classifier_batch_size,
         predict_batch_size=job.classifier_batch_size, learning_rate=job.classifier_learning_rate,
         save_checkpoints_steps=1000, iterations_per_loop=10, seed=job.seed)
-    processor_args = dict(text_a_column="sentence", label_column="label",
-                          label_list=list(job.labels) if job.labels else None)
-    results = run_classifier.run("custom", job.task_data_dir, job.vocab_file, config,
-                                 do_lower_case=job.do_lower_case, max_seq_length=job.max_seq_length, do_train=True,
-                                 do_eval=True, do_predict=True, num_train_epochs=job.classifier_epochs,
-                                 export_dir=export_dir, processor_args=processor_args)
+    results = run_classifier.run(options)
     evaluation = {k: float(v) for k, v in results["eval"].items()}
-    processor = run_classifier.get_processor("custom", data_dir=job.task_data_dir, **processor_args)
+    processor = options.processor()
     labels = processor.get_labels()
     dev = [e.label for e in processor.get_dev_examples(job.task_data_dir)]
     chance = max(dev.count(label) for label in labels) / len(dev)
     progress.note("dev set: " + ", ".join(f"{k} = {v:.4g}" for k, v in sorted(evaluation.items())) +
                   f" (chance, the most frequent class: accuracy {chance:.3g})")
     test = [e.label for e in processor.get_test_examples(job.task_data_dir)]
-    with open(os.path.join(job.task_data_dir, "test.tsv"), encoding="utf-8") as f:
+    with tf_gfile().GFile(os.path.join(job.task_data_dir, "test.tsv"), "r") as f:
         test_header = f.readline().rstrip("\r\n").split("\t")
     if processor.label_column in test_header:
         predicted = [labels[max(range(len(labels)), key=lambda i: float(row.split("\t")[i]))]
@@ -695,69 +744,18 @@ def summary(out):
     return "\n".join(lines)
 
 
-def define_flags():
-    """Flags of the main job; every default runs the built-in demo."""
-    flags.DEFINE_string("output_dir", "output/main_job", "Where every artifact goes.")
-    flags.DEFINE_string("corpus_file", None, "Your own pre-training corpus: one sentence per line, blank lines "
-                        "between documents (default: the standard library's docstrings).")
-    flags.DEFINE_string("vocab_file", None, "Your own WordPiece vocab (default: built from the corpus).")
-    flags.DEFINE_string("init_checkpoint", None, "Your own BERT checkpoint to continue pre-training from "
-                        "(needs --bert_config_file and --vocab_file).")
-    flags.DEFINE_string("bert_config_file", None, "Config of --init_checkpoint.")
-    flags.DEFINE_string("task_data_dir", None, "Your own classification data: train.tsv, dev.tsv, test.tsv with "
-                        "a `label<TAB>sentence` header (default: the standard-library package task).")
-    flags.DEFINE_list("labels", list(DEFAULT_LABELS), "Packages of the built-in classification task.")
-    flags.DEFINE_bool("do_lower_case", True, "Lower-case the text (uncased vocab).")
-    flags.DEFINE_integer("vocab_size", 8000, "Size of the vocab built from the corpus.")
-    flags.DEFINE_integer("hidden_size", 128, "Hidden size of the BERT pre-trained from scratch.")
-    flags.DEFINE_integer("num_layers", 2, "Layers of the BERT pre-trained from scratch.")
-    flags.DEFINE_integer("num_heads", 4, "Attention heads of the BERT pre-trained from scratch.")
-    flags.DEFINE_float("dropout", 0.0, "Dropout of the BERT pre-trained from scratch (off: a few hundred steps "
-                       "on a small corpus learn faster without it).")
-    flags.DEFINE_integer("max_seq_length", 64, "Sequence length of pre-training and fine-tuning.")
-    flags.DEFINE_integer("max_predictions_per_seq", 10, "Masked positions per pre-training sequence.")
-    flags.DEFINE_integer("dupe_factor", 3, "Passes over the corpus with different masks.")
-    flags.DEFINE_integer("pretrain_steps", 500, "Pre-training steps (0: fine-tune --init_checkpoint as is).")
-    flags.DEFINE_integer("pretrain_batch_size", 32, "Pre-training batch size.")
-    flags.DEFINE_float("pretrain_learning_rate", 1e-3, "Pre-training peak learning rate.")
-    flags.DEFINE_integer("pretrain_warmup_steps", 150, "Pre-training warm-up steps (a short warm-up leaves the "
-                         "small model predicting the most frequent token for much longer).")
-    flags.DEFINE_integer("eval_every", 100, "Evaluate the masked-LM accuracy every this many steps.")
-    flags.DEFINE_integer("max_eval_steps", 20, "Batches of each masked-LM evaluation.")
-    flags.DEFINE_float("classifier_epochs", 4.0, "Fine-tuning epochs.")
-    flags.DEFINE_integer("classifier_batch_size", 32, "Fine-tuning batch size.")
-    flags.DEFINE_float("classifier_learning_rate", 5e-4, "Fine-tuning peak learning rate.")
-    flags.DEFINE_integer("seed", 12345, "Seed of data splits, masking and training.")
-    flags.DEFINE_multi_string("request", list(DEFAULT_REQUESTS), "Raw text sent to the exported model.")
-    flags.DEFINE_string("answer_export_dir", None, "Only answer --request with this exported SavedModel.")
-    flags.DEFINE_bool("verbose", False, "Show every log line of the stages (they always go to main_job.log).")
-
-
 def main(_):
-    if FLAGS.answer_export_dir:
-        for text, label, probability in answer_requests(FLAGS.answer_export_dir, FLAGS.request):
+    options = cli.options_from_flags(MainJobOptions)
+    if options.answer_export_dir:
+        for text, label, probability in answer_requests(options.answer_export_dir, options.request):
             print(f"  {label:>12s} ({probability:.2f})  <- {text}")
         return
-    check_inputs(FLAGS.corpus_file, FLAGS.vocab_file, FLAGS.bert_config_file, FLAGS.init_checkpoint,
-                 FLAGS.task_data_dir)
-    cli.make_dir(FLAGS.output_dir, "--output_dir")
-    setup_logging(os.path.join(os.path.abspath(FLAGS.output_dir), "main_job.log"), FLAGS.verbose)
-    out = run_main_job(
-        FLAGS.output_dir, corpus_file=FLAGS.corpus_file, vocab_file=FLAGS.vocab_file,
-        init_checkpoint=FLAGS.init_checkpoint, bert_config_file=FLAGS.bert_config_file,
-        task_data_dir=FLAGS.task_data_dir, labels=tuple(FLAGS.labels), do_lower_case=FLAGS.do_lower_case,
-        vocab_size=FLAGS.vocab_size, hidden_size=FLAGS.hidden_size, num_layers=FLAGS.num_layers,
-        num_heads=FLAGS.num_heads, dropout=FLAGS.dropout, max_seq_length=FLAGS.max_seq_length,
-        max_predictions_per_seq=FLAGS.max_predictions_per_seq, dupe_factor=FLAGS.dupe_factor,
-        pretrain_steps=FLAGS.pretrain_steps, pretrain_batch_size=FLAGS.pretrain_batch_size,
-        pretrain_learning_rate=FLAGS.pretrain_learning_rate, pretrain_warmup_steps=FLAGS.pretrain_warmup_steps,
-        eval_every=FLAGS.eval_every,
-        max_eval_steps=FLAGS.max_eval_steps, classifier_epochs=FLAGS.classifier_epochs,
-        classifier_batch_size=FLAGS.classifier_batch_size,
-        classifier_learning_rate=FLAGS.classifier_learning_rate, requests=tuple(FLAGS.request), seed=FLAGS.seed)
-    Progress.line(summary(out))
+    check_inputs(options.corpus_file, options.vocab_file, options.bert_config_file, options.init_checkpoint,
+                 options.task_data_dir)
+    setup_logging(os.path.join(make_output_dir(options.output_dir), "main_job.log"), options.verbose)
+    Progress.line(summary(run_main_job(options)))
 
 
 if __name__ == "__main__":
-    define_flags()
+    cli.define_flags(MainJobOptions)
     cli.run(main)

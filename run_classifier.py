@@ -30,10 +30,8 @@ import tempfile
 
 import numpy as np
 import tensorflow as tf
-from absl import flags
 from absl import logging
 
-import checkpoints
 import glue_evaluation
 import litert
 import modeling
@@ -42,9 +40,6 @@ import runner
 import serving
 import tokenization
 import training
-
-FLAGS = flags.FLAGS
-
 
 @dataclasses.dataclass
 class InputExample:
@@ -329,7 +324,7 @@ class CustomProcessor(DataProcessor):
     """
 
     def __init__(self, text_a_column, label_column, text_b_column=None, delimiter="\t",
-                 has_header=True, label_list=None, is_regression=False,
+                 has_header=True, label_list=None, regression=False,
                  train_file="train.tsv", dev_file="dev.tsv", test_file="test.tsv", data_dir=None):
         if text_a_column is None or str(text_a_column) == "":
             raise cli.UserError("--text_a_column must name the text column of the custom task")
@@ -341,9 +336,9 @@ class CustomProcessor(DataProcessor):
             raise cli.UserError("--delimiter=%r: expected one character (or 'tab', 'comma')" % (delimiter,))
         self.delimiter = delimiter
         self.has_header = has_header
-        self.is_regression = is_regression
+        self.is_regression = regression
         self.is_pair = self.text_b_column is not None
-        self.metric_names = ("pearson", "spearman") if is_regression else ("accuracy",)
+        self.metric_names = ("pearson", "spearman") if regression else ("accuracy",)
         self.train_file, self.dev_file, self.test_file = train_file, dev_file, test_file
         self.data_dir = data_dir
         self._labels = list(label_list) if label_list else None
@@ -421,17 +416,23 @@ PROCESSORS = collections.OrderedDict([
 _ALIASES = {"sst2": "sst-2", "stsb": "sts-b", "mnli_mm": "mnli-mm", "mnli-mismatched": "mnli-mm"}
 
 
-def get_processor(task_name, **custom_args):
-    """The processor for `task_name` (case-insensitive); custom_args configure the custom task."""
+# The options (flags) a processor may read: the custom task's, and XNLI's language.
+PROCESSOR_OPTIONS = ("data_dir", "xnli_language", "text_a_column", "text_b_column", "label_column", "label_list",
+                     "delimiter", "has_header", "regression", "train_file", "dev_file", "test_file")
+
+
+def get_processor(task_name, **options):
+    """The processor for `task_name` (case-insensitive), configured by the PROCESSOR_OPTIONS it reads (flag
+    names: the custom task's columns and files, XNLI's language); the others are ignored."""
     name = (task_name or "").lower()
     name = _ALIASES.get(name, name)
     if name not in PROCESSORS:
         raise cli.UserError("Task not found: %r (--task_name); valid tasks: %s" %
-                         (task_name, ", ".join(PROCESSORS)))
+                            (task_name, ", ".join(PROCESSORS)))
     if name == "custom":
-        return CustomProcessor(**custom_args)
+        return CustomProcessor(**{k: v for k, v in options.items() if k != "xnli_language"})
     if name == "xnli":
-        return XnliProcessor(language=custom_args.get("xnli_language", "zh"))
+        return XnliProcessor(language=options.get("xnli_language") or "zh")
     return PROCESSORS[name]()
 
 
@@ -615,78 +616,138 @@ def format_prediction(prediction, is_regression):
 # The job.
 
 
-class Job:
-    """One run_classifier.py invocation: the checked inputs shared by its stages."""
+@dataclasses.dataclass
+class ClassifierOptions(runner.FinetuningOptions):
+    """run_classifier.py's flags: the fine-tuning runners' (runner.FinetuningOptions) and its own."""
+    data_dir: str = cli.option(None, "The input data dir. Should contain the .tsv files (or other data files) for "
+                               "the task.")
+    task_name: str = cli.option(None, "The name of the task to train: " + ", ".join(PROCESSORS) + ".",
+                                required=True)
+    export_tflite: str = cli.option(None, "Write a LiteRT (TFLite) model here: raw text in, label and "
+                                    "probabilities out, the tokenizer inside (see litert.py).")
+    tflite_quantize: bool = cli.option(False, "--export_tflite with dynamic-range int8 weights (about 4x "
+                                       "smaller).")
+    predict_input: str = cli.option(None, "Predict every line of this file ('-': stdin), text_a or "
+                                    "text_a<TAB>text_b, with the model loaded once.")
+    predict_output: str = cli.option(None, "Where --predict_input rows go (default: stdout).")
+    num_workers: int = cli.option(1, "Processes converting examples to feature TFRecords (the files are the same "
+                                  "for any number).")
+    xnli_language: str = cli.option("zh", "XNLI: the language to train and evaluate on.")
+    text_a_column: str = cli.option(None, "custom task: the text column (header name or 0-based index).")
+    text_b_column: str = cli.option(None, "custom task: the optional second text column.")
+    label_column: str = cli.option(None, "custom task: the label column.")
+    label_list: list = cli.option(None, "custom task: the labels in id order (default: sorted labels of the train "
+                                  "file).")
+    delimiter: str = cli.option("\t", "custom task: the field separator (',' reads CSV with quoting).")
+    has_header: bool = cli.option(True, "custom task: whether the first line is a header.")
+    regression: bool = cli.option(False, "custom task: the label is a number (one output, squared error).")
+    train_file: str = cli.option("train.tsv", "custom task: training file in data_dir.")
+    dev_file: str = cli.option("dev.tsv", "custom task: evaluation file in data_dir.")
+    test_file: str = cli.option("test.tsv", "custom task: prediction file in data_dir.")
 
-    def __init__(self, task_name, data_dir, vocab_file, config, do_lower_case=True, max_seq_length=128,
-                 processor_args=None, num_workers=1, needs_data=True):
-        self.bert_config, self.tokenizer = runner.check_job(config, vocab_file, do_lower_case, max_seq_length)
-        if needs_data:
-            cli.require_dir(data_dir, "--data_dir")
-        processor_args = dict(processor_args or {})
-        if (task_name or "").lower() == "custom":
-            processor_args.setdefault("data_dir", data_dir)
-        self.processor = get_processor(task_name, **processor_args)
+    def processor(self):
+        """The task's DataProcessor, configured by these options (get_processor)."""
+        return get_processor(self.task_name, **{name: getattr(self, name) for name in PROCESSOR_OPTIONS})
+
+
+class Job(runner.Job):
+    """One run_classifier.py invocation: the task's data, features, metrics and outputs on runner.Job's steps."""
+
+    def __init__(self, options):
+        super().__init__(options)
+        if options.do_train or options.do_eval or options.do_predict:
+            cli.require_dir(options.data_dir, "--data_dir")
+        self.processor = options.processor()
         self.label_list = self.processor.get_labels()
+        self.labels = self.label_list
         self.is_regression = self.processor.is_regression
         num_labels = 1 if self.is_regression else len(self.label_list)
         self.task = ClassifierTask(self.bert_config, num_labels, self.is_regression)
-        self.config, self.data_dir, self.vocab_file = config, data_dir, vocab_file
-        self.do_lower_case, self.max_seq_length, self.num_workers = do_lower_case, max_seq_length, num_workers
+        self.splits = {}
 
-    def features(self, examples, name):
-        """Writes output_dir/<name>.tf_record; returns the feature arrays."""
-        return file_based_convert_examples_to_features(
-            examples, self.label_list, self.max_seq_length, self.tokenizer,
-            os.path.join(self.config.output_dir, name + ".tf_record"), self.num_workers)
+    def extra_steps(self):
+        return [("streamed", "predict_input", self.options.predict_input, self.predict_stream)]
 
-    def train(self, examples, num_train_epochs, warmup_proportion, strategy):
-        config = runner.finetuning_config(self.config, len(examples), num_train_epochs, warmup_proportion)
-        path = os.path.join(config.output_dir, "train.tf_record")
-        self.features(examples, "train")
-        input_fn = runner.record_input_fn(path, record_spec(self.max_seq_length, self.is_regression),
+    def steps(self):
+        # The LiteRT model comes last: it is made from the SavedModel of --export_dir when there is one.
+        return super().steps() + [("export_tflite", "export_tflite", self.options.export_tflite,
+                                   self.export_tflite)]
+
+    def read_data(self):
+        o = self.options
+        for enabled, split, read in ((o.do_train, "train", self.processor.get_train_examples),
+                                     (o.do_eval, "dev", self.processor.get_dev_examples),
+                                     (o.do_predict, "test", self.processor.get_test_examples)):
+            if enabled:
+                self.splits[split] = runner.require_examples(read(o.data_dir), f"--data_dir={o.data_dir}",
+                                                             split + " examples")
+        if o.predict_input and o.predict_input != "-":
+            cli.require_file(o.predict_input, "--predict_input")
+
+    def features(self, examples, name, path):
+        """Writes the feature records of `examples` to path; returns the feature arrays."""
+        return file_based_convert_examples_to_features(examples, self.label_list, self.options.max_seq_length,
+                                                       self.tokenizer, path, self.options.num_workers)
+
+    def train(self):
+        examples = self.splits["train"]
+        config = self.finetuning_config(len(examples))
+        path = self.record_path("train.tf_record")
+        self.features(examples, "train", path)
+        input_fn = runner.record_input_fn(path, record_spec(self.options.max_seq_length, self.is_regression),
                                           is_training=True, drop_remainder=True, seed=config.seed)
-        return training.train(self.task, input_fn, config, strategy)
+        return training.train(self.task, input_fn, config, self.strategy)
 
-    def _predict(self, examples, name, batch_size, strategy, checkpoint_path):
+    def _predict(self, examples, name, batch_size):
         num_actual = len(examples)
         if self.config.use_tpu:
             examples = pad_examples(examples, batch_size)
-        arrays = self.features(examples, name)
+        arrays = self.features(examples, name, self.record_path(name + ".tf_record"))
         logging.info("***** Running %s *****", "evaluation" if name == "eval" else "prediction")
         logging.info("  Num examples = %d (%d actual, %d padding)", len(examples), num_actual,
                      len(examples) - num_actual)
         logging.info("  Batch size = %d", batch_size)
-        outputs = runner.predict_arrays(self.task, arrays, self.config, strategy, checkpoint_path, batch_size)
-        return arrays, outputs
+        return arrays, self.predict_arrays(arrays, batch_size)
 
-    def evaluate(self, examples, strategy, checkpoint_path=None):
+    def evaluate(self):
         """Writes eval.tf_record and eval_results.txt; returns the results."""
-        checkpoint_path = checkpoint_path or checkpoints.checkpoint_for_inference(
-            self.config.output_dir, self.config.init_checkpoint, required=False)
         batch_size = self.config.eval_batch_size
-        arrays, outputs = self._predict(examples, "eval", batch_size, strategy, checkpoint_path)
+        arrays, outputs = self._predict(self.splits["dev"], "eval", batch_size)
         results = eval_results(self.processor.metric_names, outputs, arrays["label_ids"], self.is_regression,
                                batch_size)
-        results["global_step"] = checkpoints.global_step_of(checkpoint_path) if checkpoint_path else 0
-        if training.is_chief(strategy):
-            training.write_eval_results(os.path.join(self.config.output_dir, training.EVAL_RESULTS_FILE), results)
-        return results
+        results["global_step"] = self.inference_checkpoint()[1]
+        return self.write_results(training.EVAL_RESULTS_FILE, results)
 
-    def predict(self, examples, strategy, checkpoint_path=None):
+    def predict(self):
         """Writes predict.tf_record and test_results.tsv (one row per real example); returns the rows."""
-        _, outputs = self._predict(examples, "predict", self.config.predict_batch_size, strategy, checkpoint_path)
+        _, outputs = self._predict(self.splits["test"], "predict", self.config.predict_batch_size)
         real = np.flatnonzero(outputs["is_real_example"] == 1)
         rows = [format_prediction({name: value[i] for name, value in outputs.items()}, self.is_regression)
                 for i in real]
-        with tf.io.gfile.GFile(os.path.join(self.config.output_dir, "test_results.tsv"), "w") as writer:
-            logging.info("***** Predict results *****")
-            writer.write("".join(row + "\n" for row in rows))
+        logging.info("***** Predict results *****")
+        self.write_output("test_results.tsv", "".join(row + "\n" for row in rows))
         return rows
 
-    def predict_stream(self, lines, strategy, writer, checkpoint_path=None):
-        """Predicts every (text_a, text_b) of `lines` with the model loaded once; writes a row per input as
-        soon as its batch is done (--predict_batch_size=1 for interactive use). Returns the number of rows."""
+    def predict_stream(self, stdin=None, stdout=None):
+        """--predict_input: predicts every line with the model loaded once; returns the number of rows."""
+        o = self.options
+        source = "<stdin>" if o.predict_input == "-" else o.predict_input
+        reader = (stdin or sys.stdin) if o.predict_input == "-" else tf.io.gfile.GFile(o.predict_input, "r")
+        to_stdout = not o.predict_output or o.predict_output == "-"
+        writer = (stdout or sys.stdout) if to_stdout else tf.io.gfile.GFile(o.predict_output, "w")
+        try:
+            count = self.predict_lines(read_prediction_lines(reader, self.processor.is_pair, source), writer)
+        finally:
+            if o.predict_input != "-":
+                reader.close()
+            if not to_stdout:
+                writer.close()
+        logging.info("Predicted %d inputs from %s", count, source)
+        return count
+
+    def predict_lines(self, lines, writer):
+        """Predicts every (text_a, text_b) of `lines`; writes a row per input as soon as its batch is done
+        (--predict_batch_size=1 for interactive use). Returns the number of rows."""
         errors = []
         tokenizer = self.tokenizer
 
@@ -699,7 +760,7 @@ class Job:
             except Exception as err:  # pylint: disable=broad-except
                 errors.append(err)
 
-        cls_id, sep_id, length = tokenizer.vocab["[CLS]"], tokenizer.vocab["[SEP]"], self.max_seq_length
+        cls_id, sep_id, length = tokenizer.vocab["[CLS]"], tokenizer.vocab["[SEP]"], self.options.max_seq_length
 
         def pack(ids_a, ids_b):
             input_ids, input_mask, segment_ids = packing.pack_pair(ids_a, ids_b, length, cls_id, sep_id)
@@ -712,8 +773,9 @@ class Job:
             return dataset.ragged_batch(batch_size).map(pack)
 
         count = 0
-        for prediction in training.predict(self.task, input_fn, self.config, strategy,
-                                           checkpoint_path=checkpoint_path):
+        for prediction in training.predict(self.task, input_fn, self.config,
+                                           training.local_strategy(self.strategy),
+                                           checkpoint_path=self.inference_checkpoint()[0]):
             writer.write(format_prediction(prediction, self.is_regression) + "\n")
             writer.flush()
             count += 1
@@ -721,22 +783,26 @@ class Job:
             raise errors[0]
         return count
 
-    def export(self, export_dir):
-        checkpoint_path = checkpoints.checkpoint_for_inference(self.config.output_dir, self.config.init_checkpoint)
-        return serving.export_saved_model(
-            export_dir, self.task.build_model, checkpoint_path,
-            lambda model: serving.ClassifierServing(model, self.vocab_file, self.do_lower_case, self.max_seq_length,
-                                                    self.is_regression, self.processor.is_pair, self.label_list),
-            labels=self.label_list)
+    def serving(self, model):
+        o = self.options
+        return serving.ClassifierServing(model, o.vocab_file, o.do_lower_case, o.max_seq_length, self.is_regression,
+                                         self.processor.is_pair, self.label_list)
 
-    def export_tflite(self, path, export_dir=None, quantize=False):
-        """Writes the LiteRT model (litert.py) of the SavedModel in export_dir (exported first when None)."""
+    def export_tflite(self):
+        """Writes the LiteRT model (litert.py) of the SavedModel in --export_dir (exported to a scratch folder
+        first when there is none)."""
+        o = self.options
         with tempfile.TemporaryDirectory() as scratch:
-            export_dir = export_dir or self.export(os.path.join(scratch, "saved_model"))
-            litert.export(path, export_dir, self.vocab_file, self.do_lower_case, self.max_seq_length,
-                          self.processor.is_pair, quantize)
-        logging.info("Wrote the LiteRT model %s%s", path, " (dynamic-range int8)" if quantize else "")
-        return path
+            export_dir = o.export_dir
+            if not export_dir:
+                export_dir = serving.export_saved_model(os.path.join(scratch, "saved_model"), self.task.build_model,
+                                                        self.inference_checkpoint()[0], self.serving,
+                                                        labels=self.labels)
+            litert.export(o.export_tflite, export_dir, o.vocab_file, o.do_lower_case, o.max_seq_length,
+                          self.processor.is_pair, o.tflite_quantize)
+        logging.info("Wrote the LiteRT model %s%s", o.export_tflite, " (dynamic-range int8)" if o.tflite_quantize
+                     else "")
+        return o.export_tflite
 
 
 def read_prediction_lines(stream, is_pair, source="<stdin>"):
@@ -756,110 +822,16 @@ def read_prediction_lines(stream, is_pair, source="<stdin>"):
         raise cli.UserError("%s line %d: not valid UTF-8 (%s)" % (source, line_number + 1, err.reason)) from None
 
 
-def run(task_name, data_dir, vocab_file, config, do_lower_case=True, max_seq_length=128, do_train=False,
-        do_eval=False, do_predict=False, num_train_epochs=3.0, warmup_proportion=0.1, export_dir=None,
-        predict_input=None, predict_output=None, processor_args=None, num_workers=1, stdin=None,
-        stdout=None, export_tflite=None, tflite_quantize=False):
-    """The whole job; `config` is a training.TrainingConfig (output_dir, bert_config_file, batch sizes, ...).
-
-    Returns {"train": ..., "eval": ..., "predict": rows, "export": dir, "streamed": count} for what ran.
-    """
-    if not (do_train or do_eval or do_predict or export_dir or predict_input or export_tflite):
-        raise cli.UserError("At least one of `do_train`, `do_eval`, `do_predict`, `export_dir`, `export_tflite` or "
-                            "`predict_input` must be set.")
-    job = Job(task_name, data_dir, vocab_file, config, do_lower_case, max_seq_length, processor_args, num_workers,
-              needs_data=do_train or do_eval or do_predict)
-    splits = {}
-    for enabled, split, read in ((do_train, "train", job.processor.get_train_examples),
-                                 (do_eval, "dev", job.processor.get_dev_examples),
-                                 (do_predict, "test", job.processor.get_test_examples)):
-        if enabled:
-            splits[split] = runner.require_examples(read(data_dir), f"--data_dir={data_dir}", split + " examples")
-    if predict_input and predict_input != "-":
-        cli.require_file(predict_input, "--predict_input")
-    runner.make_output_dir(config)
-    strategy = training.create_strategy(config)
-    results = {}
-    if do_train:
-        results["train"] = job.train(splits["train"], num_train_epochs, warmup_proportion, strategy)
-    if do_eval:
-        results["eval"] = job.evaluate(splits["dev"], strategy)
-    if do_predict:
-        results["predict"] = job.predict(splits["test"], strategy)
-    if predict_input:
-        results["streamed"] = _stream(job, predict_input, predict_output, strategy, stdin, stdout)
-    if export_dir:
-        results["export"] = job.export(export_dir)
-    if export_tflite:
-        results["export_tflite"] = job.export_tflite(export_tflite, export_dir, tflite_quantize)
-    return results
-
-
-def _stream(job, predict_input, predict_output, strategy, stdin=None, stdout=None):
-    source = "<stdin>" if predict_input == "-" else predict_input
-    reader = (stdin or sys.stdin) if predict_input == "-" else tf.io.gfile.GFile(predict_input, "r")
-    writer = (stdout or sys.stdout) if not predict_output or predict_output == "-" else \
-        tf.io.gfile.GFile(predict_output, "w")
-    try:
-        count = job.predict_stream(read_prediction_lines(reader, job.processor.is_pair, source), strategy, writer)
-    finally:
-        if reader is not (stdin or sys.stdin):
-            reader.close()
-        if writer is not (stdout or sys.stdout):
-            writer.close()
-    logging.info("Predicted %d inputs from %s", count, source)
-    return count
-
-
-def define_flags():
-    """The original's flags (shared ones from runner.py) plus export, streaming and custom-task flags."""
-    runner.define_training_flags()
-    flags.DEFINE_string("data_dir", None, "The input data dir. Should contain the .tsv files (or other data "
-                        "files) for the task.")
-    flags.DEFINE_string("task_name", None, "The name of the task to train: " + ", ".join(PROCESSORS) + ".")
-    runner.define_finetuning_flags()
-    flags.DEFINE_string("export_tflite", None, "Write a LiteRT (TFLite) model here: raw text in, label and "
-                        "probabilities out, the tokenizer inside (see litert.py).")
-    flags.DEFINE_bool("tflite_quantize", False, "--export_tflite with dynamic-range int8 weights (about 4x smaller).")
-    flags.DEFINE_string("predict_input", None, "Predict every line of this file ('-': stdin), text_a or "
-                        "text_a<TAB>text_b, with the model loaded once.")
-    flags.DEFINE_string("predict_output", None, "Where --predict_input rows go (default: stdout).")
-    flags.DEFINE_integer("num_workers", 1, "Processes converting examples to feature TFRecords (the files are "
-                         "the same for any number).")
-    flags.DEFINE_string("xnli_language", "zh", "XNLI: the language to train and evaluate on.")
-    flags.DEFINE_string("text_a_column", None, "custom task: the text column (header name or 0-based index).")
-    flags.DEFINE_string("text_b_column", None, "custom task: the optional second text column.")
-    flags.DEFINE_string("label_column", None, "custom task: the label column.")
-    flags.DEFINE_list("label_list", None, "custom task: the labels in id order (default: sorted labels of "
-                      "the train file).")
-    flags.DEFINE_string("delimiter", "\t", "custom task: the field separator (',' reads CSV with quoting).")
-    flags.DEFINE_bool("has_header", True, "custom task: whether the first line is a header.")
-    flags.DEFINE_bool("regression", False, "custom task: the label is a number (one output, squared error).")
-    flags.DEFINE_string("train_file", "train.tsv", "custom task: training file in data_dir.")
-    flags.DEFINE_string("dev_file", "dev.tsv", "custom task: evaluation file in data_dir.")
-    flags.DEFINE_string("test_file", "test.tsv", "custom task: prediction file in data_dir.")
-    for name in ("task_name", "vocab_file", "bert_config_file", "output_dir"):
-        flags.mark_flag_as_required(name)
+def run(options):
+    """The whole job for ClassifierOptions; returns {"train", "eval", "predict" (rows), "streamed" (count),
+    "export", "export_tflite"} for what ran."""
+    return Job(options).run()
 
 
 def main(_):
-    processor_args = {}
-    if (FLAGS.task_name or "").lower() == "custom":
-        processor_args = dict(
-            text_a_column=FLAGS.text_a_column, text_b_column=FLAGS.text_b_column,
-            label_column=FLAGS.label_column, label_list=FLAGS.label_list, delimiter=FLAGS.delimiter,
-            has_header=FLAGS.has_header, is_regression=FLAGS.regression, train_file=FLAGS.train_file,
-            dev_file=FLAGS.dev_file, test_file=FLAGS.test_file)
-    elif (FLAGS.task_name or "").lower() == "xnli":
-        processor_args = {"xnli_language": FLAGS.xnli_language}
-    run(FLAGS.task_name, FLAGS.data_dir, FLAGS.vocab_file, runner.training_config(FLAGS),
-        do_lower_case=FLAGS.do_lower_case, max_seq_length=FLAGS.max_seq_length, do_train=FLAGS.do_train,
-        do_eval=FLAGS.do_eval, do_predict=FLAGS.do_predict, num_train_epochs=FLAGS.num_train_epochs,
-        warmup_proportion=FLAGS.warmup_proportion, export_dir=FLAGS.export_dir,
-        predict_input=FLAGS.predict_input, predict_output=FLAGS.predict_output, processor_args=processor_args,
-        num_workers=FLAGS.num_workers, export_tflite=FLAGS.export_tflite, tflite_quantize=FLAGS.tflite_quantize)
+    run(cli.options_from_flags(ClassifierOptions))
 
 
 if __name__ == "__main__":
-    define_flags()
+    cli.define_flags(ClassifierOptions)
     cli.run(main)

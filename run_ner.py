@@ -51,10 +51,8 @@ import os
 
 import numpy as np
 import tensorflow as tf
-from absl import flags
 from absl import logging
 
-import checkpoints
 import conlleval
 import modeling
 import packing
@@ -62,8 +60,6 @@ import runner
 import serving
 import tokenization
 import training
-
-FLAGS = flags.FLAGS
 
 DOCSTART = "-DOCSTART-"
 OUTSIDE = "O"
@@ -170,11 +166,6 @@ def get_labels(train_sentences):
     for sentence in train_sentences:
         types.update(tag[2:] for tag in sentence.labels if tag != OUTSIDE)
     return [OUTSIDE] + sorted(prefix + "-" + t for t in types for prefix in ("B", "I"))
-
-
-def write_label_list(labels, path):
-    with tf.io.gfile.GFile(path, "w") as f:
-        f.write("".join(label + "\n" for label in labels))
 
 
 def read_label_list(path):
@@ -347,10 +338,9 @@ def prediction_triples(sentences, predicted_tags):
     return [list(zip(s.words, s.labels, tags)) for s, tags in zip(sentences, predicted_tags)]
 
 
-def write_predictions(path, triples):
-    """`word gold pred` lines, blank line after each sentence."""
-    with tf.io.gfile.GFile(path, "w") as f:
-        f.write("".join("".join("%s %s %s\n" % triple for triple in sentence) + "\n" for sentence in triples))
+def format_predictions(triples):
+    """`word gold pred` lines, blank line after each sentence (conlleval's input)."""
+    return "".join("".join("%s %s %s\n" % triple for triple in sentence) + "\n" for sentence in triples)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -409,27 +399,6 @@ class NerTask(training.Task):
 # Runner.
 
 
-def input_fn_builder(arrays, is_training, seed=None, trim=True):
-    """An input function for training.py over in-memory feature arrays (shuffled each epoch when training).
-
-    trim: batches are cut to their longest sequence (runner.trim_batch; most CoNLL sentences are far shorter
-    than max_seq_length); off for XLA and TPU, which want one static shape.
-    """
-
-    def input_fn(batch_size, input_context=None):
-        d = tf.data.Dataset.from_tensor_slices(arrays)
-        if input_context is not None and input_context.num_input_pipelines > 1:
-            d = d.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
-        if is_training:
-            d = d.shuffle(len(arrays["input_ids"]), seed=seed, reshuffle_each_iteration=True).repeat()
-        d = d.batch(batch_size, drop_remainder=is_training)
-        if trim:
-            d = d.map(runner.trim_batch)
-        return d.prefetch(tf.data.AUTOTUNE)
-
-    return input_fn
-
-
 def load_label_list(data_dir, output_dir, train_sentences=None):
     """Labels of the training data (data_dir/train.txt, or train_sentences when already read), checked
     against output_dir/label_list.txt when both exist; else the saved list."""
@@ -447,25 +416,18 @@ def load_label_list(data_dir, output_dir, train_sentences=None):
     raise cli.UserError("no label list: neither %s nor %s exists" % (train_path, saved_path))
 
 
-def _features_for(sentences, label_list, max_seq_length, tokenizer, doc_stride, document_context, what):
-    features = convert_sentences_to_features(sentences, label_list, max_seq_length, tokenizer, doc_stride,
-                                             document_context)
-    logging.info("%s: %d sentences, %d words -> %d features", what, len(sentences),
-                 sum(len(s.words) for s in sentences), len(features))
-    return features
-
-
 def predict_sentences(task, sentences, features, label_list, max_seq_length, config, strategy,
-                      checkpoint_path):
+                      checkpoint_path, batch_size=None):
     """Predicts every window (real-length batches); returns (per-sentence predicted tags, token loss sum)."""
+    batch_size = batch_size or config.predict_batch_size
     arrays = features_to_arrays(features, max_seq_length)
     num_features = len(features)
     if config.use_tpu:
         # Whole batches only: zero-weight padding rows, whose predictions are dropped below.
-        padding = -num_features % config.predict_batch_size
+        padding = -num_features % batch_size
         arrays = {name: np.concatenate([a, np.zeros((padding,) + a.shape[1:], a.dtype)])
                   for name, a in arrays.items()}
-    outputs = runner.predict_arrays(task, arrays, config, strategy, checkpoint_path)
+    outputs = runner.predict_arrays(task, arrays, config, strategy, checkpoint_path, batch_size)
     predicted_ids = list(outputs["predicted_ids"][:num_features])
     loss_sum = float(np.sum(outputs["token_loss"][:num_features]))
     return decode_predictions(sentences, features, predicted_ids, label_list), loss_sum
@@ -484,99 +446,100 @@ def entity_results(counts, prefix="eval_"):
     return results
 
 
-def evaluate_split(task, sentences, label_list, max_seq_length, tokenizer, config, strategy, output_dir,
-                   checkpoint_path, set_name, doc_stride=64, document_context=False):
-    """Predicts a labelled split, writes <set>_predictions.txt and <set>_conlleval.txt; returns results."""
-    features = _features_for(sentences, label_list, max_seq_length, tokenizer, doc_stride, document_context,
-                             set_name)
-    tags, loss_sum = predict_sentences(task, sentences, features, label_list, max_seq_length, config,
-                                       strategy, checkpoint_path)
-    triples = prediction_triples(sentences, tags)
-    predictions_path = os.path.join(output_dir, "%s_predictions.txt" % set_name)
-    write_predictions(predictions_path, triples)
-    counts = conlleval.evaluate_sentences(triples)
-    report = conlleval.format_report(counts)
-    with tf.io.gfile.GFile(os.path.join(output_dir, "%s_conlleval.txt" % set_name), "w") as f:
-        f.write(report)
-    logging.info("%s (conlleval):\n%s", set_name, report)
-    prefix = "eval_" if set_name == "eval" else set_name + "_"
-    results = entity_results(counts, prefix)
-    num_scored = sum(len(f.scored) for f in features)
-    results[prefix + "loss"] = loss_sum / max(num_scored, 1)
-    results["global_step"] = checkpoints.global_step_of(checkpoint_path) if checkpoint_path else 0
-    return results
+@dataclasses.dataclass
+class NerOptions(runner.FinetuningOptions):
+    """run_ner.py's flags: the fine-tuning runners' (runner.FinetuningOptions) and the windowing ones."""
+    data_dir: str = cli.option(None, "The input data dir with train.txt, dev.txt and test.txt (CoNLL format).",
+                               required=True)
+    max_seq_length: int = cli.option(128, "The maximum total input sequence length after WordPiece tokenization. "
+                                     "Longer sentences are split into windows, shorter ones padded.")
+    doc_stride: int = cli.option(64, "When a sentence is longer than the maximum length, how many sub-tokens its "
+                                 "windows start apart.")
+    document_context: bool = cli.option(False, "Fill each window with sub-tokens of the neighbouring sentences "
+                                        "of the same document (context only, not scored).")
 
 
-def run(data_dir, vocab_file, config, do_lower_case=True, max_seq_length=128, do_train=False, do_eval=False,
-        do_predict=False, num_train_epochs=3.0, warmup_proportion=0.1, export_dir=None, doc_stride=64,
-        document_context=False):
-    """The whole job; `config` is a training.TrainingConfig. Returns {"train", "eval", "predict", "export"}."""
-    if not (do_train or do_eval or do_predict or export_dir):
-        raise cli.UserError("At least one of `do_train`, `do_eval`, `do_predict` or `export_dir` must be set.")
-    bert_config, full_tokenizer = runner.check_job(config, vocab_file, do_lower_case, max_seq_length)
-    cli.require_dir(data_dir, "--data_dir")
-    splits = {"train": read_conll(os.path.join(data_dir, DATA_FILES["train"]), "train")} if do_train else {}
-    label_list = load_label_list(data_dir, config.output_dir, splits.get("train"))
-    splits.update({name: read_conll(os.path.join(data_dir, DATA_FILES[name]), name)
-                   for enabled, name in ((do_eval, "dev"), (do_predict, "test")) if enabled})
-    runner.make_output_dir(config)
-    write_label_list(label_list, os.path.join(config.output_dir, LABEL_LIST_FILE))
-    logging.info("Labels: %s", label_list)
-    tokenizer = WordTokenizer(full_tokenizer)
-    task = NerTask(bert_config, len(label_list))
-    strategy = training.create_strategy(config)
-    results = {}
-    if do_train:
-        features = _features_for(splits["train"], label_list, max_seq_length, tokenizer, doc_stride,
-                                 document_context, "train")
-        train_config = runner.finetuning_config(config, len(features), num_train_epochs, warmup_proportion,
-                                                what="features")
-        input_fn = input_fn_builder(features_to_arrays(features, max_seq_length), True, seed=config.seed,
-                                    trim=runner.uses_real_lengths(config))
-        results["train"] = training.train(task, input_fn, train_config, strategy)
+class Job(runner.Job):
+    """One run_ner.py invocation: CoNLL reading, windows, conlleval scoring and outputs on runner.Job's steps."""
 
-    checkpoint_path = None
-    if do_eval or do_predict or export_dir:
-        checkpoint_path = checkpoints.checkpoint_for_inference(config.output_dir, config.init_checkpoint)
-    for set_name, split, results_file, batch_size in (
-            ("eval", "dev", training.EVAL_RESULTS_FILE, config.eval_batch_size),
-            ("test", "test", "test_results.txt", config.predict_batch_size)):
-        if split in splits:
-            split_config = dataclasses.replace(config, predict_batch_size=batch_size)
-            result = evaluate_split(task, splits[split], label_list, max_seq_length, tokenizer, split_config,
-                                    strategy, config.output_dir, checkpoint_path, set_name, doc_stride,
-                                    document_context)
-            training.write_eval_results(os.path.join(config.output_dir, results_file), result)
-            results["eval" if set_name == "eval" else "predict"] = result
-    if export_dir:
-        results["export"] = serving.export_saved_model(
-            export_dir, task.build_model, checkpoint_path,
-            lambda model: serving.NerServing(model, vocab_file, do_lower_case, max_seq_length, doc_stride, label_list),
-            labels=label_list)
-    return results
+    def __init__(self, options):
+        super().__init__(options)
+        cli.require_dir(options.data_dir, "--data_dir")
+        self.word_tokenizer = WordTokenizer(self.tokenizer)
+        self.splits = {}
+
+    def read_data(self):
+        o = self.options
+        if o.do_train:
+            self.splits["train"] = read_conll(os.path.join(o.data_dir, DATA_FILES["train"]), "train")
+        self.labels = load_label_list(o.data_dir, self.config.output_dir, self.splits.get("train"))
+        for enabled, name in ((o.do_eval, "dev"), (o.do_predict, "test")):
+            if enabled:
+                self.splits[name] = read_conll(os.path.join(o.data_dir, DATA_FILES[name]), name)
+        self.task = NerTask(self.bert_config, len(self.labels))
+
+    def start(self):
+        self.write_output(LABEL_LIST_FILE, "".join(label + "\n" for label in self.labels))
+        logging.info("Labels: %s", self.labels)
+
+    def features(self, sentences, what):
+        o = self.options
+        features = convert_sentences_to_features(sentences, self.labels, o.max_seq_length, self.word_tokenizer,
+                                                 o.doc_stride, o.document_context)
+        logging.info("%s: %d sentences, %d words -> %d features", what, len(sentences),
+                     sum(len(s.words) for s in sentences), len(features))
+        return features
+
+    def train(self):
+        features = self.features(self.splits["train"], "train")
+        config = self.finetuning_config(len(features), what="features")
+        input_fn = runner.array_input_fn(features_to_arrays(features, self.options.max_seq_length), True,
+                                         seed=config.seed, trim=runner.uses_real_lengths(config))
+        return training.train(self.task, input_fn, config, self.strategy)
+
+    def evaluate(self):
+        """dev.txt: eval_predictions.txt, eval_conlleval.txt, eval_results.txt; returns the results."""
+        return self.score("dev", "eval", training.EVAL_RESULTS_FILE, self.config.eval_batch_size)
+
+    def predict(self):
+        """test.txt: test_predictions.txt, test_conlleval.txt, test_results.txt; returns the results."""
+        return self.score("test", "test", "test_results.txt", self.config.predict_batch_size)
+
+    def score(self, split, set_name, results_file, batch_size):
+        """Predicts a labelled split, writes its predictions, conlleval report and results; returns them."""
+        sentences = self.splits[split]
+        features = self.features(sentences, set_name)
+        checkpoint_path, global_step = self.inference_checkpoint()
+        tags, loss_sum = predict_sentences(self.task, sentences, features, self.labels, self.options.max_seq_length,
+                                           self.config, training.local_strategy(self.strategy), checkpoint_path,
+                                           batch_size)
+        triples = prediction_triples(sentences, tags)
+        self.write_output("%s_predictions.txt" % set_name, format_predictions(triples))
+        counts = conlleval.evaluate_sentences(triples)
+        report = conlleval.format_report(counts)
+        self.write_output("%s_conlleval.txt" % set_name, report)
+        logging.info("%s (conlleval):\n%s", set_name, report)
+        prefix = "eval_" if set_name == "eval" else set_name + "_"
+        results = entity_results(counts, prefix)
+        num_scored = sum(len(f.scored) for f in features)
+        results[prefix + "loss"] = loss_sum / max(num_scored, 1)
+        results["global_step"] = global_step
+        return self.write_results(results_file, results)
+
+    def serving(self, model):
+        o = self.options
+        return serving.NerServing(model, o.vocab_file, o.do_lower_case, o.max_seq_length, o.doc_stride, self.labels)
 
 
-def define_flags():
-    """The original runners' flags (shared ones from runner.py) plus the NER windowing flags."""
-    runner.define_training_flags()
-    flags.DEFINE_string("data_dir", None, "The input data dir with train.txt, dev.txt and test.txt (CoNLL format).")
-    runner.define_finetuning_flags(sequence_help="Longer sentences are split into windows, shorter ones padded.")
-    flags.DEFINE_integer("doc_stride", 64, "When a sentence is longer than the maximum length, how many "
-                         "sub-tokens its windows start apart.")
-    flags.DEFINE_bool("document_context", False, "Fill each window with sub-tokens of the neighbouring "
-                      "sentences of the same document (context only, not scored).")
+def run(options):
+    """The whole job for NerOptions; returns {"train", "eval", "predict", "export"} for what ran."""
+    return Job(options).run()
 
 
 def main(_):
-    run(FLAGS.data_dir, FLAGS.vocab_file, runner.training_config(FLAGS),
-        do_lower_case=FLAGS.do_lower_case, max_seq_length=FLAGS.max_seq_length, do_train=FLAGS.do_train,
-        do_eval=FLAGS.do_eval, do_predict=FLAGS.do_predict, num_train_epochs=FLAGS.num_train_epochs,
-        warmup_proportion=FLAGS.warmup_proportion, export_dir=FLAGS.export_dir, doc_stride=FLAGS.doc_stride,
-        document_context=FLAGS.document_context)
+    run(cli.options_from_flags(NerOptions))
 
 
 if __name__ == "__main__":
-    define_flags()
-    for required in ("data_dir", "vocab_file", "bert_config_file", "output_dir"):
-        flags.mark_flag_as_required(required)
+    cli.define_flags(NerOptions)
     cli.run(main)

@@ -1,6 +1,6 @@
 """Run masked LM / next sentence masked_lm pre-training for BERT (flags and meanings of the original).
 
-Added to the original: every flag of runner.define_training_flags (distribution strategy, XLA, bfloat16 /
+Added to the original: every flag of training.TrainingConfig (distribution strategy, XLA, bfloat16 /
 float16, LAMB, gradient accumulation, ...) and --dynamic_masking (fresh masks drawn per step with
 tensorflow-text instead of the static masks stored in the records).
 
@@ -11,41 +11,38 @@ and running the same command again resumes from the last one.
 """
 import cli  # first: quiets TensorFlow's start-up logging
 
+import dataclasses
+
 import tensorflow as tf
-from absl import flags
 from absl import logging
 
+import checkpoints
 import modeling
 import runner
 import tokenization
 import training
-
-FLAGS = flags.FLAGS
+from training import TrainingConfig
 
 FEATURE_NAMES = modeling.PRETRAINING_FEATURES
 
 
-def define_flags():
-    flags.DEFINE_string("input_file", None,
-                        "Input TF example files (can be a glob or comma separated).")
-    flags.DEFINE_integer("max_seq_length", 128,
-                         "The maximum total input sequence length after WordPiece tokenization. Sequences "
-                         "longer than this will be truncated, and sequences shorter than this will be padded. "
-                         "Must match data generation.")
-    flags.DEFINE_integer("max_predictions_per_seq", 20,
-                         "Maximum number of masked LM predictions per sequence. Must match data generation.")
-    flags.DEFINE_bool("do_train", False, "Whether to run training.")
-    flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.")
-    flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of eval steps.")
-    flags.DEFINE_bool("dynamic_masking", False,
-                      "Draw new masks for every training batch (tensorflow-text) instead of using the masks "
-                      "stored in the records. Needs --vocab_file.")
-    flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability for --dynamic_masking.")
-    flags.DEFINE_string("vocab_file", None, "Vocabulary of the records (for --dynamic_masking).")
-    runner.define_training_flags(with_step_counts=True)
-    flags.mark_flag_as_required("input_file")
-    flags.mark_flag_as_required("bert_config_file")
-    flags.mark_flag_as_required("output_dir")
+@dataclasses.dataclass
+class PretrainingOptions:
+    """run_pretraining.py's flags: the original's, the loop's (training.TrainingConfig) and --dynamic_masking."""
+    input_file: str = cli.option(None, "Input TF example files (can be a glob or comma separated).", required=True)
+    max_seq_length: int = cli.option(128, "The maximum total input sequence length after WordPiece tokenization. "
+                                     "Sequences longer than this will be truncated, and sequences shorter than "
+                                     "this will be padded. Must match data generation.")
+    max_predictions_per_seq: int = cli.option(20, "Maximum number of masked LM predictions per sequence. Must "
+                                              "match data generation.")
+    do_train: bool = cli.option(False, "Whether to run training.")
+    do_eval: bool = cli.option(False, "Whether to run eval on the dev set.")
+    max_eval_steps: int = cli.option(100, "Maximum number of eval steps.")
+    dynamic_masking: bool = cli.option(False, "Draw new masks for every training batch (tensorflow-text) instead "
+                                       "of using the masks stored in the records. Needs --vocab_file.")
+    masked_lm_prob: float = cli.option(0.15, "Masked LM probability for --dynamic_masking.")
+    vocab_file: str = cli.option(None, "Vocabulary of the records (for --dynamic_masking).")
+    training: TrainingConfig = cli.nested(TrainingConfig, required=("bert_config_file", "output_dir"))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -161,7 +158,7 @@ class DynamicMasker:
         return out
 
 
-def make_input_fn(input_files, max_seq_length, max_predictions_per_seq, is_training, seed=12345,
+def pretraining_input_fn(input_files, max_seq_length, max_predictions_per_seq, is_training, seed=12345,
                   masker=None, num_cpu_threads=4):
     """Returns input_fn(batch_size, input_context) -> dataset of feature dicts (training.py's contract).
 
@@ -289,50 +286,49 @@ class PretrainingTask(training.Task):
 # Driver.
 
 
-def run_pretraining(config, bert_config, input_file, max_seq_length=128, max_predictions_per_seq=20,
-                    do_train=False, do_eval=False, max_eval_steps=100, dynamic_masking=False,
-                    masked_lm_prob=0.15, vocab_file=None, strategy=None, max_steps=None):
-    """Trains and/or evaluates; returns {"train": train result, "eval": eval results} for what ran."""
-    if not do_train and not do_eval:
+def run(options, strategy=None, max_steps=None):
+    """Trains and/or evaluates (PretrainingOptions); returns {"train": train result, "eval": eval results} for
+    what ran. max_steps stops training early (the schedule still spans num_train_steps)."""
+    o, config = options, options.training
+    if not o.do_train and not o.do_eval:
         raise cli.UserError("At least one of `do_train` or `do_eval` must be True.")
     if not config.output_dir:
         raise cli.UserError("--output_dir is required")
-    if isinstance(bert_config, str):
-        bert_config = runner.load_bert_config(bert_config, max_seq_length)
-    runner.check_seq_length(bert_config, max_seq_length)
-    if max_predictions_per_seq < 1 or max_predictions_per_seq > max_seq_length:
-        raise cli.UserError(f"--max_predictions_per_seq={max_predictions_per_seq}: expected 1..max_seq_length")
-    input_files = expand_input_files(input_file)
+    bert_config = runner.load_bert_config(config.bert_config_file, o.max_seq_length)
+    if o.max_predictions_per_seq < 1 or o.max_predictions_per_seq > o.max_seq_length:
+        raise cli.UserError(f"--max_predictions_per_seq={o.max_predictions_per_seq}: expected 1..max_seq_length")
+    if config.init_checkpoint:
+        checkpoints.resolve_checkpoint(config.init_checkpoint, flag="--init_checkpoint")
+    input_files = expand_input_files(o.input_file)
     masker = None
-    if do_train and dynamic_masking:
-        masker = DynamicMasker(vocab_file, bert_config.vocab_size, max_predictions_per_seq, masked_lm_prob)
-    train_input = make_input_fn(input_files, max_seq_length, max_predictions_per_seq, True, seed=config.seed,
-                                masker=masker)
+    if o.do_train and o.dynamic_masking:
+        masker = DynamicMasker(o.vocab_file, bert_config.vocab_size, o.max_predictions_per_seq, o.masked_lm_prob)
+    train_input = pretraining_input_fn(input_files, o.max_seq_length, o.max_predictions_per_seq, True,
+                                       seed=config.seed, masker=masker)
     runner.make_output_dir(config)
     strategy = strategy or training.create_strategy(config)
     task = PretrainingTask(bert_config)
     result = {}
-    if do_train:
+    if o.do_train:
         logging.info("***** Running training *****")
         logging.info("  Batch size = %d", config.train_batch_size)
         result["train"] = runner.naming_corrupt_records(
             input_files, lambda: training.train(task, train_input, config, strategy, max_steps=max_steps))
-    if do_eval:
+    if o.do_eval:
         logging.info("***** Running evaluation *****")
         logging.info("  Batch size = %d", config.eval_batch_size)
-        input_fn = make_input_fn(input_files, max_seq_length, max_predictions_per_seq, False)
+        input_fn = pretraining_input_fn(input_files, o.max_seq_length, o.max_predictions_per_seq, False)
+        checkpoint = checkpoints.checkpoint_for_inference(config.output_dir, config.init_checkpoint, required=False)
         result["eval"] = runner.naming_corrupt_records(
-            input_files, lambda: training.evaluate(task, input_fn, config, strategy, max_steps=max_eval_steps))
+            input_files, lambda: training.evaluate(task, input_fn, config, strategy, max_steps=o.max_eval_steps,
+                                                   checkpoint_path=checkpoint))
     return result
 
 
 def main(_):
-    config = runner.training_config(FLAGS)
-    run_pretraining(config, FLAGS.bert_config_file, FLAGS.input_file, FLAGS.max_seq_length,
-                    FLAGS.max_predictions_per_seq, FLAGS.do_train, FLAGS.do_eval, FLAGS.max_eval_steps,
-                    FLAGS.dynamic_masking, FLAGS.masked_lm_prob, FLAGS.vocab_file)
+    run(cli.options_from_flags(PretrainingOptions))
 
 
 if __name__ == "__main__":
-    define_flags()
+    cli.define_flags(PretrainingOptions)
     cli.run(main)

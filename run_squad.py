@@ -28,10 +28,8 @@ import random
 
 import numpy as np
 import tensorflow as tf
-from absl import flags
 from absl import logging
 
-import checkpoints
 import modeling
 import packing
 import runner
@@ -39,8 +37,6 @@ import serving
 import squad_evaluation
 import tokenization
 import training
-
-FLAGS = flags.FLAGS
 
 # Whitespace of the original reader: space, tab, CR, LF and U+202F (narrow no-break space).
 _READER_WHITESPACE = frozenset(" \t\r\n\u202f")
@@ -657,22 +653,24 @@ def write_predictions(all_examples, all_features, all_results, n_best_size, max_
                       do_lower_case, output_prediction_file, output_nbest_file,
                       output_null_log_odds_file, version_2_with_negative=False,
                       null_score_diff_threshold=0.0, verbose_logging=False):
-    """Writes predictions.json, nbest_predictions.json and (2.0) null_odds.json."""
+    """Writes predictions.json, nbest_predictions.json and (2.0) null_odds.json (the original's function)."""
     logging.info("Writing predictions to: %s", output_prediction_file)
     logging.info("Writing nbest to: %s", output_nbest_file)
     predictions, nbest, scores_diff = compute_predictions(
         all_examples, all_features, all_results, n_best_size, max_answer_length, do_lower_case,
         version_2_with_negative, null_score_diff_threshold, verbose_logging)
-    _write_json(output_prediction_file, predictions)
-    _write_json(output_nbest_file, nbest)
+    outputs = [(output_prediction_file, predictions), (output_nbest_file, nbest)]
     if version_2_with_negative:
-        _write_json(output_null_log_odds_file, scores_diff)
+        outputs.append((output_null_log_odds_file, scores_diff))
+    for path, obj in outputs:
+        with tf.io.gfile.GFile(path, "w") as writer:
+            writer.write(_json_text(obj))
     return predictions, nbest, scores_diff
 
 
-def _write_json(path, obj):
-    with tf.io.gfile.GFile(path, "w") as writer:
-        writer.write(json.dumps(obj, indent=4) + "\n")
+def _json_text(obj):
+    """The original's JSON layout of the prediction files (indent 4, final newline)."""
+    return json.dumps(obj, indent=4) + "\n"
 
 
 # ---------------------------------------------------------------- records, task, job
@@ -704,14 +702,13 @@ class FeatureWriter:
         self._writer.close()
 
 
-def input_fn_builder(input_file, seq_length, is_training, drop_remainder, seed=None):
-    """An input function for training.py over FeatureWriter's records (int32 features; training repeats and
-    shuffles with a buffer of 100, as the original)."""
+def record_spec(seq_length, is_training):
+    """FeatureWriter's records as runner.decode_record reads them (training adds the answer positions)."""
     spec = {"unique_ids": (None, tf.int64), "input_ids": (seq_length, tf.int64),
             "input_mask": (seq_length, tf.int64), "segment_ids": (seq_length, tf.int64)}
     if is_training:
         spec.update(start_positions=(None, tf.int64), end_positions=(None, tf.int64))
-    return runner.record_input_fn(input_file, spec, is_training, drop_remainder, seed=seed)
+    return spec
 
 
 def squad_loss(start_logits, end_logits, start_positions, end_positions):
@@ -768,15 +765,8 @@ def decode_text_outputs(questions, contexts, outputs, inv_vocab, do_lower_case=T
                                do_lower_case, version_2_with_negative, null_score_diff_threshold)
 
 
-def validate_flags_or_throw(bert_config, do_train, do_predict, train_file, predict_file,
-                            max_seq_length, max_query_length, export_dir=None):
-    """The original's checks; errors name the flag."""
-    if not do_train and not do_predict and not export_dir:
-        raise cli.UserError("At least one of `do_train`, `do_predict` or `export_dir` must be set.")
-    if do_train and not train_file:
-        raise cli.UserError("If `do_train` is True, then `train_file` must be specified.")
-    if do_predict and not predict_file:
-        raise cli.UserError("If `do_predict` is True, then `predict_file` must be specified.")
+def validate_flags_or_throw(bert_config, max_seq_length, max_query_length):
+    """The original's checks of the sequence lengths; errors name the flag."""
     runner.check_seq_length(bert_config, max_seq_length)
     if max_seq_length <= max_query_length + 3:
         raise cli.UserError("The max_seq_length (%d) must be greater than max_query_length (%d) + 3"
@@ -789,166 +779,159 @@ def _has_gold_answers(input_file):
     return bool(qas) and all(isinstance(qa, dict) and "answers" in qa for qa in qas)
 
 
-def predict_features(task, features, config, strategy):
+def predict_features(task, features, config, strategy, checkpoint_path=None):
     """RawResults of the model over eval features, in feature order (full-length windows: the n-best choice
     looks at the logits of every position, padding included, as the original's)."""
     arrays = {"unique_ids": np.array([f.unique_id for f in features], np.int64),
               "input_ids": np.array([f.input_ids for f in features], np.int32),
               "input_mask": np.array([f.input_mask for f in features], np.int32),
               "segment_ids": np.array([f.segment_ids for f in features], np.int32)}
-    outputs = runner.predict_arrays(task, arrays, config, strategy, real_lengths=False)
+    outputs = runner.predict_arrays(task, arrays, config, strategy, checkpoint_path, real_lengths=False)
     return [RawResult(unique_id=int(outputs["unique_ids"][i]),
                       start_logits=[float(x) for x in outputs["start_logits"][i]],
                       end_logits=[float(x) for x in outputs["end_logits"][i]]) for i in range(len(features))]
 
 
-def train(task, config, tokenizer, train_file, max_seq_length, doc_stride, max_query_length, num_train_epochs,
-          warmup_proportion, version_2_with_negative, train_first_answer, strategy):
-    train_examples = read_squad_examples(train_file, is_training=True,
-                                         version_2_with_negative=version_2_with_negative,
-                                         train_first_answer=train_first_answer)
-    runner.require_examples(train_examples, f"--train_file={train_file}", "training questions")
-    config = runner.finetuning_config(config, len(train_examples), num_train_epochs, warmup_proportion,
-                                      what="orig examples")
-    # Pre-shuffle the examples so that a small shuffle buffer suffices, as the original.
-    random.Random(12345).shuffle(train_examples)
-    writer = FeatureWriter(os.path.join(config.output_dir, "train.tf_record"), is_training=True)
-    convert_examples_to_features(train_examples, tokenizer, max_seq_length, doc_stride,
-                                 max_query_length, True, writer.process_feature)
-    writer.close()
-    logging.info("  Num split examples = %d", writer.num_features)
-    input_fn = input_fn_builder(writer.filename, max_seq_length, is_training=True,
-                                drop_remainder=True, seed=config.seed)
-    return training.train(task, input_fn, config, strategy)
+@dataclasses.dataclass
+class SquadOptions(runner.FinetuningOptions):
+    """run_squad.py's flags: the fine-tuning runners' (runner.FinetuningOptions; no --do_eval: --do_predict
+    scores a predict file that has answers) and the original's SQuAD flags, plus --train_first_answer."""
+    train_file: str = cli.option(None, "SQuAD json for training. E.g., train-v1.1.json")
+    predict_file: str = cli.option(None, "SQuAD json for predictions. E.g., dev-v1.1.json or test-v1.1.json")
+    max_seq_length: int = cli.option(384, "The maximum total input sequence length after WordPiece tokenization. "
+                                     "Longer sequences are truncated, shorter ones padded.")
+    do_eval: bool = cli.option(False, flag=False)
+    do_predict: bool = cli.option(False, "Whether to run eval on the dev set.")
+    doc_stride: int = cli.option(128, "When splitting up a long document into chunks, how much stride to take "
+                                 "between chunks.")
+    max_query_length: int = cli.option(64, "The maximum number of tokens for the question. Questions longer than "
+                                       "this will be truncated to this length.")
+    n_best_size: int = cli.option(20, "The total number of n-best predictions to generate in the "
+                                  "nbest_predictions.json output file.")
+    max_answer_length: int = cli.option(30, "The maximum length of an answer that can be generated. This is "
+                                        "needed because the start and end predictions are not conditioned on one "
+                                        "another.")
+    verbose_logging: bool = cli.option(False, "If true, all of the warnings related to data processing will be "
+                                       "printed. A number of warnings are expected for a normal SQuAD evaluation.")
+    version_2_with_negative: bool = cli.option(False, "If true, the SQuAD examples contain some that do not have "
+                                               "an answer.")
+    null_score_diff_threshold: float = cli.option(0.0, "If null_score - best_non_null is greater than the "
+                                                  "threshold predict null.")
+    train_first_answer: bool = cli.option(False, "Train on the first answer of questions that have several (the "
+                                          "original requires exactly one answer per training question, as in "
+                                          "train-v1.1.json).")
 
 
-def predict(task, config, tokenizer, predict_file, max_seq_length, doc_stride, max_query_length, n_best_size,
-            max_answer_length, do_lower_case, version_2_with_negative, null_score_diff_threshold,
-            verbose_logging, strategy):
-    """Writes eval.tf_record, predictions.json, nbest_predictions.json (and null_odds.json, and
-    eval_results.json when the file has answers); returns (predictions, official scores or None)."""
-    eval_examples = runner.require_examples(read_squad_examples(predict_file, is_training=False),
-                                            f"--predict_file={predict_file}", "questions")
-    writer = FeatureWriter(os.path.join(config.output_dir, "eval.tf_record"), is_training=False)
-    eval_features = []
+class Job(runner.Job):
+    """One run_squad.py invocation: SQuAD reading, windows, n-best decoding and the official scores on
+    runner.Job's steps (predict writes predictions.json, nbest_predictions.json, null_odds.json for 2.0, and
+    eval_results.json when the predict file has answers)."""
 
-    def append_feature(feature):
-        eval_features.append(feature)
-        writer.process_feature(feature)
+    def __init__(self, options):
+        super().__init__(options)
+        validate_flags_or_throw(self.bert_config, options.max_seq_length, options.max_query_length)
+        for enabled, flag, path in ((options.do_train, "--train_file", options.train_file),
+                                    (options.do_predict, "--predict_file", options.predict_file)):
+            if enabled:
+                if not path:
+                    raise cli.UserError("If `%s` is True, then `%s` must be specified." % (
+                        "do_train" if flag == "--train_file" else "do_predict", flag[2:]))
+                cli.require_file(path, flag)
+        self.task = SquadTask(self.bert_config)
+        self.scores = None
 
-    convert_examples_to_features(eval_examples, tokenizer, max_seq_length, doc_stride,
-                                 max_query_length, False, append_feature)
-    writer.close()
-    logging.info("***** Running predictions *****")
-    logging.info("  Num orig examples = %d", len(eval_examples))
-    logging.info("  Num split examples = %d", len(eval_features))
-    logging.info("  Batch size = %d", config.predict_batch_size)
-    all_results = predict_features(task, eval_features, config, strategy)
-    paths = [os.path.join(config.output_dir, name)
-             for name in ("predictions.json", "nbest_predictions.json", "null_odds.json")]
-    predictions, _, _ = write_predictions(
-        eval_examples, eval_features, all_results, n_best_size, max_answer_length, do_lower_case, *paths,
-        version_2_with_negative, null_score_diff_threshold, verbose_logging)
-    if not _has_gold_answers(predict_file):
-        return predictions, None
-    # Score the predictions as the official script would (with null_odds.json for 2.0).
-    try:
-        result, text = squad_evaluation.run(
-            predict_file, paths[0], version="2.0" if version_2_with_negative else "auto",
-            na_prob_file=paths[2] if version_2_with_negative else None)
-    except squad_evaluation.SquadEvaluationError as e:
-        logging.warning("Predictions written, but %s cannot be scored: %s", predict_file, e)
-        return predictions, None
-    with tf.io.gfile.GFile(os.path.join(config.output_dir, "eval_results.json"), "w") as f:
-        f.write(text + "\n")
-    logging.info("***** Eval results (official SQuAD metrics) *****\n%s", text)
-    return predictions, result
+    def read_data(self):
+        """SQuAD files are read by the steps that use them (their errors name the file and the place)."""
+
+    def windows(self, examples, is_training, output_fn):
+        o = self.options
+        return convert_examples_to_features(examples, self.tokenizer, o.max_seq_length, o.doc_stride,
+                                            o.max_query_length, is_training, output_fn)
+
+    def train(self):
+        o = self.options
+        train_examples = read_squad_examples(o.train_file, is_training=True,
+                                             version_2_with_negative=o.version_2_with_negative,
+                                             train_first_answer=o.train_first_answer)
+        runner.require_examples(train_examples, f"--train_file={o.train_file}", "training questions")
+        config = self.finetuning_config(len(train_examples), what="orig examples")
+        # Pre-shuffle the examples so that a small shuffle buffer suffices, as the original.
+        random.Random(12345).shuffle(train_examples)
+        writer = FeatureWriter(self.record_path("train.tf_record"), is_training=True)
+        self.windows(train_examples, True, writer.process_feature)
+        writer.close()
+        logging.info("  Num split examples = %d", writer.num_features)
+        input_fn = runner.record_input_fn(writer.filename, record_spec(o.max_seq_length, True), is_training=True,
+                                          drop_remainder=True, seed=config.seed)
+        return training.train(self.task, input_fn, config, self.strategy)
+
+    def predict(self):
+        """Writes eval.tf_record, predictions.json, nbest_predictions.json (and null_odds.json, and
+        eval_results.json when the file has answers); returns the predictions."""
+        o = self.options
+        eval_examples = runner.require_examples(read_squad_examples(o.predict_file, is_training=False),
+                                                f"--predict_file={o.predict_file}", "questions")
+        writer = FeatureWriter(self.record_path("eval.tf_record"), is_training=False)
+        eval_features = []
+
+        def append_feature(feature):
+            eval_features.append(feature)
+            writer.process_feature(feature)
+
+        self.windows(eval_examples, False, append_feature)
+        writer.close()
+        logging.info("***** Running predictions *****")
+        logging.info("  Num orig examples = %d", len(eval_examples))
+        logging.info("  Num split examples = %d", len(eval_features))
+        logging.info("  Batch size = %d", self.config.predict_batch_size)
+        all_results = predict_features(self.task, eval_features, self.config, training.local_strategy(self.strategy),
+                                       self.inference_checkpoint()[0])
+        predictions, nbest, scores_diff = compute_predictions(
+            eval_examples, eval_features, all_results, o.n_best_size, o.max_answer_length, o.do_lower_case,
+            o.version_2_with_negative, o.null_score_diff_threshold, o.verbose_logging)
+        predictions_path = self.write_output("predictions.json", _json_text(predictions))
+        self.write_output("nbest_predictions.json", _json_text(nbest))
+        null_odds = self.write_output("null_odds.json", _json_text(scores_diff)) if o.version_2_with_negative else None
+        self.scores = self.score(predictions_path, null_odds)
+        return predictions
+
+    def score(self, predictions_path, null_odds_path):
+        """The official scores of predictions.json when the predict file has answers (eval_results.json)."""
+        o = self.options
+        if not _has_gold_answers(o.predict_file):
+            return None
+        try:
+            result, text = squad_evaluation.run(o.predict_file, predictions_path,
+                                                version="2.0" if o.version_2_with_negative else "auto",
+                                                na_prob_file=null_odds_path)
+        except squad_evaluation.SquadEvaluationError as e:
+            logging.warning("Predictions written, but %s cannot be scored: %s", o.predict_file, e)
+            return None
+        self.write_output("eval_results.json", text + "\n")
+        logging.info("***** Eval results (official SQuAD metrics) *****\n%s", text)
+        return result
+
+    def serving(self, model):
+        o = self.options
+        return serving.SquadServing(model, o.vocab_file, o.do_lower_case, o.max_seq_length, o.doc_stride,
+                                    o.max_query_length, o.n_best_size, o.max_answer_length,
+                                    o.version_2_with_negative, o.null_score_diff_threshold)
 
 
-def run(config, vocab_file, train_file=None, predict_file=None, do_lower_case=True,
-        max_seq_length=384, doc_stride=128, max_query_length=64, do_train=False, do_predict=False,
-        num_train_epochs=3.0, warmup_proportion=0.1, n_best_size=20, max_answer_length=30,
-        verbose_logging=False, version_2_with_negative=False, null_score_diff_threshold=0.0,
-        train_first_answer=False, export_dir=None):
-    """The whole job; `config` is a training.TrainingConfig (output_dir, bert_config_file, ...).
-
-    Returns {"train": ..., "predictions": ..., "eval": ..., "export": ...} for what ran.
-    """
-    bert_config, tokenizer = runner.check_job(config, vocab_file, do_lower_case, max_seq_length)
-    validate_flags_or_throw(bert_config, do_train, do_predict, train_file, predict_file,
-                            max_seq_length, max_query_length, export_dir)
-    for enabled, flag, path in ((do_train, "--train_file", train_file), (do_predict, "--predict_file", predict_file)):
-        if enabled:
-            cli.require_file(path, flag)
-    runner.make_output_dir(config)
-    task = SquadTask(bert_config)
-    strategy = training.create_strategy(config)
-    results = {}
-    if do_train:
-        results["train"] = train(task, config, tokenizer, train_file, max_seq_length, doc_stride, max_query_length,
-                                 num_train_epochs, warmup_proportion, version_2_with_negative, train_first_answer,
-                                 strategy)
-    if do_predict:
-        results["predictions"], scores = predict(
-            task, config, tokenizer, predict_file, max_seq_length, doc_stride, max_query_length, n_best_size,
-            max_answer_length, do_lower_case, version_2_with_negative, null_score_diff_threshold,
-            verbose_logging, strategy)
-        if scores is not None:
-            results["eval"] = scores
-    if export_dir:
-        results["export"] = serving.export_saved_model(
-            export_dir, task.build_model,
-            checkpoints.checkpoint_for_inference(config.output_dir, config.init_checkpoint),
-            lambda model: serving.SquadServing(model, vocab_file, do_lower_case, max_seq_length, doc_stride,
-                                               max_query_length, n_best_size, max_answer_length,
-                                               version_2_with_negative, null_score_diff_threshold))
+def run(options):
+    """The whole job for SquadOptions; returns {"train", "predict" (predictions), "eval" (official scores, when
+    the predict file has answers), "export"} for what ran."""
+    job = Job(options)
+    results = job.run()
+    if job.scores is not None:
+        results["eval"] = job.scores
     return results
 
 
-def define_flags():
-    """The original's flags (shared ones from runner.py) plus export and train_first_answer."""
-    runner.define_training_flags()
-    flags.DEFINE_string("train_file", None, "SQuAD json for training. E.g., train-v1.1.json")
-    flags.DEFINE_string("predict_file", None,
-                        "SQuAD json for predictions. E.g., dev-v1.1.json or test-v1.1.json")
-    runner.define_finetuning_flags(max_seq_length=384, do_eval=False,
-                                   do_predict_help="Whether to run eval on the dev set.")
-    flags.DEFINE_integer("doc_stride", 128, "When splitting up a long document into chunks, how "
-                         "much stride to take between chunks.")
-    flags.DEFINE_integer("max_query_length", 64, "The maximum number of tokens for the question. "
-                         "Questions longer than this will be truncated to this length.")
-    flags.DEFINE_integer("n_best_size", 20, "The total number of n-best predictions to generate in "
-                         "the nbest_predictions.json output file.")
-    flags.DEFINE_integer("max_answer_length", 30, "The maximum length of an answer that can be "
-                         "generated. This is needed because the start and end predictions are not "
-                         "conditioned on one another.")
-    flags.DEFINE_bool("verbose_logging", False, "If true, all of the warnings related to data "
-                      "processing will be printed. A number of warnings are expected for a normal "
-                      "SQuAD evaluation.")
-    flags.DEFINE_bool("version_2_with_negative", False,
-                      "If true, the SQuAD examples contain some that do not have an answer.")
-    flags.DEFINE_float("null_score_diff_threshold", 0.0, "If null_score - best_non_null is greater "
-                       "than the threshold predict null.")
-    flags.DEFINE_bool("train_first_answer", False, "Train on the first answer of questions that "
-                      "have several (the original requires exactly one answer per training "
-                      "question, as in train-v1.1.json).")
-    for name in ("vocab_file", "bert_config_file", "output_dir"):
-        flags.mark_flag_as_required(name)
-
-
 def main(_):
-    run(runner.training_config(FLAGS), FLAGS.vocab_file, train_file=FLAGS.train_file,
-        predict_file=FLAGS.predict_file, do_lower_case=FLAGS.do_lower_case,
-        max_seq_length=FLAGS.max_seq_length, doc_stride=FLAGS.doc_stride,
-        max_query_length=FLAGS.max_query_length, do_train=FLAGS.do_train,
-        do_predict=FLAGS.do_predict, num_train_epochs=FLAGS.num_train_epochs,
-        warmup_proportion=FLAGS.warmup_proportion, n_best_size=FLAGS.n_best_size,
-        max_answer_length=FLAGS.max_answer_length, verbose_logging=FLAGS.verbose_logging,
-        version_2_with_negative=FLAGS.version_2_with_negative,
-        null_score_diff_threshold=FLAGS.null_score_diff_threshold,
-        train_first_answer=FLAGS.train_first_answer, export_dir=FLAGS.export_dir)
+    run(cli.options_from_flags(SquadOptions))
 
 
 if __name__ == "__main__":
-    define_flags()
+    cli.define_flags(SquadOptions)
     cli.run(main)

@@ -1,86 +1,62 @@
 """The shared steps of a fine-tuning or inference job; each run_*.py supplies only its task.
 
-  Flags: define_training_flags(), define_finetuning_flags(), training_config(FLAGS).
-  Checks, before anything is written: check_job() (required flags, BERT config, sequence length, vocab and its
-    special tokens, casing, init_checkpoint); then make_output_dir().
+  Options: FinetuningOptions, the flags every fine-tuning runner has (cli.define_flags makes them flags).
+  The job: Job, one shape for every runner: checks before anything is written (check_job: required flags, BERT
+    config, sequence length, vocab and its special tokens, casing, init_checkpoint; then the runner's data),
+    --output_dir made once, then train / evaluate / predict / export, outputs written once by the chief, and
+    the one inference checkpoint (Job.inference_checkpoint).
   Training: finetuning_config() (the original's step counts), write_records() / record_input_fn() (feature
-    TFRecords with the original's feature names), tokenize_in_processes().
+    TFRecords with the original's feature names), array_input_fn() (in-memory features),
+    tokenize_in_processes().
   Inference: predict_arrays() runs a Task over in-memory features with real-length batches.
-A job's SavedModel is written by serving.export_saved_model, from checkpoints.checkpoint_for_inference.
 """
 import collections
 import dataclasses
 import multiprocessing
+import os
 import re
+import tempfile
 
 import numpy as np
 import tensorflow as tf
-from absl import flags
 from absl import logging
 
 import checkpoints
 import cli
 import modeling
 import packing
+import serving
 import tokenization
 import training
 
 STEP_COUNT_FLAGS = ("num_train_steps", "num_warmup_steps")
+TrainingConfig = training.TrainingConfig
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Flags.
+# Options.
 
 
-def define_training_flags(with_step_counts=False, flag_values=None):
-    """Defines a flag for every field of training.TrainingConfig (original names, defaults and help).
-
-    with_step_counts adds num_train_steps and num_warmup_steps (run_pretraining); fine-tuning runners derive
-    them from epochs (finetuning_config).
-    """
-    fv = flag_values if flag_values is not None else flags.FLAGS
-    kinds = {str: flags.DEFINE_string, int: flags.DEFINE_integer, float: flags.DEFINE_float,
-             bool: flags.DEFINE_bool}
-    for field in dataclasses.fields(training.TrainingConfig):
-        if field.name in STEP_COUNT_FLAGS and not with_step_counts:
-            continue
-        help_text = field.metadata["help"]
-        if field.metadata.get("enum"):
-            flags.DEFINE_enum(field.name, field.default, list(field.metadata["enum"]), help_text, flag_values=fv)
-        else:
-            kinds[field.type](field.name, field.default, help_text, flag_values=fv)
-
-
-def define_finetuning_flags(max_seq_length=128, sequence_help="Longer sequences are truncated, shorter ones "
-                            "padded.", do_eval=True, do_predict_help="Whether to run the model in inference mode "
-                            "on the test set.", flag_values=None):
-    """Defines the flags the fine-tuning runners share (original names, defaults and help)."""
-    fv = flag_values if flag_values is not None else flags.FLAGS
-    flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.",
-                        flag_values=fv)
-    flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text. Should be True for uncased "
-                      "models and False for cased models.", flag_values=fv)
-    flags.DEFINE_integer("max_seq_length", max_seq_length, "The maximum total input sequence length after "
-                         "WordPiece tokenization. " + sequence_help, flag_values=fv)
-    flags.DEFINE_bool("do_train", False, "Whether to run training.", flag_values=fv)
-    if do_eval:
-        flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.", flag_values=fv)
-    flags.DEFINE_bool("do_predict", False, do_predict_help, flag_values=fv)
-    flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs to perform.", flag_values=fv)
-    flags.DEFINE_float("warmup_proportion", 0.1, "Proportion of training to perform linear learning rate "
-                       "warmup for. E.g., 0.1 = 10% of training.", flag_values=fv)
-    flags.DEFINE_string("export_dir", None, "Write a SavedModel here (see the script's docstring for its "
-                        "signatures) from the newest checkpoint in output_dir, else init_checkpoint.",
-                        flag_values=fv)
-
-
-def training_config(flag_values=None, **overrides):
-    """training.TrainingConfig from the flags that define its fields, then keyword overrides."""
-    fv = flag_values if flag_values is not None else flags.FLAGS
-    values = {field.name: fv[field.name].value for field in dataclasses.fields(training.TrainingConfig)
-              if field.name in fv}
-    values.update(overrides)
-    return training.TrainingConfig(**values)
+@dataclasses.dataclass
+class FinetuningOptions:
+    """The flags every fine-tuning runner has (the original's names, defaults and help): the loop's
+    (training.TrainingConfig, without the step counts, which come from epochs) and the job's. A runner's options
+    subclass this and add its own; cli.define_flags makes them the script's flags."""
+    training: TrainingConfig = cli.nested(TrainingConfig, exclude=STEP_COUNT_FLAGS,
+                                          required=("bert_config_file", "output_dir"))
+    vocab_file: str = cli.option(None, "The vocabulary file that the BERT model was trained on.", required=True)
+    do_lower_case: bool = cli.option(True, "Whether to lower case the input text. Should be True for uncased "
+                                     "models and False for cased models.")
+    max_seq_length: int = cli.option(128, "The maximum total input sequence length after WordPiece tokenization. "
+                                     "Longer sequences are truncated, shorter ones padded.")
+    do_train: bool = cli.option(False, "Whether to run training.")
+    do_eval: bool = cli.option(False, "Whether to run eval on the dev set.")
+    do_predict: bool = cli.option(False, "Whether to run the model in inference mode on the test set.")
+    num_train_epochs: float = cli.option(3.0, "Total number of training epochs to perform.")
+    warmup_proportion: float = cli.option(0.1, "Proportion of training to perform linear learning rate warmup "
+                                          "for. E.g., 0.1 = 10% of training.")
+    export_dir: str = cli.option(None, "Write a SavedModel here (see the script's docstring for its signatures) "
+                                 "from the newest checkpoint in output_dir, else init_checkpoint.")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -159,6 +135,140 @@ def require_examples(examples, path, what="examples"):
 
 
 # ---------------------------------------------------------------------------------------------------------
+# The job.
+
+
+class Job:
+    """A fine-tuning runner's job, one shape for every task.
+
+    Construction checks what needs no data (flags, BERT config, vocab and its special tokens, casing,
+    init_checkpoint); run() then reads and checks the data the flags ask for (read_data), and only then creates
+    --output_dir and runs the steps the flags ask for, in order: train, evaluate, predict, (the runner's own,)
+    export. Every output is written once, by the chief (write_output, write_results; feature records through
+    record_path); evaluation, prediction and export run on the chief alone, on its own devices, from the one
+    inference checkpoint (inference_checkpoint).
+
+    A runner subclasses it with its options (a FinetuningOptions) and supplies `task` (a training.Task, set in
+    read_data or __init__), read_data(), train(), evaluate(), predict(), serving(model) (the SavedModel's module,
+    serving.py) and `labels` (assets.extra/labels.txt, or None); extra_steps() adds steps of its own.
+    """
+
+    labels = None
+    task = None
+
+    def __init__(self, options):
+        self.options = options
+        self.config = options.training
+        self.bert_config, self.tokenizer = check_job(self.config, options.vocab_file, options.do_lower_case,
+                                                     options.max_seq_length)
+        self.strategy = None
+        self.chief = True
+        self._checkpoint = None
+        self._scratch_dir = None
+
+    def steps(self):
+        """[(result name, flag name, flag value, step)] in the order they run."""
+        o = self.options
+        return ([("train", "do_train", o.do_train, self.train), ("eval", "do_eval", o.do_eval, self.evaluate),
+                 ("predict", "do_predict", o.do_predict, self.predict)] + self.extra_steps()
+                + [("export", "export_dir", o.export_dir, self.export)])
+
+    def extra_steps(self):
+        """A runner's own steps, run after predict and before export (same tuples as steps())."""
+        return []
+
+    def run(self):
+        """The whole job; returns {result name: what the step returned} for the steps that ran."""
+        flag_names = {field.name for field, _ in cli.flag_fields(type(self.options))}
+        steps = [step for step in self.steps() if step[1] in flag_names]
+        if not any(enabled for _, _, enabled, _ in steps):
+            names = [f"`{flag}`" for _, flag, _, _ in steps]
+            raise cli.UserError(f"At least one of {', '.join(names[:-1])} or {names[-1]} must be set.")
+        self.read_data()
+        make_output_dir(self.config)
+        self.strategy = training.create_strategy(self.config)
+        self.chief = training.is_chief(self.strategy)
+        self.start()
+        results = {}
+        for name, _, enabled, step in steps:
+            if not enabled:
+                continue
+            if name != "train" and not self.chief:
+                logging.info("%s: runs on the chief; this worker has no more to do", name)
+                continue
+            results[name] = step()
+        training.end_together(self.strategy)
+        return results
+
+    def read_data(self):
+        """Reads and checks the data the flags ask for (before anything is written); sets self.task."""
+        raise NotImplementedError
+
+    def start(self):
+        """What a runner writes once --output_dir exists and the strategy is made, before its steps."""
+
+    def train(self):
+        raise NotImplementedError
+
+    def evaluate(self):
+        raise NotImplementedError
+
+    def predict(self):
+        raise NotImplementedError
+
+    def serving(self, model):
+        """The tf.Module the SavedModel saves (serving.py) around the model with the checkpoint's weights."""
+        raise NotImplementedError
+
+    def finetuning_config(self, num_examples, what="examples"):
+        """The loop's config with the original's step counts for num_examples (finetuning_config)."""
+        return finetuning_config(self.config, num_examples, self.options.num_train_epochs,
+                                 self.options.warmup_proportion, what)
+
+    def inference_checkpoint(self):
+        """(path, global step) of the checkpoint evaluation, prediction and export use: the newest readable one
+        of --output_dir, else --init_checkpoint; chosen once, after training (an error when there is none)."""
+        if self._checkpoint is None:
+            path = checkpoints.checkpoint_for_inference(self.config.output_dir, self.config.init_checkpoint)
+            self._checkpoint = (path, checkpoints.global_step_of(path))
+        return self._checkpoint
+
+    def predict_arrays(self, arrays, batch_size, real_lengths=None):
+        """predict_arrays() of the task from the inference checkpoint, on the chief's own devices."""
+        return predict_arrays(self.task, arrays, self.config, training.local_strategy(self.strategy),
+                              self.inference_checkpoint()[0], batch_size, real_lengths)
+
+    def record_path(self, name):
+        """Where the feature records `name` go: --output_dir on the chief (as the original); a local scratch
+        folder on any other worker, which reads its own copy (nothing it writes lands in --output_dir)."""
+        if self.chief:
+            return os.path.join(self.config.output_dir, name)
+        if self._scratch_dir is None:
+            self._scratch_dir = tempfile.mkdtemp(prefix="bert-worker-")
+        return os.path.join(self._scratch_dir, name)
+
+    def write_output(self, name, text):
+        """Writes --output_dir/name (on the chief; other workers write nothing); returns the path."""
+        path = os.path.join(self.config.output_dir, name)
+        if self.chief:
+            with tf.io.gfile.GFile(path, "w") as writer:
+                writer.write(text)
+            logging.info("Wrote %s", path)
+        return path
+
+    def write_results(self, name, results):
+        """Writes `key = value` lines (training.format_eval_results) to --output_dir/name; returns results."""
+        logging.info("***** Eval results (%s) *****", name)
+        self.write_output(name, training.format_eval_results(results))
+        return results
+
+    def export(self):
+        """Writes the SavedModel to --export_dir from the inference checkpoint (serving.export_saved_model)."""
+        return serving.export_saved_model(self.options.export_dir, self.task.build_model,
+                                          self.inference_checkpoint()[0], self.serving, labels=self.labels)
+
+
+# ---------------------------------------------------------------------------------------------------------
 # Feature records (tf.train.Example, the original's feature names).
 
 
@@ -186,6 +296,7 @@ class RecordWriter:
 
     def close(self):
         self._writer.close()
+        logging.info("Wrote %d records to %s", self.count, self.path)
 
 
 def write_records(path, arrays, float_names=()):
@@ -204,6 +315,26 @@ def decode_record(record, spec):
         record, {name: tf.io.FixedLenFeature([length] if length else [], dtype)
                  for name, (length, dtype) in spec.items()})
     return {name: tf.cast(value, tf.int32) if value.dtype == tf.int64 else value for name, value in parsed.items()}
+
+
+def array_input_fn(arrays, is_training, seed=None, trim=True):
+    """An input function for training.py over in-memory feature arrays ({name: array [rows, ...]}): sharded
+    across input pipelines, shuffled whole and repeated when training (whole batches only), batched in order
+    otherwise; trim cuts each batch to its longest sequence (trim_batch; off for XLA and TPU, which want one
+    static shape)."""
+
+    def input_fn(batch_size, input_context=None):
+        d = tf.data.Dataset.from_tensor_slices(arrays)
+        if input_context is not None and input_context.num_input_pipelines > 1:
+            d = d.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+        if is_training:
+            d = d.shuffle(len(next(iter(arrays.values()))), seed=seed, reshuffle_each_iteration=True).repeat()
+        d = d.batch(batch_size, drop_remainder=is_training)
+        if trim:
+            d = d.map(trim_batch)
+        return d.prefetch(tf.data.AUTOTUNE)
+
+    return input_fn
 
 
 def record_input_fn(path, spec, is_training, drop_remainder, seed=None, shuffle_buffer=100):
@@ -335,13 +466,7 @@ def predict_arrays(task, arrays, config, strategy=None, checkpoint_path=None, ba
         order = np.argsort(-np.asarray(arrays["input_mask"]).sum(axis=1), kind="stable")
     ordered = {name: np.asarray(value)[order] for name, value in arrays.items()}
     full_width = ordered["input_ids"].shape[1]
-
-    def input_fn(size, input_context=None):
-        d = tf.data.Dataset.from_tensor_slices(ordered).batch(size)
-        if real_lengths:
-            d = d.map(trim_batch)
-        return d.prefetch(tf.data.AUTOTUNE)
-
+    input_fn = array_input_fn(ordered, is_training=False, trim=real_lengths)
     config = dataclasses.replace(config, predict_batch_size=batch_size)
     columns = collections.defaultdict(list)
     for example in training.predict(task, input_fn, config, strategy, checkpoint_path=checkpoint_path):

@@ -24,7 +24,7 @@ Usage:
     def input_fn(batch_size, input_context):         # per-replica batch size, tf.distribute.InputContext
         return tf.data.Dataset...                    # deterministic (seeded); repeat() for training
 
-    config = runner.training_config(FLAGS)                    # or training.TrainingConfig(output_dir=..., ...)
+    config = cli.options_from_flags(MyOptions).training     # or training.TrainingConfig(output_dir=..., ...)
     strategy = training.create_strategy(config)
     training.train(MyTask(), input_fn, config, strategy)       # -> dict with global_step and last losses
     results = training.evaluate(MyTask(), eval_input_fn, config, strategy, max_steps=None)
@@ -46,8 +46,9 @@ import tensorflow as tf
 from absl import logging
 
 import checkpoints
+import cli
 import optimization
-from cli import UserError, make_dir
+from cli import UserError
 
 DISTRIBUTION_STRATEGIES = ("default", "mirrored", "multi_worker_mirrored", "tpu")
 DTYPES = ("float32", "bfloat16", "float16")
@@ -55,45 +56,41 @@ OPTIMIZERS = ("adamw", "lamb")
 EVAL_RESULTS_FILE = "eval_results.txt"
 
 
-def _field(default, help_text, enum=None):
-    """A TrainingConfig field; runner.define_training_flags makes it a flag of that name, default and help."""
-    return dataclasses.field(default=default, metadata={"help": help_text, "enum": enum})
-
-
 @dataclasses.dataclass
 class TrainingConfig:
-    """Everything the loop needs, one field per runner flag (the original's names and defaults)."""
-    bert_config_file: str = _field(None, "The config json file corresponding to the pre-trained BERT model.")
-    init_checkpoint: str = _field(None, "Initial checkpoint (usually from a pre-trained BERT model).")
-    output_dir: str = _field(None, "The output directory where the model checkpoints will be written.")
-    train_batch_size: int = _field(32, "Total batch size for training.")
-    eval_batch_size: int = _field(8, "Total batch size for eval.")
-    predict_batch_size: int = _field(8, "Total batch size for predict.")
-    learning_rate: float = _field(5e-5, "The initial learning rate for Adam.")
-    num_train_steps: int = _field(100000, "Number of training steps.")
-    num_warmup_steps: int = _field(10000, "Number of warmup steps.")
-    save_checkpoints_steps: int = _field(1000, "How often to save the model checkpoint.")
-    iterations_per_loop: int = _field(1000, "How many steps to make in each estimator call (one log line per "
-                                      "loop).")
-    use_tpu: bool = _field(False, "Whether to use TPU or GPU/CPU.")
-    tpu_name: str = _field(None, "The Cloud TPU to use for training.")
-    tpu_zone: str = _field(None, "GCE zone where the Cloud TPU is located in.")
-    gcp_project: str = _field(None, "Project name for the Cloud TPU-enabled project.")
-    master: str = _field(None, "TensorFlow master URL.")
-    num_tpu_cores: int = _field(8, "Only used if `use_tpu` is True. Total number of TPU cores to use.")
-    distribution_strategy: str = _field(
+    """Everything the loop needs, one field per runner flag (the original's names and defaults); a runner's
+    options hold it as cli.nested(TrainingConfig), so these fields are its flags."""
+    bert_config_file: str = cli.option(None, "The config json file corresponding to the pre-trained BERT model.")
+    init_checkpoint: str = cli.option(None, "Initial checkpoint (usually from a pre-trained BERT model).")
+    output_dir: str = cli.option(None, "The output directory where the model checkpoints will be written.")
+    train_batch_size: int = cli.option(32, "Total batch size for training.")
+    eval_batch_size: int = cli.option(8, "Total batch size for eval.")
+    predict_batch_size: int = cli.option(8, "Total batch size for predict.")
+    learning_rate: float = cli.option(5e-5, "The initial learning rate for Adam.")
+    num_train_steps: int = cli.option(100000, "Number of training steps.")
+    num_warmup_steps: int = cli.option(10000, "Number of warmup steps.")
+    save_checkpoints_steps: int = cli.option(1000, "How often to save the model checkpoint.")
+    iterations_per_loop: int = cli.option(1000, "How many steps to make in each estimator call (one log line "
+                                          "per loop).")
+    use_tpu: bool = cli.option(False, "Whether to use TPU or GPU/CPU.")
+    tpu_name: str = cli.option(None, "The Cloud TPU to use for training.")
+    tpu_zone: str = cli.option(None, "GCE zone where the Cloud TPU is located in.")
+    gcp_project: str = cli.option(None, "Project name for the Cloud TPU-enabled project.")
+    master: str = cli.option(None, "TensorFlow master URL.")
+    num_tpu_cores: int = cli.option(8, "Only used if `use_tpu` is True. Total number of TPU cores to use.")
+    distribution_strategy: str = cli.option(
         "default", "default: one device; mirrored: all local GPUs; multi_worker_mirrored: workers from "
         "TF_CONFIG; tpu: a Cloud TPU (also chosen by --use_tpu).", DISTRIBUTION_STRATEGIES)
-    use_xla: bool = _field(False, "Compile the train step with XLA (jit_compile).")
-    dtype: str = _field("float32", "Compute dtype: float32, bfloat16 (mixed), float16 (mixed, dynamic loss "
-                        "scaling).", DTYPES)
-    optimizer: str = _field("adamw", "adamw (the original) or lamb.", OPTIMIZERS)
-    gradient_accumulation_steps: int = _field(1, "Micro-batches per optimizer step; train_batch_size is the batch "
-                                              "of one step.")
-    keep_checkpoint_max: int = _field(5, "How many checkpoints to keep.")
-    deterministic: bool = _field(False, "Enable TensorFlow op determinism (exactly reproducible runs and resumes "
-                                 "on CPU).")
-    seed: int = _field(12345, "Seed of initialisation, dropout, shuffling and dynamic masking.")
+    use_xla: bool = cli.option(False, "Compile the train step with XLA (jit_compile).")
+    dtype: str = cli.option("float32", "Compute dtype: float32, bfloat16 (mixed), float16 (mixed, dynamic loss "
+                            "scaling).", DTYPES)
+    optimizer: str = cli.option("adamw", "adamw (the original) or lamb.", OPTIMIZERS)
+    gradient_accumulation_steps: int = cli.option(1, "Micro-batches per optimizer step; train_batch_size is the "
+                                                  "batch of one step.")
+    keep_checkpoint_max: int = cli.option(5, "How many checkpoints to keep.")
+    deterministic: bool = cli.option(False, "Enable TensorFlow op determinism (exactly reproducible runs and "
+                                     "resumes on CPU).")
+    seed: int = cli.option(12345, "Seed of initialisation, dropout, shuffling and dynamic masking.")
 
     def __post_init__(self):
         self.validate()
@@ -152,6 +149,23 @@ def is_chief(strategy):
         return True
     cluster = resolver.cluster_spec().as_dict()
     return task_type == "worker" and task_id == 0 and "chief" not in cluster
+
+
+def local_strategy(strategy):
+    """The strategy inference runs under on the chief: its own devices (all local GPUs when it has several)
+    in place of a multi-worker strategy, whose collectives would wait for workers that run no inference."""
+    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return strategy
+    if len(tf.config.list_logical_devices("GPU")) > 1:
+        return tf.distribute.MirroredStrategy()
+    return tf.distribute.get_strategy()
+
+
+def end_together(strategy):
+    """Under a multi-worker strategy, waits until every worker gets here (the chief runs inference after
+    training while the others wait), so that no worker leaves the cluster while another still needs it."""
+    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(lambda: tf.constant(1.0)), axis=None)
 
 
 def set_precision_policy(dtype):
@@ -409,8 +423,6 @@ def train(task, input_fn, config, strategy=None, max_steps=None):
     """Trains to config.num_train_steps (or max_steps if smaller, like Estimator.train(max_steps)), resuming
     from output_dir; the learning-rate schedule always spans num_train_steps. Returns {"global_step", the
     logged means of the last loop, "examples_per_sec" of the last loop}."""
-    if not config.output_dir:
-        raise UserError("--output_dir is required for training")
     if config.num_train_steps < 1:
         raise UserError(f"--num_train_steps={config.num_train_steps}: expected a positive number of steps")
     _setup_run(config)
@@ -422,7 +434,6 @@ def train(task, input_fn, config, strategy=None, max_steps=None):
                         f"{replicas} replicas x --gradient_accumulation_steps={k}")
     per_replica_batch = config.train_batch_size // replicas
     chief = is_chief(strategy)
-    make_dir(config.output_dir, "--output_dir")
 
     model, optimizer, loss_scale, state = build_training_state(task, config, strategy)
     global_step = _global_step_variable(optimizer, state)
@@ -524,15 +535,14 @@ def _log_loop(writer, step, total_steps, logs, lr, n, elapsed, batch_size):
     return examples_per_sec
 
 
-def _restore_for_inference(model, config, checkpoint_path):
-    """Loads model weights: the given checkpoint, else the newest in output_dir, else init_checkpoint."""
-    path = checkpoint_path or checkpoints.checkpoint_for_inference(config.output_dir, config.init_checkpoint,
-                                                                   required=False)
-    if not path:
+def _restore_for_inference(model, checkpoint_path):
+    """Loads the weights of checkpoint_path (chosen by the caller: checkpoints.checkpoint_for_inference);
+    returns its global step. None: the model keeps its random initial weights (logged)."""
+    if not checkpoint_path:
         logging.warning("No checkpoint in --output_dir and no --init_checkpoint: using random weights")
-        return None, 0
-    checkpoints.init_from_checkpoint(model.variables_by_name(), path)
-    return path, checkpoints.global_step_of(path)
+        return 0
+    checkpoints.init_from_checkpoint(model.variables_by_name(), checkpoint_path)
+    return checkpoints.global_step_of(checkpoint_path)
 
 
 def evaluate(task, input_fn, config, strategy=None, max_steps=None, checkpoint_path=None,
@@ -542,7 +552,7 @@ def evaluate(task, input_fn, config, strategy=None, max_steps=None, checkpoint_p
     strategy = strategy or create_strategy(config)
     with strategy.scope():
         model = task.build_model()
-    path, global_step = _restore_for_inference(model, config, checkpoint_path)
+    global_step = _restore_for_inference(model, checkpoint_path)
     dataset = input_fn(config.eval_batch_size, None)
     if max_steps is not None:
         dataset = dataset.take(max_steps)
@@ -576,22 +586,30 @@ def evaluate(task, input_fn, config, strategy=None, max_steps=None, checkpoint_p
     results = {name: (num / den if den else float("nan")) for name, (num, den) in sums.items()}
     results["loss"] = loss_sum / batches
     results["global_step"] = global_step
-    logging.info("Eval of %s on %d batches: %s", path, batches, results)
+    logging.info("Eval of %s on %d batches: %s", checkpoint_path, batches, results)
     if results_file and config.output_dir and is_chief(strategy):
         write_eval_results(os.path.join(config.output_dir, results_file), results)
     return results
 
 
+def format_eval_results(results):
+    """Sorted `key = value` lines like the original's eval_results.txt (floats as float32, integers as integers);
+    each is logged."""
+    lines = []
+    for key in sorted(results):
+        value = results[key]
+        text = str(value) if isinstance(value, (int, np.integer)) else str(np.float32(value))
+        logging.info("  %s = %s", key, text)
+        lines.append(f"{key} = {text}\n")
+    return "".join(lines)
+
+
 def write_eval_results(path, results):
-    """Writes sorted `key = value` lines like the original (floats as float32, integers as integers)."""
+    """Writes format_eval_results(results) to path."""
     tf.io.gfile.makedirs(os.path.dirname(path) or ".")
+    logging.info("***** Eval results *****")
     with tf.io.gfile.GFile(path, "w") as writer:
-        logging.info("***** Eval results *****")
-        for key in sorted(results):
-            value = results[key]
-            text = str(value) if isinstance(value, (int, np.integer)) else str(np.float32(value))
-            logging.info("  %s = %s", key, text)
-            writer.write(f"{key} = {text}\n")
+        writer.write(format_eval_results(results))
 
 
 def predict(task, input_fn, config, strategy=None, checkpoint_path=None):
@@ -600,7 +618,7 @@ def predict(task, input_fn, config, strategy=None, checkpoint_path=None):
     strategy = strategy or create_strategy(config)
     with strategy.scope():
         model = task.build_model()
-    _restore_for_inference(model, config, checkpoint_path)
+    _restore_for_inference(model, checkpoint_path)
     dist = strategy.experimental_distribute_dataset(input_fn(config.predict_batch_size, None))
 
     @tf.function(autograph=task.autograph, reduce_retracing=True)

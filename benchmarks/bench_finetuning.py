@@ -1223,9 +1223,9 @@ def write_report(args, cache, doc_path, profile, shared_dir, hf_dir):
               ""]
     lines += comparison_table(rows, seeds, recipe_rates, "hf_matched")
     lines += ["", f"## Learning-rate sweep (seed {SWEEP_SEED})", "",
-              f"{', '.join(RECIPES[t]['name'] for t in SWEEP_TASKS)} at {', '.join(f'{r:g}' for r in SWEEP_LEARNING_RATES)}"
-              f", one seed, every row. The best rate of a row (bold) has the highest mean of the task's metrics; "
-              "it then runs at the table's seeds.", ""]
+              f"{', '.join(RECIPES[t]['name'] for t in SWEEP_TASKS)} at "
+              f"{', '.join(f'{r:g}' for r in SWEEP_LEARNING_RATES)}, one seed, every row. The best rate of a row "
+              "(bold) has the highest mean of the task's metrics; it then runs at the table's seeds.", ""]
     lines += sweep_table(cache, profile, args)
     lines += ["", "## Best against best: each row at its best learning rate (the user's question)", "",
               "The verdict compares ours with \"hf, its defaults\", each at the best rate of its own sweep "

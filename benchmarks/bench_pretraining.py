@@ -22,6 +22,7 @@ already compiled) loop, its peak resident memory (and peak GPU memory where ther
     .venv/bin/python benchmarks/bench_pretraining.py --steps=5 --configs=ours:float32:0,peer:float32:0,hf:float32:0
 """
 import argparse
+import dataclasses
 import json
 import os
 import resource
@@ -143,9 +144,12 @@ def run_ours(args, dtype, xla):
             num_train_steps=2 * args.steps, num_warmup_steps=0, iterations_per_loop=args.steps,
             save_checkpoints_steps=10 ** 9, keep_checkpoint_max=1, dtype=dtype, use_xla=bool(xla))
         start = time.time()
-        result = run_pretraining.run_pretraining(
-            config, modeling.BertConfig.from_dict(BERT_BASE), args.input_file, args.max_seq_length,
-            args.max_predictions_per_seq, do_train=True)
+        config_file = os.path.join(output_dir, "bert_config.json")
+        modeling.BertConfig.from_dict(BERT_BASE).to_json_file(config_file)
+        result = run_pretraining.run(run_pretraining.PretrainingOptions(
+            training=dataclasses.replace(config, bert_config_file=config_file), input_file=args.input_file,
+            max_seq_length=args.max_seq_length, max_predictions_per_seq=args.max_predictions_per_seq,
+            do_train=True))
         wall = time.time() - start
     return {"examples_per_sec": result["train"]["examples_per_sec"], "loss": result["train"]["loss"],
             "wall_s": wall}

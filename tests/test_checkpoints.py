@@ -261,7 +261,7 @@ def test_convert_checkpoint_cli_round_trip(tmp_path):
                     f"--bert_config_file={os.path.join(folder, 'bert_config.json')}", f"--vocab_file={vocab}",
                     f"--output_dir={hf_out}"], check=True, env=env, cwd=root, capture_output=True)
     import convert_checkpoint
-    convert_checkpoint.convert("hf_to_original", orig_out, hf_dir=hf_out)
+    convert_checkpoint.run(convert_checkpoint.ConvertOptions("hf_to_original", output_dir=orig_out, hf_dir=hf_out))
     assert "cls.predictions.bias" in load_file(os.path.join(hf_out, "model.safetensors"))
     back = tf.train.load_checkpoint(os.path.join(orig_out, "bert_model.ckpt"))
     original = tf.train.load_checkpoint(folder)
@@ -272,7 +272,7 @@ def test_convert_checkpoint_cli_round_trip(tmp_path):
     assert modeling.BertConfig.from_json_file(os.path.join(orig_out, "bert_config.json")) == \
         modeling.BertConfig.from_json_file(os.path.join(folder, "bert_config.json"))
     with pytest.raises(ValueError, match="--init_checkpoint, --bert_config_file"):
-        convert_checkpoint.convert("original_to_hf", hf_out, vocab_file=vocab)
+        convert_checkpoint.run(convert_checkpoint.ConvertOptions("original_to_hf", output_dir=hf_out, vocab_file=vocab))
 
 
 def test_tf_models_official_encoder_import(tmp_path):
@@ -290,7 +290,8 @@ def test_tf_models_official_encoder_import(tmp_path):
     saved = tf.train.Checkpoint(encoder=encoder).save(str(tmp_path / "tfm" / "ckpt"))
 
     import convert_checkpoint
-    prefix = convert_checkpoint.convert("tfm_to_original", str(tmp_path / "original"), init_checkpoint=saved)
+    prefix = convert_checkpoint.run(convert_checkpoint.ConvertOptions(
+        "tfm_to_original", output_dir=str(tmp_path / "original"), init_checkpoint=saved))
     config = modeling.BertConfig.from_json_file(str(tmp_path / "original" / "bert_config.json"))
     assert (config.num_hidden_layers, config.num_attention_heads, config.intermediate_size) == (2, 4, 64)
     config.hidden_dropout_prob = config.attention_probs_dropout_prob = 0.0

@@ -297,8 +297,9 @@ def test_fine_tune_tiny_model_on_mrpc_end_to_end(tmp_path):
         output_dir=output_dir, bert_config_file=_tiny_bert_config(str(tmp_path / "bert_config.json")),
         train_batch_size=16, eval_batch_size=8, predict_batch_size=8, learning_rate=1e-3,
         save_checkpoints_steps=4, iterations_per_loop=2)
-    results = rc.run("MRPC", data_dir, shared_path("vocab", "uncased", "vocab.txt"), config,
-                     max_seq_length=32, do_train=True, do_eval=True, do_predict=True, num_train_epochs=1.0)
+    results = rc.run(rc.ClassifierOptions(
+        task_name="MRPC", data_dir=data_dir, vocab_file=shared_path("vocab", "uncased", "vocab.txt"), training=config,
+        max_seq_length=32, do_train=True, do_eval=True, do_predict=True, num_train_epochs=1.0))
     assert results["train"]["global_step"] == 6  # int(96 / 16 * 1.0)
     for name in ("train.tf_record", "eval.tf_record", "predict.tf_record", "eval_results.txt",
                  "test_results.tsv", "model.ckpt-6.index", "checkpoint"):
@@ -311,7 +312,8 @@ def test_fine_tune_tiny_model_on_mrpc_end_to_end(tmp_path):
     task = rc.ClassifierTask(__import__("modeling").BertConfig.from_json_file(config.bert_config_file), 2)
     eval_input = runner.record_input_fn(os.path.join(output_dir, "eval.tf_record"), rc.record_spec(32, False),
                                         False, False)
-    probs = np.array([p["probabilities"] for p in training.predict(task, eval_input, config)])
+    probs = np.array([p["probabilities"] for p in training.predict(
+        task, eval_input, config, checkpoint_path=os.path.join(output_dir, "model.ckpt-6"))])
     labels = np.array([int(e.label) for e in dev])
     assert written["eval_accuracy"] == pytest.approx(glue_evaluation.accuracy(probs.argmax(1), labels), abs=1e-6)
     assert written["eval_f1"] == pytest.approx(glue_evaluation.f1_score(probs.argmax(1), labels), abs=1e-6)
@@ -335,8 +337,10 @@ def test_fine_tune_tiny_regression_on_stsb(tmp_path):
     config = training.TrainingConfig(
         output_dir=output_dir, bert_config_file=_tiny_bert_config(str(tmp_path / "bert_config.json")),
         train_batch_size=16, eval_batch_size=16, predict_batch_size=16, learning_rate=1e-3)
-    rc.run("sts-b", data_dir, shared_path("vocab", "uncased", "vocab.txt"), config, max_seq_length=32,
-           do_train=True, do_eval=True, do_predict=True, num_train_epochs=1.0)
+    rc.run(rc.ClassifierOptions(task_name="sts-b", data_dir=data_dir, vocab_file=shared_path("vocab", "uncased",
+                                                                                            "vocab.txt"),
+                                training=config, max_seq_length=32, do_train=True, do_eval=True, do_predict=True,
+                                num_train_epochs=1.0))
     written = _read_results(os.path.join(output_dir, "eval_results.txt"))
     assert sorted(written) == ["eval_corr", "eval_loss", "eval_pearson", "eval_spearman", "global_step", "loss"]
     rows = open(os.path.join(output_dir, "test_results.tsv")).read().splitlines()
@@ -350,7 +354,8 @@ def test_fine_tune_tiny_regression_on_stsb(tmp_path):
     eval_input = runner.record_input_fn(os.path.join(output_dir, "eval.tf_record"), rc.record_spec(32, True),
                                         False, False)
     arrays = {k: np.concatenate([b[k] for b in eval_input(100).as_numpy_iterator()]) for k in rc.FEATURE_NAMES}
-    scores = runner.predict_arrays(task, arrays, config, batch_size=config.eval_batch_size)["score"]
+    scores = runner.predict_arrays(task, arrays, config, checkpoint_path=os.path.join(output_dir, "model.ckpt-3"),
+                                   batch_size=config.eval_batch_size)["score"]
     gold = np.array([e.label for e in dev])
     assert written["eval_pearson"] == pytest.approx(glue_evaluation.pearson_corrcoef(scores, gold), abs=1e-6)
     assert written["eval_spearman"] == pytest.approx(glue_evaluation.spearman_corrcoef(scores, gold), abs=1e-6)

@@ -83,11 +83,18 @@ def _config(job, **overrides):
     return training.TrainingConfig(**values)
 
 
+def _options(job, **overrides):
+    """The MRPC job's ClassifierOptions on mrpc_job's data, vocab and output (training: _config(job))."""
+    values = dict(task_name="mrpc", data_dir=job["data_dir"], vocab_file=job["vocab"], training=_config(job),
+                  max_seq_length=MAX_SEQ_LENGTH)
+    values.update(overrides)
+    return rc.ClassifierOptions(**values)
+
+
 @pytest.mark.slow
 def test_signatures_equal_do_predict_in_a_fresh_process(mrpc_job):
     export_dir = str(mrpc_job["work"] / "saved_model")
-    results = rc.run("mrpc", mrpc_job["data_dir"], mrpc_job["vocab"], _config(mrpc_job), do_predict=True,
-                     max_seq_length=MAX_SEQ_LENGTH, export_dir=export_dir)
+    results = rc.run(_options(mrpc_job, do_predict=True, export_dir=export_dir))
     rows = [line.rstrip("\n").split("\t") for line in
             open(os.path.join(mrpc_job["output_dir"], "test_results.tsv"), encoding="utf-8")]
     assert len(rows) == 408 and rows == [r.split("\t") for r in results["predict"]]
@@ -129,8 +136,7 @@ def test_predict_input_streams_stdin_with_one_model_load(mrpc_job, tmp_path):
     examples = rc.MrpcProcessor().get_test_examples(mrpc_job["data_dir"])[:20]
     output_dir = mrpc_job["output_dir"]
     if not os.path.exists(os.path.join(output_dir, "test_results.tsv")):
-        rc.run("mrpc", mrpc_job["data_dir"], mrpc_job["vocab"], _config(mrpc_job), do_predict=True,
-               max_seq_length=MAX_SEQ_LENGTH)
+        rc.run(_options(mrpc_job, do_predict=True))
     expected = np.loadtxt(os.path.join(output_dir, "test_results.tsv"), delimiter="\t")[:20]
     stdin = "".join("%s\t%s\n" % (e.text_a, e.text_b) for e in examples)
     proc = subprocess.run(
@@ -150,8 +156,7 @@ def test_predict_input_bad_line_names_the_line(mrpc_job, tmp_path):
     path = tmp_path / "inputs.txt"
     path.write_text("first\tsecond\nno tab here\n")
     with pytest.raises(ValueError, match=r"inputs.txt line 2: expected text_a<TAB>text_b"):
-        rc.run("mrpc", None, mrpc_job["vocab"], _config(mrpc_job), max_seq_length=MAX_SEQ_LENGTH,
-               predict_input=str(path), predict_output=str(tmp_path / "out.tsv"))
+        rc.run(_options(mrpc_job, data_dir=None, predict_input=str(path), predict_output=str(tmp_path / "out.tsv")))
 
 
 def test_init_checkpoint_shape_mismatch_is_a_clear_error(mrpc_job, tmp_path):
@@ -162,8 +167,7 @@ def test_init_checkpoint_shape_mismatch_is_a_clear_error(mrpc_job, tmp_path):
     config = _config(mrpc_job, bert_config_file=config_file, output_dir=str(tmp_path / "out"),
                      init_checkpoint=os.path.join(mrpc_job["output_dir"], "model.ckpt-0"))
     with pytest.raises(ValueError, match=r"Shape mismatch .*bert/embeddings/word_embeddings: model \[30522, 48\]"):
-        rc.run("mrpc", mrpc_job["data_dir"], mrpc_job["vocab"], config, do_predict=True,
-               max_seq_length=MAX_SEQ_LENGTH)
+        rc.run(_options(mrpc_job, training=config, do_predict=True))
 
 
 def _loaded_text_outputs(export_dir, **texts):
@@ -198,8 +202,9 @@ def test_single_sentence_and_regression_exports_equal_do_predict(tmp_path):
     random_checkpoint(out, 2, False)
     config = training.TrainingConfig(output_dir=out, bert_config_file=config_file, eval_batch_size=16,
                                      predict_batch_size=16)
-    rc.run("cola", str(cola), vocab, config, max_seq_length=32, do_eval=True, do_predict=True,
-           export_dir=str(tmp_path / "cola_export"))
+    rc.run(rc.ClassifierOptions(task_name="cola", data_dir=str(cola), vocab_file=vocab, training=config,
+                                max_seq_length=32, do_eval=True, do_predict=True,
+                                export_dir=str(tmp_path / "cola_export")))
     written = open(os.path.join(out, "eval_results.txt")).read()
     assert "eval_mcc = " in written and "eval_accuracy = " in written
     expected = np.loadtxt(os.path.join(out, "test_results.tsv"), delimiter="\t")
@@ -215,8 +220,8 @@ def test_single_sentence_and_regression_exports_equal_do_predict(tmp_path):
     out = str(tmp_path / "stsb_out")
     random_checkpoint(out, 1, True)
     config = training.TrainingConfig(output_dir=out, bert_config_file=config_file, predict_batch_size=16)
-    rc.run("sts-b", str(stsb), vocab, config, max_seq_length=32, do_predict=True,
-           export_dir=str(tmp_path / "stsb_export"))
+    rc.run(rc.ClassifierOptions(task_name="sts-b", data_dir=str(stsb), vocab_file=vocab, training=config,
+                                max_seq_length=32, do_predict=True, export_dir=str(tmp_path / "stsb_export")))
     expected = np.loadtxt(os.path.join(out, "test_results.tsv"))
     assert expected.shape == (40,) and expected.std() > 0
     examples = rc.StsbProcessor().get_test_examples(str(stsb))

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import cli
 import create_pretraining_data as cpd
 import tokenization
 from tests.shared_data import shared_path
@@ -52,7 +53,13 @@ def _run(tmp_path, text_or_path, name="out.tfrecord", **kwargs):
         text_or_path = str(source)
     kwargs.setdefault("vocab_file", _uncased())
     output = str(tmp_path / name)
-    return output, cpd.run(text_or_path, output, **kwargs)
+    return output, _cpd_run(text_or_path, output, **kwargs)
+
+
+def _cpd_run(input_file, output_file, vocab_file, **flags):
+    """create_pretraining_data.run with these flag values (the others at their defaults)."""
+    return cpd.run(cli.build_options(cpd.CreatePretrainingDataOptions, input_file=input_file,
+                                     output_file=output_file, vocab_file=vocab_file, **flags))
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -281,17 +288,17 @@ def test_fast_mode_output_layout(tmp_path):
     with open(sample, "wb") as f:
         f.write((text.rstrip(b"\n") + b"\n\n") * 4)
     paths = [str(tmp_path / ("o%d" % k)) for k in range(4)]
-    counts = cpd.run(sample, ",".join(paths), _uncased(), num_workers=2, dupe_factor=2)
+    counts = _cpd_run(sample, ",".join(paths), _uncased(), num_workers=2, dupe_factor=2)
     assert sorted(counts) == sorted(paths) and all(c > 0 for c in counts.values())
-    counts = cpd.run(sample, str(tmp_path / "t"), _uncased(), num_workers=2, num_tasks=3, task_index=1,
-                     dupe_factor=2)
+    counts = _cpd_run(sample, str(tmp_path / "t"), _uncased(), num_workers=2, num_tasks=3, task_index=1,
+                      dupe_factor=2)
     assert sorted(counts) == [str(tmp_path / "t-00002-of-00006"), str(tmp_path / "t-00003-of-00006")]
-    cpd.run(sample, str(tmp_path / "one"), _uncased(), num_workers=6, dupe_factor=2)
+    _cpd_run(sample, str(tmp_path / "one"), _uncased(), num_workers=6, dupe_factor=2)
     for shard in ("-00002-of-00006", "-00003-of-00006"):  # machine 1 of 3 writes what one machine would
         with open(str(tmp_path / "t") + shard, "rb") as f1, open(str(tmp_path / "one") + shard, "rb") as f2:
             assert f1.read() == f2.read()
     with pytest.raises(ValueError, match="--output_file has 3 paths and --num_workers=2"):
-        cpd.run(sample, ",".join(paths[:3]), _uncased(), num_workers=2)
+        _cpd_run(sample, ",".join(paths[:3]), _uncased(), num_workers=2)
 
 
 def test_fast_mode_windows(tmp_path, caplog):
@@ -366,12 +373,12 @@ def test_bad_flags_and_paths(tmp_path):
         _run(tmp_path, sample, vocab_file=str(tmp_path / "missing.txt"))
     # An output folder that does not exist yet is created; one below a regular file is an error naming the flag.
     made = tmp_path / "no_such_dir" / "deeper" / "out.tfrecord"
-    cpd.run(sample, str(made), _uncased(), dupe_factor=1)
+    _cpd_run(sample, str(made), _uncased(), dupe_factor=1)
     assert len(read_records(str(made))["input_ids"]) > 0
     (tmp_path / "a_file").write_text("x")
     with pytest.raises(ValueError, match="--output_file=.*a_file/out.tfrecord: cannot create the folder: .*a_file "
                                          "is a file"):
-        cpd.run(sample, str(tmp_path / "a_file" / "out.tfrecord"), _uncased())
+        _cpd_run(sample, str(tmp_path / "a_file" / "out.tfrecord"), _uncased())
     assert not os.path.exists(tmp_path / "a_file" / "out.tfrecord")
     with pytest.raises(ValueError, match="--max_seq_length=4 is too small"):
         _run(tmp_path, sample, max_seq_length=4)

@@ -221,11 +221,11 @@ def test_bad_flags_are_clear_errors(minilm, tmp_path):
                 bert_config_file=minilm["bert_config_file"], init_checkpoint=minilm["init_checkpoint"],
                 vocab_file=minilm["vocab_file"])
     with pytest.raises(ValueError, match="--layers: index 6"):
-        ef.extract_features(layers="-1,6", **args)
+        ef.run(ef.ExtractFeaturesOptions(layers="-1,6", **args))
     with pytest.raises(ValueError, match="--max_seq_length=1024: cannot use sequence length 1024 because the BERT "
                                          "model was only trained up to sequence length 512"):
-        ef.extract_features(max_seq_length=1024, **args)
+        ef.run(ef.ExtractFeaturesOptions(max_seq_length=1024, **args))
     with pytest.raises(ValueError, match="--init_checkpoint is required"):
-        ef.extract_features(**dict(args, init_checkpoint=None))
+        ef.run(ef.ExtractFeaturesOptions(**dict(args, init_checkpoint=None)))
     with pytest.raises(FileNotFoundError, match="--input_file=.*missing.txt: no such file"):
-        ef.extract_features(**dict(args, input_file=str(tmp_path / "missing.txt")))
+        ef.run(ef.ExtractFeaturesOptions(**dict(args, input_file=str(tmp_path / "missing.txt"))))

@@ -218,7 +218,7 @@ def _tiny_train(output_dir, steps, **kwargs):
                                      iterations_per_loop=20, deterministic=True, **kwargs)
     bert_config = modeling.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1,
                                       num_attention_heads=2, intermediate_size=64, type_vocab_size=2)
-    input_fn = rp.make_input_fn([records()], 128, 20, is_training=True, seed=config.seed)
+    input_fn = rp.pretraining_input_fn([records()], 128, 20, is_training=True, seed=config.seed)
     return training.train(rp.PretrainingTask(bert_config), input_fn, config)
 
 

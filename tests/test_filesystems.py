@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import cli
 import conversions
 import create_pretraining_data
 import extract_features
@@ -78,21 +79,24 @@ def ram(tmp_path_factory):
 @pytest.fixture(scope="module")
 def pretrained(ram):
     """create_pretraining_data -> run_pretraining (train, eval) on ram://; returns the checkpoint prefix."""
-    written = create_pretraining_data.run(f"{ram}/corpus.txt", f"{ram}/records/train.tfrecord", f"{ram}/vocab.txt",
-                                          max_seq_length=64, max_predictions_per_seq=10, dupe_factor=2)
+    written = create_pretraining_data.run(cli.build_options(
+        create_pretraining_data.CreatePretrainingDataOptions, input_file=f"{ram}/corpus.txt",
+        output_file=f"{ram}/records/train.tfrecord", vocab_file=f"{ram}/vocab.txt", max_seq_length=64,
+        max_predictions_per_seq=10, dupe_factor=2))
     assert list(written) == [f"{ram}/records/train.tfrecord"] and sum(written.values()) > 4
-    result = run_pretraining.run_pretraining(
-        _config(ram, "pretrain", num_train_steps=4, num_warmup_steps=1), f"{ram}/bert_config.json",
-        f"{ram}/records/*.tfrecord", 64, 10, do_train=True, do_eval=True, max_eval_steps=2)
+    result = run_pretraining.run(run_pretraining.PretrainingOptions(
+        training=_config(ram, "pretrain", num_train_steps=4, num_warmup_steps=1),
+        input_file=f"{ram}/records/*.tfrecord", max_seq_length=64, max_predictions_per_seq=10, do_train=True,
+        do_eval=True, max_eval_steps=2))
     assert result["train"]["global_step"] == 4
     assert "masked_lm_accuracy" in _read(f"{ram}/pretrain/eval_results.txt")
     assert tf.io.gfile.exists(f"{ram}/pretrain/checkpoint")
     assert tf.io.gfile.isdir(f"{ram}/pretrain/model.ckpt-4")  # ram:// calls a checkpoint prefix a folder
     # Starting another run from that prefix (a prefix, not a folder, although ram:// says folder).
-    again = run_pretraining.run_pretraining(
-        _config(ram, "pretrain2", num_train_steps=1, num_warmup_steps=0,
-                init_checkpoint=f"{ram}/pretrain/model.ckpt-4"),
-        f"{ram}/bert_config.json", f"{ram}/records/train.tfrecord", 64, 10, do_train=True)
+    again = run_pretraining.run(run_pretraining.PretrainingOptions(
+        training=_config(ram, "pretrain2", num_train_steps=1, num_warmup_steps=0,
+                         init_checkpoint=f"{ram}/pretrain/model.ckpt-4"),
+        input_file=f"{ram}/records/train.tfrecord", max_seq_length=64, max_predictions_per_seq=10, do_train=True))
     assert again["train"]["global_step"] == 1
     return f"{ram}/pretrain/model.ckpt-4"
 
@@ -106,10 +110,10 @@ def _load_saved_model(export_dir):
 def test_classifier_on_ram_equals_the_same_job_on_local_disk(ram, pretrained, tmp_path):
     def job(root, data_dir, init_checkpoint, vocab_file, config_file, predict_input):
         config = _config(root, "mrpc", init_checkpoint=init_checkpoint, bert_config_file=config_file)
-        return run_classifier.run("MRPC", data_dir, vocab_file, config, max_seq_length=32, do_train=True,
-                                  do_eval=True, do_predict=True, num_train_epochs=1.0,
-                                  export_dir=f"{root}/mrpc/export", predict_input=predict_input,
-                                  predict_output=f"{root}/mrpc/streamed.tsv")
+        return run_classifier.run(run_classifier.ClassifierOptions(
+            task_name="MRPC", data_dir=data_dir, vocab_file=vocab_file, training=config, max_seq_length=32,
+            do_train=True, do_eval=True, do_predict=True, num_train_epochs=1.0, export_dir=f"{root}/mrpc/export",
+            predict_input=predict_input, predict_output=f"{root}/mrpc/streamed.tsv"))
 
     with tf.io.gfile.GFile(f"{ram}/requests.tsv", "w") as f:
         f.write("He said hi.\tHi, he said.\nIt rained.\tThe sun shone.\n")
@@ -143,9 +147,10 @@ def test_classifier_on_ram_equals_the_same_job_on_local_disk(ram, pretrained, tm
 
 @pytest.mark.slow
 def test_ner_squad_and_features_on_ram(ram, pretrained):
-    ner = run_ner.run(f"{ram}/conll", f"{ram}/vocab.txt", _config(ram, "ner", init_checkpoint=pretrained),
-                      max_seq_length=32, do_train=True, do_eval=True, do_predict=True, num_train_epochs=1.0,
-                      export_dir=f"{ram}/ner/export")
+    ner = run_ner.run(run_ner.NerOptions(
+        data_dir=f"{ram}/conll", vocab_file=f"{ram}/vocab.txt",
+        training=_config(ram, "ner", init_checkpoint=pretrained), max_seq_length=32, do_train=True, do_eval=True,
+        do_predict=True, num_train_epochs=1.0, export_dir=f"{ram}/ner/export"))
     assert ner["train"]["global_step"] > 0 and 0.0 <= ner["eval"]["eval_f1"] <= 1.0
     for name in ("label_list.txt", "eval_results.txt", "test_results.txt", "eval_predictions.txt",
                  "test_predictions.txt", "eval_conlleval.txt", "test_conlleval.txt"):
@@ -154,12 +159,13 @@ def test_ner_squad_and_features_on_ram(ram, pretrained):
         sentence=tf.constant(["Japan beat Syria ."]))
     assert int(tagged["num_words"][0]) == 4
 
-    squad = run_squad.run(_config(ram, "squad", init_checkpoint=pretrained), f"{ram}/vocab.txt",
-                          train_file=f"{ram}/squad/dev.json", predict_file=f"{ram}/squad/dev.json",
-                          max_seq_length=64, doc_stride=32, max_query_length=16, do_train=True, do_predict=True,
-                          num_train_epochs=1.0, train_first_answer=True, export_dir=f"{ram}/squad/export")
+    squad = run_squad.run(run_squad.SquadOptions(
+        training=_config(ram, "squad", init_checkpoint=pretrained), vocab_file=f"{ram}/vocab.txt",
+        train_file=f"{ram}/squad/dev.json", predict_file=f"{ram}/squad/dev.json", max_seq_length=64, doc_stride=32,
+        max_query_length=16, do_train=True, do_predict=True, num_train_epochs=1.0, train_first_answer=True,
+        export_dir=f"{ram}/squad/export"))
     predictions = json.loads(_read(f"{ram}/squad/predictions.json"))
-    assert len(predictions) == len(squad["predictions"]) > 10
+    assert len(predictions) == len(squad["predict"]) > 10 and squad["eval"]["f1"] >= 0
     assert json.loads(_read(f"{ram}/squad/eval_results.json")).keys() >= {"exact_match", "f1"}
     assert tf.io.gfile.exists(f"{ram}/squad/nbest_predictions.json")
     answer = _load_saved_model(f"{ram}/squad/export").signatures["serving_text"](
@@ -168,8 +174,10 @@ def test_ner_squad_and_features_on_ram(ram, pretrained):
 
     with tf.io.gfile.GFile(f"{ram}/sentences.txt", "w") as f:
         f.write("Who was Jim Henson ? ||| Jim Henson was a puppeteer\nHello world\n")
-    extract_features.extract_features(f"{ram}/sentences.txt", f"{ram}/features.jsonl", f"{ram}/bert_config.json",
-                                      pretrained, f"{ram}/vocab.txt", True, "-1,-2", 32, 2, "mean", False, None, 8)
+    extract_features.run(extract_features.ExtractFeaturesOptions(
+        input_file=f"{ram}/sentences.txt", output_file=f"{ram}/features.jsonl",
+        bert_config_file=f"{ram}/bert_config.json", init_checkpoint=pretrained, vocab_file=f"{ram}/vocab.txt",
+        layers="-1,-2", max_seq_length=32, batch_size=2, sentence_vector="mean"))
     lines = [json.loads(line) for line in _read(f"{ram}/features.jsonl").splitlines()]
     assert [line["linex_index"] for line in lines] == [0, 1] and len(lines[1]["sentence_vector"]) == 32
 

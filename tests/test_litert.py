@@ -1,5 +1,6 @@
 """litert.py: the LiteRT classifier matches the SavedModel on MRPC dev; its tokenizer gives the original's ids."""
 import csv
+import dataclasses
 import json
 import os
 
@@ -57,8 +58,9 @@ def test_litert_classifier_matches_the_saved_model_on_mrpc_dev(tmp_path):
     checkpoints.CheckpointManager(str(output_dir)).save(model.variables_by_name(), 0)
     export_dir, tflite, int8 = str(tmp_path / "saved_model"), tmp_path / "mrpc.tflite", tmp_path / "mrpc_int8.tflite"
     run_config = training.TrainingConfig(output_dir=str(output_dir), bert_config_file=str(config_file))
-    rc.run("MRPC", None, vocab, run_config, max_seq_length=128, export_dir=export_dir, export_tflite=str(tflite))
-    rc.run("MRPC", None, vocab, run_config, max_seq_length=128, export_tflite=str(int8), tflite_quantize=True)
+    options = rc.ClassifierOptions(task_name="MRPC", vocab_file=vocab, training=run_config, max_seq_length=128)
+    rc.run(dataclasses.replace(options, export_dir=export_dir, export_tflite=str(tflite)))
+    rc.run(dataclasses.replace(options, export_tflite=str(int8), tflite_quantize=True))
     assert sorted(litert.custom_ops(tflite.read_bytes())) == sorted(litert.CUSTOM_OPS)
     assert int8.stat().st_size < tflite.stat().st_size / 2  # the tokenizer tables (2 MB) are not quantized
 

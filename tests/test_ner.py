@@ -8,6 +8,7 @@ import checkpoints
 import conlleval
 import packing
 import run_ner
+import runner
 import serving
 import tokenization
 from tests.shared_data import shared_path
@@ -152,7 +153,8 @@ def test_word_without_wordpieces_becomes_unk(cased_tokenizer):
 def test_predictions_file_scores_with_conlleval(tmp_path, conll_test):
     triples = run_ner.prediction_triples(conll_test, [s.labels for s in conll_test])
     path = str(tmp_path / "test_predictions.txt")
-    run_ner.write_predictions(path, triples)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(run_ner.format_predictions(triples))
     report = conlleval.format_report(conlleval.evaluate_file(path))
     assert report.startswith("processed 46435 tokens with 5648 phrases; found: 5648 phrases; correct: 5648.\n")
 
@@ -283,9 +285,10 @@ def tiny_run(tmp_path_factory):
                                      train_batch_size=8, eval_batch_size=8, predict_batch_size=8,
                                      learning_rate=2e-3, save_checkpoints_steps=100, iterations_per_loop=100,
                                      deterministic=True)
-    results = run_ner.run(str(data_dir), shared_path("vocab", "uncased", "vocab.txt"), config,
-                          do_lower_case=True, max_seq_length=24, do_train=True, do_eval=True, do_predict=True,
-                          num_train_epochs=2.0, export_dir=str(export_dir), doc_stride=8)
+    results = run_ner.run(run_ner.NerOptions(
+        data_dir=str(data_dir), vocab_file=shared_path("vocab", "uncased", "vocab.txt"), training=config,
+        do_lower_case=True, max_seq_length=24, do_train=True, do_eval=True, do_predict=True, num_train_epochs=2.0,
+        export_dir=str(export_dir), doc_stride=8))
     return dict(root=root, data_dir=data_dir, output_dir=output_dir, export_dir=export_dir, results=results,
                 config=config)
 
@@ -411,8 +414,8 @@ def test_trimmed_batches_give_the_same_outputs(conll_test, cased_tokenizer):
     short = [s for s in conll_test if len(s.words) <= 30][:64]
     features = run_ner.convert_sentences_to_features(short, labels, 128, cased_tokenizer)
     arrays = run_ner.features_to_arrays(features, 128)
-    full = next(iter(run_ner.input_fn_builder(arrays, False, trim=False)(len(features))))
-    trimmed = next(iter(run_ner.input_fn_builder(arrays, False, trim=True)(len(features))))
+    full = next(iter(runner.array_input_fn(arrays, False, trim=False)(len(features))))
+    trimmed = next(iter(runner.array_input_fn(arrays, False, trim=True)(len(features))))
     multiple = packing.LENGTH_MULTIPLE
     length = -(-int(np.max(arrays["input_mask"].sum(1))) // multiple) * multiple
     assert trimmed["input_ids"].shape == (len(features), length) and length < 128

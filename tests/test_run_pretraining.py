@@ -1,4 +1,5 @@
 """run_pretraining: input pipeline, the original's losses and update, convergence, resume, multi-worker."""
+import dataclasses
 import json
 import os
 import shutil
@@ -47,7 +48,7 @@ def reference_batch():
 
 def test_eval_input_is_the_records_in_order():
     ref, batch = reference_batch()
-    input_fn = rp.make_input_fn([sample_records()], 128, 20, is_training=False)
+    input_fn = rp.pretraining_input_fn([sample_records()], 128, 20, is_training=False)
     batches = list(input_fn(8, None))
     assert sum(int(b["input_ids"].shape[0]) for b in batches) == 118
     for name, expected in batch.items():
@@ -57,7 +58,7 @@ def test_eval_input_is_the_records_in_order():
 
 
 def test_training_input_is_deterministic_and_repeats():
-    input_fn = rp.make_input_fn([sample_records()], 128, 20, is_training=True, seed=7)
+    input_fn = rp.pretraining_input_fn([sample_records()], 128, 20, is_training=True, seed=7)
     first = [b["input_ids"].numpy() for b in input_fn(32, None).take(6)]
     second = [b["input_ids"].numpy() for b in input_fn(32, None).take(6)]
     for a, b in zip(first, second):
@@ -69,9 +70,9 @@ def test_training_input_is_deterministic_and_repeats():
 def test_record_not_matching_flags_names_file_and_feature():
     with pytest.raises(ValueError, match=r"sample_text_default.tfrecord.*masked_lm_positions.*10.*"
                                          r"max_predictions_per_seq"):
-        rp.make_input_fn([sample_records()], 128, 10, is_training=True)
+        rp.pretraining_input_fn([sample_records()], 128, 10, is_training=True)
     with pytest.raises(ValueError, match=r"sample_text_default.tfrecord.*input_ids.*max_seq_length"):
-        rp.make_input_fn([sample_records()], 64, 20, is_training=False)
+        rp.pretraining_input_fn([sample_records()], 64, 20, is_training=False)
 
 
 def test_input_file_globs(tmp_path):
@@ -85,7 +86,7 @@ def test_input_file_globs(tmp_path):
 def test_dynamic_masking_draws_new_masks():
     vocab = shared_path("vocab", "uncased", "vocab.txt")
     masker = rp.DynamicMasker(vocab, 30522, 20, 0.15)
-    input_fn = rp.make_input_fn([sample_records()], 128, 20, is_training=True, seed=3)
+    input_fn = rp.pretraining_input_fn([sample_records()], 128, 20, is_training=True, seed=3)
     static = next(iter(input_fn(16, None)))
     original = rp.unmask_input_ids(static).numpy()
     assert (original != 103).all()  # every stored [MASK] restored to its original token
@@ -162,10 +163,11 @@ def test_300_steps_from_original_checkpoint_then_eval(tmp_path):
     output_dir = str(tmp_path / "out")
     _copy_reference_checkpoint(output_dir)
     config = training.TrainingConfig(
-        output_dir=output_dir, train_batch_size=32, eval_batch_size=8, learning_rate=1e-3, num_train_steps=330,
-        num_warmup_steps=0, save_checkpoints_steps=330, iterations_per_loop=100)
-    bert_config = os.path.join(reference_dir(), "bert_config.json")
-    result = rp.run_pretraining(config, bert_config, sample_records(), do_train=True, do_eval=True)
+        output_dir=output_dir, bert_config_file=os.path.join(reference_dir(), "bert_config.json"),
+        train_batch_size=32, eval_batch_size=8, learning_rate=1e-3, num_train_steps=330, num_warmup_steps=0,
+        save_checkpoints_steps=330, iterations_per_loop=100)
+    options = rp.PretrainingOptions(training=config, input_file=sample_records())
+    result = rp.run(dataclasses.replace(options, do_train=True, do_eval=True))
     results = result["eval"]
     assert results["global_step"] == 330
     assert results["loss"] <= 5.8, results
@@ -176,7 +178,7 @@ def test_300_steps_from_original_checkpoint_then_eval(tmp_path):
         "next_sentence_loss"]
     assert lines[0] == "global_step = 330"
     # Eval is reproducible run to run.
-    again = rp.run_pretraining(config, bert_config, sample_records(), do_eval=True)["eval"]
+    again = rp.run(dataclasses.replace(options, do_eval=True))["eval"]
     assert again == results
     assert open(os.path.join(output_dir, "eval_results.txt")).read().splitlines() == lines
 
@@ -189,10 +191,10 @@ def test_eval_metrics_are_the_originals_weighted_means(tmp_path):
         for raw in tf.data.TFRecordDataset(sample_records()).take(8):
             writer.write(raw.numpy())
     config = training.TrainingConfig(output_dir=str(tmp_path / "out"),
+                                     bert_config_file=os.path.join(reference_dir(), "bert_config.json"),
                                      init_checkpoint=os.path.join(reference_dir(), "model.ckpt-30"),
                                      eval_batch_size=8)
-    bert_config = modeling.BertConfig.from_json_file(os.path.join(reference_dir(), "bert_config.json"))
-    results = rp.run_pretraining(config, bert_config, path, do_eval=True)["eval"]
+    results = rp.run(rp.PretrainingOptions(training=config, input_file=path, do_eval=True))["eval"]
     w = ref["in_masked_lm_weights"].reshape(-1)
     np.testing.assert_allclose(results["masked_lm_loss"], np.sum(w * ref["out_mlm_example_loss"]) / w.sum(),
                                rtol=1e-5)
@@ -284,7 +286,7 @@ def _worker_main(argv):
                                      iterations_per_loop=2, distribution_strategy=strategy_name)
     strategy = training.create_strategy(config)
     task = _RecordingTask(tiny_config(dropout=0.0))
-    input_fn = rp.make_input_fn([sample_records()], 128, 20, is_training=True, seed=config.seed)
+    input_fn = rp.pretraining_input_fn([sample_records()], 128, 20, is_training=True, seed=config.seed)
     result = training.train(task, input_fn, config, strategy)
     weights = {name: np.asarray(var.numpy()) for name, var in task.model.variables_by_name().items()}
     weights["__replicas__"] = np.array(strategy.num_replicas_in_sync)

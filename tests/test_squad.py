@@ -1,5 +1,6 @@
 """run_squad.py: reading, windowed features, decoding, head, runner and export on the real SQuAD data."""
 import collections
+import dataclasses
 import json
 import os
 import subprocess
@@ -15,6 +16,7 @@ import fast_tokenization
 import modeling
 import packing
 import run_squad
+import runner
 import serving
 import squad_evaluation
 import tokenization
@@ -257,13 +259,15 @@ def test_tfrecord_round_trip(tokenizer, tmp_path):
         writer.process_feature(feature)
     writer.close()
     assert writer.num_features == len(features)
-    input_fn = run_squad.input_fn_builder(writer.filename, 128, is_training=False, drop_remainder=False)
+    input_fn = runner.record_input_fn(writer.filename, run_squad.record_spec(128, False), is_training=False,
+                                      drop_remainder=False)
     batches = list(input_fn(5))
     got = {k: np.concatenate([b[k].numpy() for b in batches]) for k in batches[0]}
     assert got["input_ids"].dtype == np.int32 and "start_positions" not in got
     np.testing.assert_array_equal(got["input_ids"], [f.input_ids for f in features])
     np.testing.assert_array_equal(got["unique_ids"], [f.unique_id for f in features])
-    train_fn = run_squad.input_fn_builder(writer.filename, 128, is_training=True, drop_remainder=True, seed=1)
+    train_fn = runner.record_input_fn(writer.filename, run_squad.record_spec(128, True), is_training=True,
+                                      drop_remainder=True, seed=1)
     batch = next(iter(train_fn(4)))
     assert batch["start_positions"].shape == (4,) and batch["segment_ids"].shape == (4, 128)
     record = next(iter(tf.data.TFRecordDataset(writer.filename)))
@@ -415,14 +419,21 @@ def test_mismatched_answers_skipped_with_count(tmp_path, caplog, tokenizer):
 
 def test_flag_validation(tmp_path):
     config = modeling.BertConfig(vocab_size=10, max_position_embeddings=64)
-    with pytest.raises(ValueError, match="At least one of"):
-        run_squad.validate_flags_or_throw(config, False, False, None, None, 64, 16)
-    with pytest.raises(ValueError, match="`train_file` must be specified"):
-        run_squad.validate_flags_or_throw(config, True, False, None, None, 64, 16)
     with pytest.raises(ValueError, match="only trained up to sequence length 64"):
-        run_squad.validate_flags_or_throw(config, False, True, None, "x", 128, 16)
+        run_squad.validate_flags_or_throw(config, 128, 16)
     with pytest.raises(ValueError, match="must be greater than max_query_length"):
-        run_squad.validate_flags_or_throw(config, False, True, None, "x", 64, 61)
+        run_squad.validate_flags_or_throw(config, 64, 61)
+    out = tmp_path / "out"
+    options = run_squad.SquadOptions(
+        vocab_file=shared_path("vocab", "uncased", "vocab.txt"), max_seq_length=64, max_query_length=16,
+        training=training.TrainingConfig(bert_config_file=_write(tmp_path, TINY_CONFIG, "c.json"), output_dir=str(out)))
+    with pytest.raises(ValueError, match="At least one of `do_train`, `do_predict` or `export_dir` must be set"):
+        run_squad.run(options)
+    with pytest.raises(ValueError, match="If `do_train` is True, then `train_file` must be specified"):
+        run_squad.run(dataclasses.replace(options, do_train=True))
+    with pytest.raises(ValueError, match="must be greater than max_query_length"):
+        run_squad.run(dataclasses.replace(options, do_predict=True, predict_file="x", max_query_length=61))
+    assert not out.exists()
 
 
 TINY_CONFIG = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
@@ -557,8 +568,8 @@ def test_serving_answers_equal_the_python_n_best_path(tmp_path, tokenizer, path_
     checkpoint = checkpoints.CheckpointManager(str(tmp_path)).save(model.variables_by_name(), 0)
     examples = run_squad.read_squad_examples(path, is_training=False)
     features = _features(examples, tokenizer, 128, 48, 32)
-    results = run_squad.predict_features(task, features, training.TrainingConfig(
-        init_checkpoint=checkpoint, predict_batch_size=64), None)
+    results = run_squad.predict_features(task, features, training.TrainingConfig(predict_batch_size=64), None,
+                                         checkpoint)
     predictions, _, odds = run_squad.compute_predictions(examples, features, results, 20, 30, True, version_2)
     module = serving.SquadServing(model, shared_path("vocab", "uncased", "vocab.txt"), True, 128, 48, 32, 20, 30,
                                   version_2)

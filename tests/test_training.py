@@ -38,7 +38,7 @@ def tiny_config(dropout=0.0):
 
 
 def pretraining_input_fn(masker=None):
-    return rp.make_input_fn(records(), 128, 20, is_training=True, seed=5, masker=masker)
+    return rp.pretraining_input_fn(records(), 128, 20, is_training=True, seed=5, masker=masker)
 
 
 def summary_scalars(output_dir):
@@ -57,22 +57,28 @@ def summary_scalars(output_dir):
 
 
 def test_config_from_flags_and_keywords():
+    import cli
+    import run_pretraining
     fv = flags.FlagValues()
-    runner.define_training_flags(with_step_counts=True, flag_values=fv)
+    cli.define_flags(run_pretraining.PretrainingOptions, flag_values=fv)
     fv(["prog", "--output_dir=/tmp/x", "--dtype=bfloat16", "--optimizer=lamb", "--train_batch_size=64",
-        "--gradient_accumulation_steps=4", "--distribution_strategy=mirrored", "--use_xla"])
-    config = runner.training_config(fv, learning_rate=1e-3)
+        "--gradient_accumulation_steps=4", "--distribution_strategy=mirrored", "--use_xla", "--learning_rate=1e-3",
+        "--input_file=x.tfrecord", "--bert_config_file=c.json"])
+    options = cli.options_from_flags(run_pretraining.PretrainingOptions, fv)
+    config = options.training
     assert (config.train_batch_size, config.dtype, config.optimizer, config.gradient_accumulation_steps) == (
         64, "bfloat16", "lamb", 4)
     assert config.use_xla and config.learning_rate == 1e-3 and config.num_train_steps == 100000
-    assert config.strategy_name == "mirrored"
+    assert config.strategy_name == "mirrored" and options.input_file == "x.tfrecord"
     assert training.TrainingConfig(use_tpu=True).strategy_name == "tpu"
     with pytest.raises(flags.IllegalFlagValueError):
         fv(["prog", "--dtype=float64"])
     fine_tuning = flags.FlagValues()
-    runner.define_training_flags(flag_values=fine_tuning)
+    cli.define_flags(runner.FinetuningOptions, flag_values=fine_tuning)
     assert "num_train_steps" not in fine_tuning and "learning_rate" in fine_tuning
     assert fine_tuning["train_batch_size"].default == 32 and fine_tuning["eval_batch_size"].default == 8
+    with pytest.raises(flags.IllegalFlagValueError, match="--bert_config_file must have a value"):
+        fine_tuning(["prog", "--vocab_file=vocab.txt", "--output_dir=out"])  # required by the runners
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -219,18 +225,19 @@ def test_predict_yields_examples_in_order_and_evaluate_is_deterministic(tmp_path
     ref = np.load(os.path.join(reference_dir(), "reference_outputs.npz"))
     batch = {name: ref["in_" + name] for name in rp.FEATURE_NAMES}
     bert_config = modeling.BertConfig.from_json_file(os.path.join(reference_dir(), "bert_config.json"))
-    config = training.TrainingConfig(output_dir=str(tmp_path / "out"), predict_batch_size=3, eval_batch_size=3,
-                                     init_checkpoint=os.path.join(reference_dir(), "model.ckpt-30"))
+    config = training.TrainingConfig(output_dir=str(tmp_path / "out"), predict_batch_size=3, eval_batch_size=3)
+    checkpoint = os.path.join(reference_dir(), "model.ckpt-30")
     task = rp.PretrainingTask(bert_config)
-    outputs = list(training.predict(task, _stored_batch_input_fn(batch), config))
+    outputs = list(training.predict(task, _stored_batch_input_fn(batch), config, checkpoint_path=checkpoint))
     assert len(outputs) == 8
     got = np.stack([o["nsp_log_probs"] for o in outputs])
     np.testing.assert_allclose(got, ref["out_nsp_log_probs"], rtol=1e-5, atol=1e-6)
-    first = training.evaluate(task, _stored_batch_input_fn(batch), config)
-    second = training.evaluate(task, _stored_batch_input_fn(batch), config)
+    first = training.evaluate(task, _stored_batch_input_fn(batch), config, checkpoint_path=checkpoint)
+    second = training.evaluate(task, _stored_batch_input_fn(batch), config, checkpoint_path=checkpoint)
     assert first == second and first["global_step"] == 30
     np.testing.assert_allclose(first["next_sentence_loss"], ref["out_nsp_loss"], rtol=1e-5)
-    limited = training.evaluate(task, _stored_batch_input_fn(batch), config, max_steps=1, results_file=None)
+    limited = training.evaluate(task, _stored_batch_input_fn(batch), config, max_steps=1, results_file=None,
+                                checkpoint_path=checkpoint)
     assert limited["next_sentence_loss"] != first["next_sentence_loss"]
     text = open(os.path.join(config.output_dir, "eval_results.txt")).read()
     assert text.startswith("global_step = 30\nloss = ")
