@@ -58,14 +58,14 @@ import numpy as np
 from absl import logging
 
 import cli
+import records
 import tokenization
 
 
 NUM_EXAMPLES_TO_LOG = 20
 PROGRESS_SECONDS = 10.0
 BATCH_SIZE = 4096
-FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids",
-                 "masked_lm_weights", "next_sentence_labels")
+FEATURE_NAMES = records.names(records.pretraining(None, None))
 
 
 @dataclasses.dataclass
@@ -739,9 +739,10 @@ def serialize_examples(features):
     batch = len(features["input_ids"])
     entries = []
     body_len = np.zeros(batch, np.int64)
+    record_format = records.pretraining(None, None)
     for name in FEATURE_NAMES:
         values = features[name]
-        if values.dtype == np.float32:
+        if record_format[name][1] == records.FLOAT:
             payload = (values.astype("<f4").view(np.uint8).reshape(batch, -1), None,
                        np.full(batch, 4 * values.shape[1], np.int64))
             kind_tag = b"\x12"  # Feature.float_list

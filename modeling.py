@@ -34,6 +34,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+import records
 from cli import MissingFileError, UserError
 
 LAYER_NORM_EPSILON = 1e-12  # tf.contrib.layers.layer_norm, as used by the original
@@ -530,8 +531,7 @@ def next_sentence_loss(log_probs, labels):
     return tf.reduce_mean(per_example_loss), per_example_loss
 
 
-PRETRAINING_FEATURES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids",
-                        "masked_lm_weights", "next_sentence_labels")
+PRETRAINING_FEATURES = records.names(records.pretraining(None, None))
 
 
 class PretrainingModel(keras.Model):

@@ -36,6 +36,7 @@ import glue_evaluation
 import litert
 import modeling
 import packing
+import records
 import runner
 import serving
 import tokenization
@@ -450,7 +451,7 @@ class InputFeatures:
     is_real_example: bool = True
 
 
-FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids", "label_ids", "is_real_example")
+FEATURE_NAMES = records.names(records.classifier(None, False))
 
 
 def examples_to_arrays(examples, label_list, max_seq_length, tokenizer, num_workers=1, log_examples=5):
@@ -538,15 +539,8 @@ def file_based_convert_examples_to_features(examples, label_list, max_seq_length
     num_workers > 1 tokenizes in that many processes; the file is the same byte for byte.
     """
     arrays = examples_to_arrays(examples, label_list, max_seq_length, tokenizer, num_workers)
-    runner.write_records(output_file, arrays, float_names=("label_ids",) if label_list is None else ())
+    runner.write_records(output_file, arrays, records.classifier(max_seq_length, label_list is None))
     return arrays
-
-
-def record_spec(seq_length, is_regression):
-    """The feature TFRecords' spec for runner.decode_record."""
-    return {"input_ids": (seq_length, tf.int64), "input_mask": (seq_length, tf.int64),
-            "segment_ids": (seq_length, tf.int64),
-            "label_ids": (None, tf.float32 if is_regression else tf.int64), "is_real_example": (None, tf.int64)}
 
 
 def eval_results(metric_names, outputs, labels, is_regression, batch_size):
@@ -694,7 +688,7 @@ class Job(runner.Job):
         config = self.finetuning_config(len(examples))
         path = self.record_path("train.tf_record")
         self.features(examples, "train", path)
-        input_fn = runner.record_input_fn(path, record_spec(self.options.max_seq_length, self.is_regression),
+        input_fn = runner.record_input_fn(path, records.classifier(self.options.max_seq_length, self.is_regression),
                                           is_training=True, drop_remainder=True, seed=config.seed)
         return training.train(self.task, input_fn, config, self.strategy)
 

@@ -18,12 +18,13 @@ from absl import logging
 
 import checkpoints
 import modeling
+import records
 import runner
 import tokenization
 import training
 from training import TrainingConfig
 
-FEATURE_NAMES = modeling.PRETRAINING_FEATURES
+FEATURE_NAMES = records.names(records.pretraining(None, None))
 
 
 @dataclasses.dataclass
@@ -58,23 +59,10 @@ def expand_input_files(input_file):
     return files
 
 
-def feature_spec(max_seq_length, max_predictions_per_seq):
-    """name -> (length, dtype) of the original records."""
-    return {
-        "input_ids": (max_seq_length, tf.int64),
-        "input_mask": (max_seq_length, tf.int64),
-        "segment_ids": (max_seq_length, tf.int64),
-        "masked_lm_positions": (max_predictions_per_seq, tf.int64),
-        "masked_lm_ids": (max_predictions_per_seq, tf.int64),
-        "masked_lm_weights": (max_predictions_per_seq, tf.float32),
-        "next_sentence_labels": (1, tf.int64),
-    }
-
-
 def check_record_file(path, max_seq_length, max_predictions_per_seq):
     """Checks the first record of `path` against the flags (cli.UserError naming file and feature); returns
     whether the file holds a record."""
-    spec = feature_spec(max_seq_length, max_predictions_per_seq)
+    spec = records.pretraining(max_seq_length, max_predictions_per_seq)
     flag_of = {"masked_lm_positions": "--max_predictions_per_seq", "masked_lm_ids": "--max_predictions_per_seq",
                "masked_lm_weights": "--max_predictions_per_seq", "next_sentence_labels": None}
     try:
@@ -86,14 +74,14 @@ def check_record_file(path, max_seq_length, max_predictions_per_seq):
         return False
     example = tf.train.Example.FromString(first.numpy())
     feats = example.features.feature
-    for name, (length, dtype) in spec.items():
+    for name, (length, value_kind) in spec.items():
         if name not in feats:
-            raise cli.UserError(f"{path}: record has no feature {name!r} (expected {length} x {dtype.name}); "
-                             f"is it a pre-training file written by create_pretraining_data.py?")
+            raise cli.UserError(f"{path}: record has no feature {name!r} (expected {length} x {value_kind}); "
+                                f"is it a pre-training file written by create_pretraining_data.py?")
         feat = feats[name]
         kind = feat.WhichOneof("kind")
         values = feat.float_list.value if kind == "float_list" else feat.int64_list.value
-        want_kind = "float_list" if dtype == tf.float32 else "int64_list"
+        want_kind = "float_list" if value_kind == records.FLOAT else "int64_list"
         if kind != want_kind:
             raise cli.UserError(f"{path}: feature {name!r} is {kind}, expected {want_kind}")
         if len(values) != length:
@@ -105,7 +93,7 @@ def check_record_file(path, max_seq_length, max_predictions_per_seq):
 
 def decode_record(record, max_seq_length, max_predictions_per_seq):
     """Parses one serialized example; int64 features become int32 (as the original)."""
-    return runner.decode_record(record, feature_spec(max_seq_length, max_predictions_per_seq))
+    return runner.decode_record(record, records.pretraining(max_seq_length, max_predictions_per_seq))
 
 
 def unmask_input_ids(features):

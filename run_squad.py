@@ -32,6 +32,7 @@ from absl import logging
 
 import modeling
 import packing
+import records
 import runner
 import serving
 import squad_evaluation
@@ -682,7 +683,7 @@ class FeatureWriter:
     def __init__(self, filename, is_training):
         self.filename = filename
         self.is_training = is_training
-        self._writer = runner.RecordWriter(filename)
+        self._writer = runner.RecordWriter(filename, records.squad(None, is_training))
 
     @property
     def num_features(self):
@@ -700,15 +701,6 @@ class FeatureWriter:
 
     def close(self):
         self._writer.close()
-
-
-def record_spec(seq_length, is_training):
-    """FeatureWriter's records as runner.decode_record reads them (training adds the answer positions)."""
-    spec = {"unique_ids": (None, tf.int64), "input_ids": (seq_length, tf.int64),
-            "input_mask": (seq_length, tf.int64), "segment_ids": (seq_length, tf.int64)}
-    if is_training:
-        spec.update(start_positions=(None, tf.int64), end_positions=(None, tf.int64))
-    return spec
 
 
 def squad_loss(start_logits, end_logits, start_positions, end_positions):
@@ -861,7 +853,7 @@ class Job(runner.Job):
         self.windows(train_examples, True, writer.process_feature)
         writer.close()
         logging.info("  Num split examples = %d", writer.num_features)
-        input_fn = runner.record_input_fn(writer.filename, record_spec(o.max_seq_length, True), is_training=True,
+        input_fn = runner.record_input_fn(writer.filename, records.squad(o.max_seq_length, True), is_training=True,
                                           drop_remainder=True, seed=config.seed)
         return training.train(self.task, input_fn, config, self.strategy)
 

@@ -25,6 +25,7 @@ import checkpoints
 import cli
 import modeling
 import packing
+import records
 import serving
 import tokenization
 import training
@@ -273,20 +274,21 @@ class Job:
 
 
 class RecordWriter:
-    """Writes tf.train.Example records of named features: write({name: values}) in the dict's order; names
-    in float_names are float lists, the rest int64 lists."""
+    """Writes tf.train.Example records of a record format (records.py): write({name: values}) with the format's
+    features in its order, each an int64 or float list as the format says."""
 
-    def __init__(self, path, float_names=()):
+    def __init__(self, path, record_format):
         self.path = path
-        self.float_names = frozenset(float_names)
+        self.record_format = record_format
         self.count = 0
         self._writer = tf.io.TFRecordWriter(path)
 
     def write(self, features):
+        records.check(self.record_format, features, self.path)
         proto = collections.OrderedDict()
         for name, values in features.items():
             values = np.ravel(values).tolist()
-            if name in self.float_names:
+            if self.record_format[name][1] == records.FLOAT:
                 proto[name] = tf.train.Feature(float_list=tf.train.FloatList(value=values))
             else:
                 proto[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=values))
@@ -299,9 +301,10 @@ class RecordWriter:
         logging.info("Wrote %d records to %s", self.count, self.path)
 
 
-def write_records(path, arrays, float_names=()):
-    """Writes one record per row of `arrays` ({name: array [rows, ...]}); returns the number of records."""
-    writer = RecordWriter(path, float_names)
+def write_records(path, arrays, record_format):
+    """Writes one record of record_format per row of `arrays` ({name: array [rows, ...]}); returns the number of
+    records."""
+    writer = RecordWriter(path, record_format)
     rows = len(next(iter(arrays.values()))) if arrays else 0
     for i in range(rows):
         writer.write({name: values[i] for name, values in arrays.items()})
@@ -309,11 +312,12 @@ def write_records(path, arrays, float_names=()):
     return rows
 
 
-def decode_record(record, spec):
-    """Parses one serialized tf.train.Example of `spec` ({name: (length or None, dtype)}); int64 -> int32."""
+def decode_record(record, record_format):
+    """Parses one serialized tf.train.Example of a record format (records.py); int64 -> int32."""
     parsed = tf.io.parse_single_example(
-        record, {name: tf.io.FixedLenFeature([length] if length else [], dtype)
-                 for name, (length, dtype) in spec.items()})
+        record, {name: tf.io.FixedLenFeature([length] if length else [], tf.float32 if kind == records.FLOAT
+                                             else tf.int64)
+                 for name, (length, kind) in record_format.items()})
     return {name: tf.cast(value, tf.int32) if value.dtype == tf.int64 else value for name, value in parsed.items()}
 
 
@@ -337,7 +341,7 @@ def array_input_fn(arrays, is_training, seed=None, trim=True):
     return input_fn
 
 
-def record_input_fn(path, spec, is_training, drop_remainder, seed=None, shuffle_buffer=100):
+def record_input_fn(path, record_format, is_training, drop_remainder, seed=None, shuffle_buffer=100):
     """An input function for training.py over a feature TFRecord file: records sharded across input
     pipelines, repeated and shuffled (buffer 100, as the original) when training, decoded, batched."""
 
@@ -347,7 +351,7 @@ def record_input_fn(path, spec, is_training, drop_remainder, seed=None, shuffle_
             d = d.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
         if is_training:
             d = d.repeat().shuffle(buffer_size=shuffle_buffer, seed=seed)
-        d = d.map(lambda record: decode_record(record, spec), num_parallel_calls=tf.data.AUTOTUNE)
+        d = d.map(lambda record: decode_record(record, record_format), num_parallel_calls=tf.data.AUTOTUNE)
         return d.batch(batch_size, drop_remainder=drop_remainder).prefetch(tf.data.AUTOTUNE)
 
     return input_fn

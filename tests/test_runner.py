@@ -1,10 +1,12 @@
 """runner.py: checks before anything is written, parallel tokenization, real-length prediction."""
 import numpy as np
 import pytest
+import tensorflow as tf
 
 import checkpoints
 import cli
 import modeling
+import records
 import run_classifier as rc
 import runner
 import tokenization
@@ -83,3 +85,21 @@ def test_real_length_batches_give_the_full_length_outputs(tokenizer, dtype, tmp_
     agree = (real["probabilities"].argmax(1) == full["probabilities"].argmax(1)).mean()
     assert agree == 1.0 if dtype == "float32" else agree > 0.97
     np.testing.assert_array_equal(real["is_real_example"], arrays["is_real_example"])
+
+
+def test_a_record_format_is_what_its_writer_writes_and_its_reader_reads(tmp_path):
+    record_format = records.classifier(4, is_regression=True)
+    row = {"input_ids": [101, 7, 102, 0], "input_mask": [1, 1, 1, 0], "segment_ids": [0, 0, 0, 0],
+           "label_ids": [2.5], "is_real_example": [1]}
+    path = str(tmp_path / "x.tf_record")
+    writer = runner.RecordWriter(path, record_format)
+    writer.write(row)
+    with pytest.raises(ValueError, match="are not the record format's"):
+        writer.write({name: row[name] for name in reversed(row)})
+    writer.close()
+    parsed = next(iter(tf.data.TFRecordDataset(path).map(lambda r: runner.decode_record(r, record_format))))
+    assert parsed["label_ids"].dtype == tf.float32 and float(parsed["label_ids"]) == 2.5
+    assert parsed["input_ids"].dtype == tf.int32 and parsed["input_ids"].numpy().tolist() == row["input_ids"]
+    example = tf.train.Example.FromString(next(iter(tf.data.TFRecordDataset(path))).numpy()).features.feature
+    assert [example[name].WhichOneof("kind") for name in record_format] == [
+        "float_list" if kind == records.FLOAT else "int64_list" for _, kind in record_format.values()]
