@@ -9,28 +9,18 @@ its own devices, over the whole data), and every write the logs report ("Wrote",
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 
 import pytest
 
+from tests.cluster import free_ports
 from tests.shared_data import shared_path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY_CONFIG = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                    intermediate_size=64, max_position_embeddings=128)
 WRITES = re.compile(r"(?:Wrote \d+ records to|Wrote|Saved checkpoint|Exported \S+ to) (\S+)")
-
-
-def _free_ports(n):
-    sockets = [socket.socket() for _ in range(n)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
 
 
 def _env(tf_config=None):
@@ -50,7 +40,7 @@ def _head(src, dst, lines):
 
 def _two_workers(command):
     """Runs command as workers 0 (the chief) and 1 of a two-worker cluster; returns their logs."""
-    cluster = {"worker": [f"127.0.0.1:{port}" for port in _free_ports(2)]}
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in free_ports(2)]}
     procs = [subprocess.Popen(command + ["--distribution_strategy=multi_worker_mirrored"], cwd=ROOT,
                               env=_env({"cluster": cluster, "task": {"type": "worker", "index": index}}),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

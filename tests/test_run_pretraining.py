@@ -4,7 +4,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ import checkpoints
 import modeling
 import run_pretraining as rp
 import training
+from tests.cluster import free_ports
 from tests.shared_data import shared_path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -262,16 +262,6 @@ def test_killed_run_resumes_to_the_same_weights(tmp_path):
         np.testing.assert_array_equal(a[name], b[name], err_msg=name)
 
 
-def _free_ports(n):
-    sockets = [socket.socket() for _ in range(n)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
-
-
 class _RecordingTask(rp.PretrainingTask):
     def build_model(self):
         self.model = super().build_model()
@@ -305,7 +295,7 @@ def test_two_workers_equal_one_worker_with_the_same_global_batch(tmp_path):
     single = subprocess.run([PYTHON, script, "worker", str(tmp_path / "single.npz"), str(tmp_path / "single"),
                              init, "default"], env=_env(), capture_output=True, text=True, timeout=300)
     assert single.returncode == 0, single.stderr[-3000:]
-    ports = _free_ports(2)
+    ports = free_ports(2)
     cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
     procs = []
     for index in range(2):
