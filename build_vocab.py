@@ -144,10 +144,5 @@ def run(options):
     return tokens
 
 
-def main(_):
-    run(cli.options_from_flags(BuildVocabOptions))
-
-
 if __name__ == "__main__":
-    cli.define_flags(BuildVocabOptions)
-    cli.run(main)
+    cli.main(BuildVocabOptions, run)

@@ -1,18 +1,20 @@
-"""How every script starts and ends: quiet TensorFlow, user errors as one line, files named by flags.
+"""How every script starts and ends: options declared once, quiet TensorFlow, user errors as one line, files
+named by flags on any file system.
 
-Import this module before TensorFlow: unless the user set TF_CPP_MIN_LOG_LEVEL, it sets it to 2 (TensorFlow's
-C++ INFO and WARNING lines off). The start-up noise below is dropped unless that level is 0 or 1. A script's
-entry point is
+A script declares its flags as an options dataclass (fields made with option(), and nested() for another
+options class such as training.TrainingConfig) and ends with
 
     if __name__ == "__main__":
-        define_flags()
-        cli.run(main)
+        cli.main(MyOptions, run)
 
-which runs `main` under absl with INFO logging (unless --verbosity is given), drops TensorFlow's start-up noise
-that no log level hides (the cuInit error on machines without a GPU, absl's "before InitializeLog" warning,
-XLA's "Compiled cluster" line), and turns a `UserError` (a flag value, a missing or malformed file, bad data)
-or an operating-system error on a named file into one line `error: ...` on stderr with exit status 2. Internal
-errors keep their traceback; `--verbosity=1` or BERT_TRACEBACK=1 shows it for user errors too.
+which defines the flags (define_flags: each field's name, default and help), and runs run(options) under
+absl with INFO logging (unless --verbosity is given). Import this module before TensorFlow: unless the user
+set TF_CPP_MIN_LOG_LEVEL, it sets it to 2 (TensorFlow's C++ INFO and WARNING lines off), and it drops the
+start-up noise no log level hides (the cuInit error on machines without a GPU, absl's "before InitializeLog"
+warning, XLA's "Compiled cluster" line) unless that level is 0 or 1. A `UserError` (a flag value, a missing or
+malformed file, bad data), an operating-system error on a named file, or TensorFlow's error on one (a missing
+gs:// object) becomes one line `error: ...` on stderr with exit status 2. Internal errors keep their traceback;
+`--verbosity=1` or BERT_TRACEBACK=1 shows it for user errors too.
 
 This module never imports TensorFlow (create_pretraining_data.py and build_vocab.py run without it), except
 for a path with a scheme (gs://, s3://, hdfs://, ram://), which it reads and writes through tf.io.gfile
@@ -52,6 +54,18 @@ class UserError(ValueError):
 
 class MissingFileError(UserError, FileNotFoundError):
     """A file or folder named by a flag does not exist."""
+
+
+def main(options_class, run_options):
+    """A script's entry point: defines the flags of options_class, then, under run(), calls
+    run_options(the options the command line gives)."""
+    define_flags(options_class)
+
+    def main(argv):
+        del argv
+        run_options(options_from_flags(options_class))  # its result is not an exit status
+
+    run(main)
 
 
 def run(main):

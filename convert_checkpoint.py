@@ -38,26 +38,24 @@ def run(options):
     if o.mode == "hf_to_original":
         if not o.hf_dir:
             raise cli.UserError("--hf_dir is required for --mode=hf_to_original")
-        return conversions.hf_to_original(o.hf_dir, o.output_dir, vocab_file=o.vocab_file)
-    if o.mode == "original_to_hf":
+        written = conversions.hf_to_original(o.hf_dir, o.output_dir, vocab_file=o.vocab_file)
+    elif o.mode == "original_to_hf":
         missing = [name for name, value in (("--init_checkpoint", o.init_checkpoint),
                                             ("--bert_config_file", o.bert_config_file),
                                             ("--vocab_file", o.vocab_file)) if not value]
         if missing:
             raise cli.UserError(f"{', '.join(missing)} required for --mode=original_to_hf")
-        return conversions.original_to_hf(o.init_checkpoint, o.bert_config_file, o.vocab_file, o.output_dir)
-    if o.mode == "tfm_to_original":
+        written = conversions.original_to_hf(o.init_checkpoint, o.bert_config_file, o.vocab_file, o.output_dir)
+    elif o.mode == "tfm_to_original":
         if not o.init_checkpoint:
             raise cli.UserError("--init_checkpoint is required for --mode=tfm_to_original")
-        return conversions.tfm_to_original(o.init_checkpoint, o.output_dir, vocab_file=o.vocab_file,
-                                           hidden_act=o.hidden_act)
-    raise cli.UserError(f"--mode must be one of {MODES}, got {o.mode!r}")
-
-
-def main(_):
-    logging.info("Done: %s", run(cli.options_from_flags(ConvertOptions)))
+        written = conversions.tfm_to_original(o.init_checkpoint, o.output_dir, vocab_file=o.vocab_file,
+                                              hidden_act=o.hidden_act)
+    else:
+        raise cli.UserError(f"--mode must be one of {MODES}, got {o.mode!r}")
+    logging.info("Done: %s", written)
+    return written
 
 
 if __name__ == "__main__":
-    cli.define_flags(ConvertOptions)
-    cli.run(main)
+    cli.main(ConvertOptions, run)

@@ -1310,6 +1310,7 @@ def run_fast(input_files, output_files, vocab_file, do_lower_case, settings, num
 def run(options):
     """CreatePretrainingDataOptions in, output files written; returns {output path: instances written}."""
     o = options
+    start = time.time()
     input_files = expand_input_files(o.input_file)
     output_files = [path.strip() for path in (o.output_file or "").split(",") if path.strip()]
     if not output_files:
@@ -1320,19 +1321,14 @@ def run(options):
     if o.num_workers == 0:
         if o.num_tasks != 1:
             raise cli.UserError("--num_tasks=%d needs fast mode (--num_workers >= 1)" % o.num_tasks)
-        return run_exact(input_files, output_files, o.vocab_file, o.do_lower_case, o.settings,
-                         o.tokenizer_cache_size)
-    return run_fast(input_files, output_files, o.vocab_file, o.do_lower_case, o.settings, o.num_workers,
-                    o.window_tokens, o.num_tasks, o.task_index, o.tokenizer_cache_size)
-
-
-def main(argv):
-    del argv
-    start = time.time()
-    run(cli.options_from_flags(CreatePretrainingDataOptions))
+        written = run_exact(input_files, output_files, o.vocab_file, o.do_lower_case, o.settings,
+                            o.tokenizer_cache_size)
+    else:
+        written = run_fast(input_files, output_files, o.vocab_file, o.do_lower_case, o.settings, o.num_workers,
+                           o.window_tokens, o.num_tasks, o.task_index, o.tokenizer_cache_size)
     logging.info("done in %.1f s", time.time() - start)
+    return written
 
 
 if __name__ == "__main__":
-    cli.define_flags(CreatePretrainingDataOptions)
-    cli.run(main)
+    cli.main(CreatePretrainingDataOptions, run)

@@ -248,10 +248,5 @@ def run(options):
     return written
 
 
-def main(_):
-    run(cli.options_from_flags(ExtractFeaturesOptions))
-
-
 if __name__ == "__main__":
-    cli.define_flags(ExtractFeaturesOptions)
-    cli.run(main)
+    cli.main(ExtractFeaturesOptions, run)

@@ -822,10 +822,5 @@ def run(options):
     return Job(options).run()
 
 
-def main(_):
-    run(cli.options_from_flags(ClassifierOptions))
-
-
 if __name__ == "__main__":
-    cli.define_flags(ClassifierOptions)
-    cli.run(main)
+    cli.main(ClassifierOptions, run)

@@ -536,10 +536,5 @@ def run(options):
     return Job(options).run()
 
 
-def main(_):
-    run(cli.options_from_flags(NerOptions))
-
-
 if __name__ == "__main__":
-    cli.define_flags(NerOptions)
-    cli.run(main)
+    cli.main(NerOptions, run)

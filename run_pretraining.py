@@ -313,10 +313,5 @@ def run(options, strategy=None, max_steps=None):
     return result
 
 
-def main(_):
-    run(cli.options_from_flags(PretrainingOptions))
-
-
 if __name__ == "__main__":
-    cli.define_flags(PretrainingOptions)
-    cli.run(main)
+    cli.main(PretrainingOptions, run)

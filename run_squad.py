@@ -920,10 +920,5 @@ def run(options):
     return results
 
 
-def main(_):
-    run(cli.options_from_flags(SquadOptions))
-
-
 if __name__ == "__main__":
-    cli.define_flags(SquadOptions)
-    cli.run(main)
+    cli.main(SquadOptions, run)

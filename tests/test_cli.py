@@ -103,3 +103,37 @@ def test_scripts_that_need_no_tensorflow_do_not_load_it():
     code = "import sys, cli, tokenization, create_pretraining_data; print('tensorflow' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "False"
+
+
+def test_options_are_the_flags_with_their_names_defaults_and_help():
+    import dataclasses
+
+    from absl import flags
+
+    @dataclasses.dataclass
+    class Inner:
+        rate: float = cli.option(None, "A rate.")
+        hidden: int = cli.option(3, "Not a flag here.")
+
+    @dataclasses.dataclass
+    class Options:
+        inner: Inner = cli.nested(Inner, exclude=("hidden",), required=("rate",))
+        name: str = cli.option(None, "A name.", required=True)
+        mode: str = cli.option("a", "A mode.", ("a", "b"))
+        items: list = cli.option(("x", "y"), "Items.")
+        request: list = cli.option(("hi",), "Repeated.", multi=True)
+        internal: int = cli.option(7, flag=False)
+
+    fv = flags.FlagValues()
+    cli.define_flags(Options, flag_values=fv)
+    assert sorted(fv) == ["items", "mode", "name", "rate", "request"]
+    assert (fv["rate"].default, fv["rate"].help, fv["items"].default) == (None, "A rate.", ["x", "y"])
+    with pytest.raises(flags.IllegalFlagValueError, match="--name must have a value"):
+        fv(["prog", "--rate=1"])
+    fv(["prog", "--name=n", "--rate=0.25", "--mode=b", "--items=p,q", "--request=one", "--request=two"])
+    options = cli.options_from_flags(Options, fv)
+    assert options == Options(inner=Inner(rate=0.25), name="n", mode="b", items=["p", "q"],
+                              request=["one", "two"])
+    assert cli.build_options(Options, name="m", rate=2.0, hidden=4).inner == Inner(rate=2.0, hidden=4)
+    with pytest.raises(TypeError, match=r"Options has no option\(s\) \['nme'\]"):
+        cli.build_options(Options, nme="typo")

@@ -308,8 +308,7 @@ def write_state(path, text):
 checkpoints.save_checkpoint, checkpoints._write_atomic = save, write_state
 sys.argv = [sys.argv[1] + "/run_pretraining.py"] + sys.argv[3:]
 import run_pretraining
-run_pretraining.cli.define_flags(run_pretraining.PretrainingOptions)
-run_pretraining.cli.run(run_pretraining.main)
+run_pretraining.cli.main(run_pretraining.PretrainingOptions, run_pretraining.run)
 """
 
 
