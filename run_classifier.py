@@ -678,17 +678,18 @@ class Job(runner.Job):
         if o.predict_input and o.predict_input != "-":
             cli.require_file(o.predict_input, "--predict_input")
 
-    def features(self, examples, name, path):
-        """Writes the feature records of `examples` to path; returns the feature arrays."""
+    def features(self, examples, name):
+        """Writes the feature records `name`.tf_record of `examples` (record_path); returns the feature arrays."""
         return file_based_convert_examples_to_features(examples, self.label_list, self.options.max_seq_length,
-                                                       self.tokenizer, path, self.options.num_workers)
+                                                       self.tokenizer, self.record_path(name + ".tf_record"),
+                                                       self.options.num_workers)
 
     def train(self):
         examples = self.splits["train"]
         config = self.finetuning_config(len(examples))
-        path = self.record_path("train.tf_record")
-        self.features(examples, "train", path)
-        input_fn = runner.record_input_fn(path, records.classifier(self.options.max_seq_length, self.is_regression),
+        self.features(examples, "train")
+        input_fn = runner.record_input_fn(self.record_path("train.tf_record"),
+                                          records.classifier(self.options.max_seq_length, self.is_regression),
                                           is_training=True, drop_remainder=True, seed=config.seed)
         return training.train(self.task, input_fn, config, self.strategy)
 
@@ -696,7 +697,7 @@ class Job(runner.Job):
         num_actual = len(examples)
         if self.config.use_tpu:
             examples = pad_examples(examples, batch_size)
-        arrays = self.features(examples, name, self.record_path(name + ".tf_record"))
+        arrays = self.features(examples, name)
         logging.info("***** Running %s *****", "evaluation" if name == "eval" else "prediction")
         logging.info("  Num examples = %d (%d actual, %d padding)", len(examples), num_actual,
                      len(examples) - num_actual)
