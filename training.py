@@ -27,8 +27,9 @@ Usage:
     config = cli.options_from_flags(MyOptions).training     # or training.TrainingConfig(output_dir=..., ...)
     strategy = training.create_strategy(config)
     training.train(MyTask(), input_fn, config, strategy)       # -> dict with global_step and last losses
-    results = training.evaluate(MyTask(), eval_input_fn, config, strategy, max_steps=None)
-    for example in training.predict(MyTask(), predict_input_fn, config, strategy): ...
+    checkpoint = checkpoints.checkpoint_for_inference(config.output_dir, config.init_checkpoint)
+    results = training.evaluate(MyTask(), eval_input_fn, config, strategy, checkpoint_path=checkpoint)
+    for example in training.predict(MyTask(), predict_input_fn, config, strategy, checkpoint_path=checkpoint): ...
 
 Resume: the input function must be deterministic (seeded); on restart the loop skips the batches already
 consumed (one per global step). With `deterministic=True` (--deterministic) it also enables TensorFlow op
