@@ -15,6 +15,7 @@ import dataclasses
 import multiprocessing
 import os
 import re
+import shutil
 import tempfile
 
 import numpy as np
@@ -199,6 +200,8 @@ class Job:
                 continue
             results[name] = step()
         training.end_together(self.strategy)
+        if self._scratch_dir:
+            shutil.rmtree(self._scratch_dir, ignore_errors=True)
         return results
 
     def read_data(self):
@@ -241,7 +244,8 @@ class Job:
 
     def record_path(self, name):
         """Where the feature records `name` go: --output_dir on the chief (as the original); a local scratch
-        folder on any other worker, which reads its own copy (nothing it writes lands in --output_dir)."""
+        folder on any other worker, which reads its own copy (nothing it writes lands in --output_dir; the folder
+        is removed at the end of the job)."""
         if self.chief:
             return os.path.join(self.config.output_dir, name)
         if self._scratch_dir is None:
