@@ -48,7 +48,7 @@ def reference_batch():
 
 def test_eval_input_is_the_records_in_order():
     ref, batch = reference_batch()
-    input_fn = rp.pretraining_input_fn([sample_records()], 128, 20, is_training=False)
+    input_fn = rp.pretraining_input_fn([records], 128, 20, is_training=False)
     batches = list(input_fn(8, None))
     assert sum(int(b["input_ids"].shape[0]) for b in batches) == 118
     for name, expected in batch.items():
@@ -58,7 +58,7 @@ def test_eval_input_is_the_records_in_order():
 
 
 def test_training_input_is_deterministic_and_repeats():
-    input_fn = rp.pretraining_input_fn([sample_records()], 128, 20, is_training=True, seed=7)
+    input_fn = rp.pretraining_input_fn([records], 128, 20, is_training=True, seed=7)
     first = [b["input_ids"].numpy() for b in input_fn(32, None).take(6)]
     second = [b["input_ids"].numpy() for b in input_fn(32, None).take(6)]
     for a, b in zip(first, second):
@@ -86,7 +86,7 @@ def test_input_file_globs(tmp_path):
 def test_dynamic_masking_draws_new_masks():
     vocab = shared_path("vocab", "uncased", "vocab.txt")
     masker = rp.DynamicMasker(vocab, 30522, 20, 0.15)
-    input_fn = rp.pretraining_input_fn([sample_records()], 128, 20, is_training=True, seed=3)
+    input_fn = rp.pretraining_input_fn([records], 128, 20, is_training=True, seed=3)
     static = next(iter(input_fn(16, None)))
     original = rp.unmask_input_ids(static).numpy()
     assert (original != 103).all()  # every stored [MASK] restored to its original token
@@ -269,14 +269,14 @@ class _RecordingTask(rp.PretrainingTask):
 
 
 def _worker_main(argv):
-    """Entry point of one training process: `test_run_pretraining.py worker OUT_NPZ OUTPUT_DIR INIT STRATEGY`."""
-    out_npz, output_dir, init, strategy_name = argv
+    """Entry point of one training process: `test_run_pretraining.py worker OUT_NPZ OUTPUT_DIR INIT STRATEGY RECORDS`."""
+    out_npz, output_dir, init, strategy_name, records = argv
     config = training.TrainingConfig(output_dir=output_dir, init_checkpoint=init, train_batch_size=8,
                                      learning_rate=1e-3, num_train_steps=4, num_warmup_steps=0,
                                      iterations_per_loop=2, distribution_strategy=strategy_name)
     strategy = training.create_strategy(config)
     task = _RecordingTask(tiny_config(dropout=0.0))
-    input_fn = rp.pretraining_input_fn([sample_records()], 128, 20, is_training=True, seed=config.seed)
+    input_fn = rp.pretraining_input_fn([records], 128, 20, is_training=True, seed=config.seed)
     result = training.train(task, input_fn, config, strategy)
     weights = {name: np.asarray(var.numpy()) for name, var in task.model.variables_by_name().items()}
     weights["__replicas__"] = np.array(strategy.num_replicas_in_sync)
@@ -286,6 +286,7 @@ def _worker_main(argv):
 
 @pytest.mark.slow
 def test_two_workers_equal_one_worker_with_the_same_global_batch(tmp_path):
+    records = sample_records()  # skips here, not in the workers, without the shared data
     init_dir = str(tmp_path / "init")
     with tf.device("/cpu:0"):
         model = modeling.PretrainingModel(tiny_config(dropout=0.0))
@@ -293,7 +294,7 @@ def test_two_workers_equal_one_worker_with_the_same_global_batch(tmp_path):
     init = os.path.join(init_dir, "model.ckpt-0")
     script = os.path.abspath(__file__)
     single = subprocess.run([PYTHON, script, "worker", str(tmp_path / "single.npz"), str(tmp_path / "single"),
-                             init, "default"], env=_env(), capture_output=True, text=True, timeout=300)
+                             init, "default", records], env=_env(), capture_output=True, text=True, timeout=300)
     assert single.returncode == 0, single.stderr[-3000:]
     ports = free_ports(2)
     cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
@@ -303,7 +304,7 @@ def test_two_workers_equal_one_worker_with_the_same_global_batch(tmp_path):
         env["TF_CONFIG"] = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
         procs.append(subprocess.Popen(
             [PYTHON, script, "worker", str(tmp_path / f"worker{index}.npz"), str(tmp_path / "multi"), init,
-             "multi_worker_mirrored"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+             "multi_worker_mirrored", records], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     outputs = [p.communicate(timeout=300)[0] for p in procs]
     for p, out in zip(procs, outputs):
         assert p.returncode == 0, out[-3000:]
