@@ -48,7 +48,7 @@ def reference_batch():
 
 def test_eval_input_is_the_records_in_order():
     ref, batch = reference_batch()
-    input_fn = rp.pretraining_input_fn([records], 128, 20, is_training=False)
+    input_fn = rp.pretraining_input_fn([sample_records()], 128, 20, is_training=False)
     batches = list(input_fn(8, None))
     assert sum(int(b["input_ids"].shape[0]) for b in batches) == 118
     for name, expected in batch.items():
@@ -58,7 +58,7 @@ def test_eval_input_is_the_records_in_order():
 
 
 def test_training_input_is_deterministic_and_repeats():
-    input_fn = rp.pretraining_input_fn([records], 128, 20, is_training=True, seed=7)
+    input_fn = rp.pretraining_input_fn([sample_records()], 128, 20, is_training=True, seed=7)
     first = [b["input_ids"].numpy() for b in input_fn(32, None).take(6)]
     second = [b["input_ids"].numpy() for b in input_fn(32, None).take(6)]
     for a, b in zip(first, second):
@@ -86,7 +86,7 @@ def test_input_file_globs(tmp_path):
 def test_dynamic_masking_draws_new_masks():
     vocab = shared_path("vocab", "uncased", "vocab.txt")
     masker = rp.DynamicMasker(vocab, 30522, 20, 0.15)
-    input_fn = rp.pretraining_input_fn([records], 128, 20, is_training=True, seed=3)
+    input_fn = rp.pretraining_input_fn([sample_records()], 128, 20, is_training=True, seed=3)
     static = next(iter(input_fn(16, None)))
     original = rp.unmask_input_ids(static).numpy()
     assert (original != 103).all()  # every stored [MASK] restored to its original token
