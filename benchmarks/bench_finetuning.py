@@ -896,13 +896,15 @@ def save_cache(path, cache):
 
 
 def git_revision(directory=None):
-    """The revision of --runner_dir (ours' rows), or of `directory` (this script, for hf rows)."""
+    """The revision of --runner_dir (ours' rows), or of `directory` (this script, for hf rows); the results and
+    document this script writes itself do not count as local changes."""
     directory = directory or RUNNER_DIR
     try:
         rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=directory, capture_output=True, text=True,
                              check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=directory,
-                               capture_output=True, text=True).stdout.strip()
+        own_outputs = [f":(exclude){os.path.relpath(p, ROOT)}" for p in (DEFAULT_RESULTS, DEFAULT_DOC)]
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", *own_outputs],
+                               cwd=directory, capture_output=True, text=True).stdout.strip()
         return rev + ("+local changes" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         stamp = os.path.join(directory, "REVISION")  # a `git archive` copy made by hand: rev in this file
