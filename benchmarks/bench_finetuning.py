@@ -1586,6 +1586,8 @@ def main(argv=None):
         args.doc = DEFAULT_DOC if profile == "full" else os.path.join(args.work_dir, f"FINETUNING-{profile}.md")
     cache = load_cache(cache_path)
     if args.report:
+        if not os.path.isfile(cache_path):
+            die(f"--report: no results file {cache_path} to report from (run some rows first, or pass --results)")
         write_report(args, cache, args.doc, profile, shared_dir, hf_dir)
         return
     model_dir = convert_minilm(hf_dir, args.work_dir, args.timeout) if "ours" in args.impl_list else None

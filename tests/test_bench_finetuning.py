@@ -4,6 +4,8 @@ import os
 
 import pytest
 
+from tests.shared_data import minilm_dir, shared_path
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -166,3 +168,15 @@ def test_original_batches_pass_over_every_row_then_cross_the_pass_boundary(bench
     flat = [i for b in batches for i in b]
     assert sorted(flat[:10]) == list(range(10)) and sorted(flat[10:20]) == list(range(10))
     assert batches[2] == flat[8:12]  # the third batch holds the end of pass 1 and the start of pass 2
+
+
+def test_report_without_a_results_file_is_one_error_and_leaves_the_document(bench, tmp_path, capsys):
+    doc = tmp_path / "FINETUNING.md"
+    doc.write_text("earlier report\n")
+    missing = tmp_path / "no-results.json"
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main(["--report", "--tasks=mrpc", f"--shared_dir={shared_path()}", f"--hf_model_dir={minilm_dir()}",
+                    f"--results={missing}", f"--doc={doc}", f"--work_dir={tmp_path / 'work'}"])
+    assert exit_info.value.code == 2
+    assert f"no results file {missing}" in capsys.readouterr().err
+    assert doc.read_text() == "earlier report\n"
