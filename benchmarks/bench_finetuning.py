@@ -1211,8 +1211,11 @@ def write_report(args, cache, doc_path, profile, shared_dir, hf_dir):
         "ours - row >= -spread, otherwise BELOW. Train ex/s: training sequences (SQuAD: windows; CoNLL: ours' "
         "windows, hf's sentences) per second of the training loop, mean over seeds; * marks a mean that "
         f"includes a run during which the machine's load average exceeded {busy_load():g} (other work shared "
-        "the cores: its speed is not comparable). Peak RSS: the largest over seeds. Steps: optimizer steps of "
-        "one run.",
+        "the cores: its speed is not comparable). The rows ran over several sessions, each on its own machine "
+        "of the kind above, and such machines differ in speed (by over a quarter for the same code between two "
+        "sessions of this table): compare train ex/s only between runs of one session (the same revision in "
+        "the details below); `benchmarks/SPEED.md` holds the speed comparison. Peak RSS: the largest over "
+        "seeds. Steps: optimizer steps of one run.",
         "",
     ]
     rows = _Rows(cache, profile, args)
