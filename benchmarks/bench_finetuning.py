@@ -1175,7 +1175,8 @@ def write_report(args, cache, doc_path, profile, shared_dir, hf_dir):
         f"- Generated: {datetime.datetime.now().strftime('%Y-%m-%d %H:%M')}; repository revision "
         f"{git_revision(ROOT)}; runners from {git_revision()} (each result row records the revision it ran at "
         f"in `{args.results_name}`).",
-        f"- Machine: {machine()}. One training at a time; TensorFlow uses its default thread pools (all cores), "
+        f"- Machine (the one that wrote this document; each run's is in the details): {machine()}. One "
+        "training at a time; TensorFlow uses its default thread pools (all cores), "
         "torch `set_num_threads(os.cpu_count())`; no GPU.",
         "- Versions: " + ", ".join(f"{k} {v}" for k, v in versions().items()) + ".",
         "",
@@ -1211,11 +1212,11 @@ def write_report(args, cache, doc_path, profile, shared_dir, hf_dir):
         "ours - row >= -spread, otherwise BELOW. Train ex/s: training sequences (SQuAD: windows; CoNLL: ours' "
         "windows, hf's sentences) per second of the training loop, mean over seeds; * marks a mean that "
         f"includes a run during which the machine's load average exceeded {busy_load():g} (other work shared "
-        "the cores: its speed is not comparable). The rows ran over several sessions, each on its own machine "
-        "of the kind above, and such machines differ in speed (by over a quarter for the same code between two "
-        "sessions of this table): compare train ex/s only between runs of one session (the same revision in "
-        "the details below); `benchmarks/SPEED.md` holds the speed comparison. Peak RSS: the largest over "
-        "seeds. Steps: optimizer steps of one run.",
+        "the cores: its speed is not comparable). The rows ran over several sessions on 2-core machines whose "
+        "CPU model differs (recorded per run in the details below since the hf, original recipe rows): the "
+        "same code trains at different speeds on them, so compare train ex/s only between runs on the same "
+        "CPU; `benchmarks/SPEED.md` holds the speed comparison. Peak RSS: the largest over seeds. Steps: "
+        "optimizer steps of one run.",
         "",
     ]
     rows = _Rows(cache, profile, args)
