@@ -1041,6 +1041,12 @@ def best_learning_rate(cache, profile, impl, task, args):
     return max(tried, key=lambda rate: selection_score(tried[rate]["scores"], metrics)), tried
 
 
+def cpu_model(entry):
+    """The CPU model a result row ran on (from its `machine` field), or None where the row did not record it."""
+    described = entry.get("machine") or ""
+    return described.split("(", 1)[1].split(")", 1)[0] if "(" in described else None
+
+
 def busy_load():
     """A run whose mean 1-minute load average exceeded this shared the cores with other work."""
     return (os.cpu_count() or 1) + 1.0
@@ -1098,6 +1104,8 @@ def comparison_table(rows, seeds, rates, against):
             speed = _fmt(_mean([e.get("train_examples_per_sec") for e in present]))
             if any((e.get("load_mean") or 0) > busy_load() for e in present):
                 speed += "*"
+            if len({cpu_model(e) for e in present} - {None}) > 1:
+                speed += "†"
             cells.append(speed)
             cells.append(_fmt(max([e["peak_rss_mb"] for e in present if "peak_rss_mb" in e], default=None), 0))
             steps = sorted({e.get("train_steps_done", e.get("train_steps")) for e in present} - {None})
@@ -1212,8 +1220,9 @@ def write_report(args, cache, doc_path, profile, shared_dir, hf_dir):
         "ours - row >= -spread, otherwise BELOW. Train ex/s: training sequences (SQuAD: windows; CoNLL: ours' "
         "windows, hf's sentences) per second of the training loop, mean over seeds; * marks a mean that "
         f"includes a run during which the machine's load average exceeded {busy_load():g} (other work shared "
-        "the cores: its speed is not comparable). The rows ran over several sessions on 2-core machines whose "
-        "CPU model differs (recorded per run in the details below since the hf, original recipe rows): the "
+        "the cores: its speed is not comparable), † a mean over runs on different CPU models. The rows ran "
+        "over several sessions on 2-core machines whose CPU model differs (recorded per run in the details "
+        "below since the hf, original recipe rows): the "
         "same code trains at different speeds on them, so compare train ex/s only between runs on the same "
         "CPU; `benchmarks/SPEED.md` holds the speed comparison. Peak RSS: the largest over seeds. Steps: "
         "optimizer steps of one run.",
@@ -1542,7 +1551,8 @@ def run_row(impl, task, recipe, data, model_dir, hf_dir, run_dir, seed, args, ca
     """Runs one (impl, task, learning rate, seed) in a fresh run_dir; its result, or None (failures += key)."""
     shutil.rmtree(run_dir, ignore_errors=True)  # ours would resume from an old checkpoint
     os.makedirs(run_dir)
-    print(f"{cache_key}: running ...", flush=True)
+    revision = git_revision() if impl == "ours" else git_revision(ROOT)  # the code that runs, not a later commit
+    print(f"{cache_key}: running at {revision} ...", flush=True)
     try:
         if impl == "ours":
             result = run_ours(task, recipe, data, model_dir, run_dir, seed, recipe["num_train_epochs"],
@@ -1558,7 +1568,7 @@ def run_row(impl, task, recipe, data, model_dir, hf_dir, run_dir, seed, args, ca
         for name in os.listdir(run_dir):
             if name.startswith("model.ckpt-") or name.endswith(".tf_record"):
                 os.remove(os.path.join(run_dir, name))
-    result.update(revision=git_revision() if impl == "ours" else git_revision(ROOT), machine=machine(),
+    result.update(revision=revision, machine=machine(),
                   finished=datetime.datetime.now().isoformat(timespec="seconds"),
                   run_dir=os.path.relpath(run_dir, ROOT))
     return result

@@ -101,6 +101,40 @@ def test_comparison_table_judges_ours_against_the_named_row(bench):
     assert not looker.missing
 
 
+def test_train_speed_marks_means_over_different_cpus_and_busy_runs(bench):
+    args = bench.parse_args(["--report"])
+    rows = [(impl, "rte", None, seed, dict(accuracy=55.0)) for impl in bench.IMPLS for seed in (0, 1)]
+    cache = _rows(bench, args, rows)
+    xeon, epyc = "2 CPU cores (Intel Xeon), 24 GiB RAM", "2 CPU cores (AMD EPYC), 24 GiB RAM"
+    speeds = {"ours": (20.0, 22.0, xeon, xeon, 1.0), "hf_matched": (8.0, 6.0, xeon, epyc, 1.0),
+              "hf": (10.0, 10.0, None, epyc, 9.0)}
+    for impl, (first, second, machine0, machine1, load) in speeds.items():
+        for seed, speed, machine in ((0, first, machine0), (1, second, machine1)):
+            entry = cache[bench.row_key("full", impl, "rte", 2e-5, seed)]
+            entry.update(train_examples_per_sec=speed, load_mean=load)
+            if machine:
+                entry["machine"] = machine
+    text = "\n".join(bench.comparison_table(bench._Rows(cache, "full", args), [0, 1],
+                                            {"rte": {impl: 2e-5 for impl in bench.IMPLS}}, "hf_matched"))
+    assert "| ours | 2e-05 | 55.0 | 55.0 | 55.0 |  |  | 21.0 |" in text  # one CPU: unmarked
+    assert "| hf, original recipe | 2e-05 | 55.0 | 55.0 | 55.0 | +0.0 | at or above | 7.0\u2020 |" in text
+    assert "| hf, its defaults | 2e-05 | 55.0 | 55.0 | 55.0 | +0.0 |  | 10.0* |" in text  # busy; one CPU recorded
+
+
+def test_a_row_records_the_revision_it_started_at(bench, tmp_path, monkeypatch):
+    head = ["aaaaaaa"]
+
+    def run_while_a_commit_lands(*_):
+        head[0] = "bbbbbbb"
+        return {"scores": {}}
+
+    monkeypatch.setattr(bench, "git_revision", lambda directory=None: head[0])
+    monkeypatch.setattr(bench, "run_hf", run_while_a_commit_lands)
+    result = bench.run_row("hf", "rte", bench.RECIPES["rte"], None, None, None, str(tmp_path / "run"), 0,
+                           bench.parse_args(["--report"]), "key", [])
+    assert result["revision"] == "aaaaaaa"
+
+
 def test_results_written_before_the_sweep_are_keyed_by_their_learning_rate(bench, tmp_path):
     path = tmp_path / "results.json"
     path.write_text('{"full/ours/mrpc/1": {"recipe": {"learning_rate": 2e-05}, "scores": {}}}')
