@@ -1078,9 +1078,10 @@ def _means(entries, metrics):
     return {m: _mean([e["scores"].get(m) for e in present]) for m in metrics} if present else None
 
 
-def comparison_table(rows, seeds, rates, against):
+def comparison_table(rows, seeds, rates, against, unsettled=()):
     """Markdown lines: per task, ours and both hf rows at rates[task][impl] over `seeds`, ours - row of the
-    means for each hf row, and the verdict (ours against `against`, with the spread of those two)."""
+    means for each hf row, and the verdict (ours against `against`, with the spread of those two); tasks in
+    `unsettled` (whose rates are not final yet) get "sweep incomplete" instead of a verdict."""
     header = (["Task", "Metric", "Row", "lr"] + [f"seed {s}" for s in seeds]
               + ["mean", "ours - row", "verdict", "train ex/s", "peak RSS (MiB)", "steps", "wall (min, mean)"])
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -1098,7 +1099,10 @@ def comparison_table(rows, seeds, rates, against):
             if impl != "ours" and means["ours"] and means[impl]:
                 diff = {m: means["ours"][m] - means[impl][m] for m in metrics}
                 cells.append(" / ".join(f"{diff[m]:+.1f}" for m in metrics))
-                cells.append(verdict(diff, spread, metrics) if impl == against else "")
+                if impl != against:
+                    cells.append("")
+                else:
+                    cells.append("sweep incomplete" if task in unsettled else verdict(diff, spread, metrics))
             else:
                 cells += ["", ""]
             speed = _fmt(_mean([e.get("train_examples_per_sec") for e in present]))
@@ -1113,6 +1117,12 @@ def comparison_table(rows, seeds, rates, against):
             cells.append(_fmt(_mean([e["wall_s"] / 60.0 for e in present if "wall_s" in e])))
             lines.append("| " + " | ".join(cells) + " |")
     return lines
+
+
+def unswept_tasks(cache, profile, args):
+    """The sweep tasks where some row has not run every sweep rate yet (their best rate is not known)."""
+    return [task for task in SWEEP_TASKS
+            if any(best_learning_rate(cache, profile, impl, task, args)[0] is None for impl in IMPLS)]
 
 
 def best_rates(cache, profile, args):
@@ -1245,8 +1255,13 @@ def write_report(args, cache, doc_path, profile, shared_dir, hf_dir):
     lines += ["", "## Best against best: each row at its best learning rate (the user's question)", "",
               "The verdict compares ours with \"hf, its defaults\", each at the best rate of its own sweep "
               f"({', '.join(RECIPES[t]['name'] for t in SWEEP_TASKS)}); the other tasks were run at the recipe's "
-              "rate only, so their rows are those of the first table.", ""]
-    lines += comparison_table(rows, seeds, best, "hf")
+              "rate only, so their rows are those of the first table."]
+    unswept = unswept_tasks(cache, profile, args)
+    if unswept:
+        lines.append("The sweep is not complete for " + ", ".join(RECIPES[t]["name"] for t in unswept) + ": "
+                     "there every row still uses the recipe's rate, so no verdict is given yet.")
+    lines.append("")
+    lines += comparison_table(rows, seeds, best, "hf", unswept)
     lines.append("")
     if rows.missing:
         lines.append("Missing rows (not run yet with this profile): " + "; ".join(sorted(set(rows.missing))) + ".")
@@ -1316,11 +1331,12 @@ def heldout_section(args, cache, profile, table_seeds, heldout_seeds, best):
               "| Task | Metric | seed | comparison | ours (lr) | row (lr) | ours - row | table's spread | verdict |",
               "|---|---|---|---|---|---|---|---|---|"]
     unpaired = []
+    unswept = unswept_tasks(cache, profile, args)  # best vs best waits for the sweep
     for task in RECIPES:
         metrics = RECIPES[task]["metrics"]
         recipe_rate = RECIPES[task]["learning_rate"]
         comparisons = [("same recipe", "hf_matched", recipe_rate, recipe_rate)]
-        if task in SWEEP_TASKS:
+        if task in SWEEP_TASKS and task not in unswept:
             comparisons.append(("best vs best", "hf", best[task]["ours"], best[task]["hf"]))
         for name, other, ours_rate, other_rate in comparisons:
             table = {"ours": [_usable(cache, profile, "ours", task, ours_rate, s, args) for s in table_seeds],

@@ -135,6 +135,31 @@ def test_a_row_records_the_revision_it_started_at(bench, tmp_path, monkeypatch):
     assert result["revision"] == "aaaaaaa"
 
 
+def test_best_against_best_waits_for_the_whole_sweep(bench):
+    args = bench.parse_args(["--report"])
+    scores = {"ours": 80.0, "hf_matched": 78.0, "hf": 74.0}
+    cache = _rows(bench, args, [(impl, "mrpc", None, seed, dict(accuracy=value, f1=value))
+                                for impl, value in scores.items() for seed in (0, 1, 2)])
+
+    def sections():
+        best = bench.best_rates(cache, "full", args)
+        table = "\n".join(bench.comparison_table(bench._Rows(cache, "full", args), [0, 1], {"mrpc": best["mrpc"]},
+                                                 "hf", bench.unswept_tasks(cache, "full", args)))
+        return table, "\n".join(bench.heldout_section(args, cache, "full", [0, 1], [2], best))
+
+    table, heldout = sections()
+    assert bench.unswept_tasks(cache, "full", args) == ["mrpc", "squad"]
+    assert "| hf, its defaults | 2e-05 | 74.0 / 74.0 | 74.0 / 74.0 | 74.0 / 74.0 | +6.0 / +6.0 | sweep incomplete |" \
+        in table
+    assert "best vs best" not in heldout and "same recipe: ours vs hf, original recipe" in heldout
+    cache.update(_rows(bench, args, [(impl, "mrpc", rate, 0, dict(accuracy=50.0, f1=50.0))
+                                     for impl in scores for rate in (5e-5, 1e-4)]))
+    table, heldout = sections()
+    assert bench.unswept_tasks(cache, "full", args) == ["squad"]
+    assert "| +6.0 / +6.0 | at or above |" in table
+    assert "| MRPC | acc / F1 | 2 | best vs best: ours vs hf, its defaults |" in heldout
+
+
 def test_results_written_before_the_sweep_are_keyed_by_their_learning_rate(bench, tmp_path):
     path = tmp_path / "results.json"
     path.write_text('{"full/ours/mrpc/1": {"recipe": {"learning_rate": 2e-05}, "scores": {}}}')
