@@ -1081,7 +1081,8 @@ def _means(entries, metrics):
 def comparison_table(rows, seeds, rates, against, unsettled=()):
     """Markdown lines: per task, ours and both hf rows at rates[task][impl] over `seeds`, ours - row of the
     means for each hf row, and the verdict (ours against `against`, with the spread of those two); tasks in
-    `unsettled` (whose rates are not final yet) get "sweep incomplete" instead of a verdict."""
+    `unsettled` (whose rates are not final yet) get "sweep incomplete" instead of a verdict, and a comparison
+    missing a seed on either side "seeds missing"."""
     header = (["Task", "Metric", "Row", "lr"] + [f"seed {s}" for s in seeds]
               + ["mean", "ours - row", "verdict", "train ex/s", "peak RSS (MiB)", "steps", "wall (min, mean)"])
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -1102,7 +1103,12 @@ def comparison_table(rows, seeds, rates, against, unsettled=()):
                 if impl != against:
                     cells.append("")
                 else:
-                    cells.append("sweep incomplete" if task in unsettled else verdict(diff, spread, metrics))
+                    if task in unsettled:
+                        cells.append("sweep incomplete")
+                    elif None in entries["ours"] + entries[impl]:
+                        cells.append("seeds missing")  # a mean over fewer seeds than the table's
+                    else:
+                        cells.append(verdict(diff, spread, metrics))
             else:
                 cells += ["", ""]
             speed = _fmt(_mean([e.get("train_examples_per_sec") for e in present]))
@@ -1227,8 +1233,8 @@ def write_report(args, cache, doc_path, profile, shared_dir, hf_dir):
         "Scores in % (MCC and correlations x100): per-seed values, their mean, and ours - row of the means. "
         "Verdict: ours - row against the seed spread (the larger max - min over the seeds of ours and of that "
         "row, per metric): \"at or above\" when ours - row >= 0 on every metric, \"within the seed spread\" when "
-        "ours - row >= -spread, otherwise BELOW. Train ex/s: training sequences (SQuAD: windows; CoNLL: ours' "
-        "windows, hf's sentences) per second of the training loop, mean over seeds; * marks a mean that "
+        "ours - row >= -spread, otherwise BELOW; \"seeds missing\" until both sides have every seed. Train "
+        "ex/s: training sequences (SQuAD: windows; CoNLL: ours' windows, hf's sentences) per second of the training loop, mean over seeds; * marks a mean that "
         f"includes a run during which the machine's load average exceeded {busy_load():g} (other work shared "
         "the cores: its speed is not comparable), † a mean over runs on different CPU models. The rows ran "
         "over several sessions on 2-core machines whose CPU model differs (recorded per run in the details "

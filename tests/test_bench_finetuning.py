@@ -99,6 +99,9 @@ def test_comparison_table_judges_ours_against_the_named_row(bench):
     assert "| RTE | acc | hf, original recipe | 2e-05 | 59.0 | 58.0 | 58.5 | -1.5 | within the seed spread |" in text
     assert "| RTE | acc | hf, its defaults | 2e-05 | 50.0 | 52.0 | 51.0 | +6.0 |  |" in text  # no verdict
     assert not looker.missing
+    del looker.cache[bench.row_key("full", "hf_matched", "rte", 2e-5, 1)]
+    text = "\n".join(bench.comparison_table(looker, [0, 1], rates, "hf_matched"))
+    assert "| RTE | acc | hf, original recipe | 2e-05 | 59.0 | missing | 59.0 | -2.0 | seeds missing |" in text
 
 
 def test_train_speed_marks_means_over_different_cpus_and_busy_runs(bench):
