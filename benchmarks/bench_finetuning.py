@@ -1101,14 +1101,14 @@ def comparison_table(rows, seeds, rates, against, unsettled=()):
                 diff = {m: means["ours"][m] - means[impl][m] for m in metrics}
                 cells.append(" / ".join(f"{diff[m]:+.1f}" for m in metrics))
                 if impl != against:
-                    cells.append("")
+                    judged = ""
+                elif task in unsettled:
+                    judged = "sweep incomplete"
+                elif None in entries["ours"] + entries[impl]:
+                    judged = "seeds missing"  # a mean over fewer seeds than the table's
                 else:
-                    if task in unsettled:
-                        cells.append("sweep incomplete")
-                    elif None in entries["ours"] + entries[impl]:
-                        cells.append("seeds missing")  # a mean over fewer seeds than the table's
-                    else:
-                        cells.append(verdict(diff, spread, metrics))
+                    judged = verdict(diff, spread, metrics)
+                cells.append(judged)
             else:
                 cells += ["", ""]
             speed = _fmt(_mean([e.get("train_examples_per_sec") for e in present]))
