@@ -880,7 +880,12 @@ def load_cache(path):
     if not os.path.exists(path):
         return {}
     with open(path) as f:
-        cache = json.load(f)
+        try:
+            cache = json.load(f)
+        except ValueError as e:
+            die(f"results file {path} is not valid JSON ({e}); fix or move it aside (it is left as it is)")
+    if not isinstance(cache, dict):
+        die(f"results file {path}: expected a JSON object of result rows, got {type(cache).__name__}")
     for key in [k for k in cache if k.count("/") == 3]:
         profile, impl, task, seed = key.split("/")
         entry = cache.pop(key)

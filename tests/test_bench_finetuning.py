@@ -163,6 +163,20 @@ def test_best_against_best_waits_for_the_whole_sweep(bench):
     assert "| MRPC | acc / F1 | 2 | best vs best: ours vs hf, its defaults |" in heldout
 
 
+@pytest.mark.parametrize("text, expected", [("{not json", "is not valid JSON"),
+                                            ("[1, 2]", "expected a JSON object of result rows, got list")])
+def test_a_corrupt_results_file_is_one_error_and_left_as_it_is(bench, tmp_path, capsys, text, expected):
+    path = tmp_path / "results.json"
+    path.write_text(text)
+    with pytest.raises(SystemExit) as stop:
+        bench.main(["--report", "--tasks=mrpc", f"--shared_dir={shared_path()}", f"--hf_model_dir={minilm_dir()}",
+                    f"--results={path}", f"--doc={tmp_path / 'doc.md'}", f"--work_dir={tmp_path / 'work'}"])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(path) in err and expected in err
+    assert path.read_text() == text and not (tmp_path / "doc.md").exists()
+
+
 def test_results_written_before_the_sweep_are_keyed_by_their_learning_rate(bench, tmp_path):
     path = tmp_path / "results.json"
     path.write_text('{"full/ours/mrpc/1": {"recipe": {"learning_rate": 2e-05}, "scores": {}}}')
