@@ -1130,21 +1130,18 @@ def comparison_table(rows, seeds, rates, against, unsettled=()):
     return lines
 
 
-def unswept_tasks(cache, profile, args):
-    """The sweep tasks where some row has not run every sweep rate yet (their best rate is not known)."""
-    return [task for task in SWEEP_TASKS
-            if any(best_learning_rate(cache, profile, impl, task, args)[0] is None for impl in IMPLS)]
-
-
 def best_rates(cache, profile, args):
-    """{task: {impl: rate}}: each impl's best sweep rate (the recipe's rate where the sweep is not complete)."""
-    out = {}
+    """({task: {impl: rate}}, unswept): each impl's best sweep rate, and the sweep tasks where some row has not
+    run every sweep rate yet. Tasks without a sweep, and every row of an unswept task, keep the recipe's rate:
+    best against best is not judged there."""
+    out, unswept = {}, []
     for task in RECIPES:
-        out[task] = {}
-        for impl in IMPLS:
-            rate, _ = best_learning_rate(cache, profile, impl, task, args)
-            out[task][impl] = rate if rate is not None else RECIPES[task]["learning_rate"]
-    return out
+        found = {impl: best_learning_rate(cache, profile, impl, task, args)[0] for impl in IMPLS}
+        if task in SWEEP_TASKS and None in found.values():
+            unswept.append(task)
+        settled = task in SWEEP_TASKS and task not in unswept
+        out[task] = {impl: found[impl] if settled else RECIPES[task]["learning_rate"] for impl in IMPLS}
+    return out, unswept
 
 
 def sweep_table(cache, profile, args):
@@ -1252,7 +1249,7 @@ def write_report(args, cache, doc_path, profile, shared_dir, hf_dir):
     ]
     rows = _Rows(cache, profile, args)
     recipe_rates = {task: {impl: RECIPES[task]["learning_rate"] for impl in IMPLS} for task in RECIPES}
-    best = best_rates(cache, profile, args)
+    best, unswept = best_rates(cache, profile, args)
     lines += ["## Same recipe: ours against the original recipe in PyTorch (fidelity)", "",
               "Every row at the task's learning rate of the recipe (below). The verdict compares ours with "
               "\"hf, original recipe\"; the \"hf, its defaults\" row shows what the same nominal hyperparameters "
@@ -1268,7 +1265,6 @@ def write_report(args, cache, doc_path, profile, shared_dir, hf_dir):
               "The verdict compares ours with \"hf, its defaults\", each at the best rate of its own sweep "
               f"({', '.join(RECIPES[t]['name'] for t in SWEEP_TASKS)}); the other tasks were run at the recipe's "
               "rate only, so their rows are those of the first table."]
-    unswept = unswept_tasks(cache, profile, args)
     if unswept:
         lines.append("The sweep is not complete for " + ", ".join(RECIPES[t]["name"] for t in unswept) + ": "
                      "there every row still uses the recipe's rate, so no verdict is given yet.")
@@ -1282,7 +1278,7 @@ def write_report(args, cache, doc_path, profile, shared_dir, hf_dir):
                      + ".")
     if not (rows.missing or rows.stale):
         lines.append("No row is missing.")
-    lines += heldout_section(args, cache, profile, seeds, heldout_seeds, best)
+    lines += heldout_section(args, cache, profile, seeds, heldout_seeds, best, unswept)
     lines += ["## Details per run", ""] + run_details(cache, profile) + [""]
     lines += recipe_section(args)
     commands = []
@@ -1331,9 +1327,9 @@ def run_details(cache, profile):
     return out
 
 
-def heldout_section(args, cache, profile, table_seeds, heldout_seeds, best):
+def heldout_section(args, cache, profile, table_seeds, heldout_seeds, best, unswept):
     """Both comparisons rerun on seeds the tables do not use, each against the spread of its table: ours vs
-    hf_matched at the recipe's rate, ours vs hf at each side's best rate."""
+    hf_matched at the recipe's rate, ours vs hf at each side's best rate (not for the `unswept` tasks)."""
     lines = ["", "## Held-out seeds", ""]
     if not heldout_seeds:
         return lines + [f"No run with a seed outside the table's ({','.join(map(str, table_seeds))}) yet; "
@@ -1343,7 +1339,6 @@ def heldout_section(args, cache, profile, table_seeds, heldout_seeds, best):
               "| Task | Metric | seed | comparison | ours (lr) | row (lr) | ours - row | table's spread | verdict |",
               "|---|---|---|---|---|---|---|---|---|"]
     unpaired = []
-    unswept = unswept_tasks(cache, profile, args)  # best vs best waits for the sweep
     for task in RECIPES:
         metrics = RECIPES[task]["metrics"]
         recipe_rate = RECIPES[task]["learning_rate"]
@@ -1567,10 +1562,14 @@ def learning_rates_to_run(args, cache, profile, impl, task):
     if args.learning_rate_list is None:
         return [RECIPES[task]["learning_rate"]]
     if args.learning_rate_list == "best":
-        rate, _ = best_learning_rate(cache, profile, impl, task, args)
+        if task not in SWEEP_TASKS:
+            die(f"--learning_rates=best: {task} has no learning-rate sweep (only "
+                f"{','.join(SWEEP_TASKS)}); leave --learning_rates out to run it at the recipe's rate")
+        rate, tried = best_learning_rate(cache, profile, impl, task, args)
         if rate is None:
-            die(f"--learning_rates=best: no sweep rows for {impl} {task} at seed {SWEEP_SEED} yet (run "
-                f"--learning_rates={','.join(f'{r:g}' for r in SWEEP_LEARNING_RATES)} --seeds={SWEEP_SEED} first)")
+            missing = ",".join(f"{r:g}" for r in SWEEP_LEARNING_RATES if r not in tried)
+            die(f"--learning_rates=best: the {impl} {task} sweep at seed {SWEEP_SEED} has no row at {missing} yet "
+                f"(run --tasks={task} --impls={impl} --seeds={SWEEP_SEED} --learning_rates={missing} first)")
         return [rate]
     return args.learning_rate_list
 
@@ -1632,13 +1631,16 @@ def main(argv=None):
             die(f"--report: no results file {cache_path} to report from (run some rows first, or pass --results)")
         write_report(args, cache, args.doc, profile, shared_dir, hf_dir)
         return
+    # Every row's rates before any run: a sweep missing for --learning_rates=best stops here, not hours in.
+    rates = {(task, impl): learning_rates_to_run(args, cache, profile, impl, task)
+             for task in args.task_list for impl in args.impl_list}
     model_dir = convert_minilm(hf_dir, args.work_dir, args.timeout) if "ours" in args.impl_list else None
     failures = []
     for task in args.task_list:
         data = None
         for seed in args.seed_list:
             for impl in args.impl_list:
-                for learning_rate in learning_rates_to_run(args, cache, profile, impl, task):
+                for learning_rate in rates[(task, impl)]:
                     recipe = effective_recipe(task, args, learning_rate)
                     key = recipe_key(recipe)
                     cache_key = row_key(profile, impl, task, learning_rate, seed)

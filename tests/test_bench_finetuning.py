@@ -58,8 +58,8 @@ def test_heldout_section_compares_only_other_seeds_against_the_table_spread(benc
     ])
     cache[bench.row_key("full", "hf_matched", "stsb", 2e-5, 3)] = {"scores": {"pearson": 1.0, "spearman": 1.0},
                                                                    "recipe_key": "another recipe"}
-    best = bench.best_rates(cache, "full", args)
-    text = "\n".join(bench.heldout_section(args, cache, "full", [0, 1], [2, 3], best))
+    best, unswept = bench.best_rates(cache, "full", args)
+    text = "\n".join(bench.heldout_section(args, cache, "full", [0, 1], [2, 3], best, unswept))
     assert ("| RTE | acc | 2 | same recipe: ours vs hf, original recipe | 50.0 (2e-05) | 56.0 (2e-05) | -6.0 | 4.6 "
             "| BELOW (acc -6.0, spread 4.6) |") in text
     assert ("| MRPC | acc / F1 | 2 | same recipe: ours vs hf, original recipe | 80.0 / 86.0 (2e-05) | "
@@ -68,7 +68,7 @@ def test_heldout_section_compares_only_other_seeds_against_the_table_spread(benc
     assert "CoLA same recipe seed 2 (hf, original recipe missing)" in text
     assert "STS-B" not in text  # its only held-out row was cached with another recipe
     assert "| RTE | acc | 0 |" not in text and "| RTE | acc | 1 |" not in text
-    empty = "\n".join(bench.heldout_section(args, {}, "full", [0, 1], [], best))
+    empty = "\n".join(bench.heldout_section(args, {}, "full", [0, 1], [], best, unswept))
     assert "No run with a seed outside the table's (0,1) yet" in empty
 
 
@@ -78,7 +78,7 @@ def test_best_learning_rate_needs_the_whole_sweep_and_maximises_the_metric_mean(
             ("hf", "mrpc", 5e-5, 0, dict(accuracy=80.0, f1=85.0))]
     cache = _rows(bench, args, rows)
     assert bench.best_learning_rate(cache, "full", "hf", "mrpc", args)[0] is None
-    assert bench.best_rates(cache, "full", args)["mrpc"]["hf"] == 2e-5  # incomplete: the recipe's rate
+    assert bench.best_rates(cache, "full", args)[0]["mrpc"]["hf"] == 2e-5  # incomplete: the recipe's rate
     cache.update(_rows(bench, args, [("hf", "mrpc", 1e-4, 0, dict(accuracy=81.0, f1=83.0))]))
     assert bench.best_learning_rate(cache, "full", "hf", "mrpc", args)[0] == 5e-5  # mean 82.5 beats 82.0
     cache.update(_rows(bench, args, [("hf", "mrpc", 1e-4, 1, dict(accuracy=99.0, f1=99.0))]))
@@ -145,20 +145,25 @@ def test_best_against_best_waits_for_the_whole_sweep(bench):
                                 for impl, value in scores.items() for seed in (0, 1, 2)])
 
     def sections():
-        best = bench.best_rates(cache, "full", args)
+        best, unswept = bench.best_rates(cache, "full", args)
         table = "\n".join(bench.comparison_table(bench._Rows(cache, "full", args), [0, 1], {"mrpc": best["mrpc"]},
-                                                 "hf", bench.unswept_tasks(cache, "full", args)))
-        return table, "\n".join(bench.heldout_section(args, cache, "full", [0, 1], [2], best))
+                                                 "hf", unswept))
+        return table, "\n".join(bench.heldout_section(args, cache, "full", [0, 1], [2], best, unswept)), unswept
 
-    table, heldout = sections()
-    assert bench.unswept_tasks(cache, "full", args) == ["mrpc", "squad"]
+    # ours' own sweep is complete (best 5e-5), hf's is not: every row of the task keeps the recipe's rate.
+    cache.update(_rows(bench, args, [("ours", "mrpc", rate, 0, dict(accuracy=90.0, f1=90.0)) for rate in (5e-5, 1e-4)]))
+    assert bench.best_learning_rate(cache, "full", "ours", "mrpc", args)[0] == 5e-5
+    table, heldout, unswept = sections()
+    assert unswept == ["mrpc", "squad"]
+    assert bench.best_rates(cache, "full", args)[0]["mrpc"] == {impl: 2e-5 for impl in bench.IMPLS}
+    assert "| ours | 2e-05 | 80.0 / 80.0 | 80.0 / 80.0 | 80.0 / 80.0 |" in table
     assert "| hf, its defaults | 2e-05 | 74.0 / 74.0 | 74.0 / 74.0 | 74.0 / 74.0 | +6.0 / +6.0 | sweep incomplete |" \
         in table
     assert "best vs best" not in heldout and "same recipe: ours vs hf, original recipe" in heldout
     cache.update(_rows(bench, args, [(impl, "mrpc", rate, 0, dict(accuracy=50.0, f1=50.0))
                                      for impl in scores for rate in (5e-5, 1e-4)]))
-    table, heldout = sections()
-    assert bench.unswept_tasks(cache, "full", args) == ["squad"]
+    table, heldout, unswept = sections()
+    assert unswept == ["squad"]
     assert "| +6.0 / +6.0 | at or above |" in table
     assert "| MRPC | acc / F1 | 2 | best vs best: ours vs hf, its defaults |" in heldout
 
@@ -256,3 +261,29 @@ def test_report_without_a_results_file_is_one_error_and_leaves_the_document(benc
     assert exit_info.value.code == 2
     assert f"no results file {missing}" in capsys.readouterr().err
     assert doc.read_text() == "earlier report\n"
+
+
+@pytest.mark.parametrize("flags, expected", [
+    (["--tasks=mrpc", "--impls=ours,hf"],
+     "the hf mrpc sweep at seed 0 has no row at 5e-05,0.0001 yet (run --tasks=mrpc --impls=hf --seeds=0 "
+     "--learning_rates=5e-05,0.0001 first)"),
+    (["--tasks=mrpc,rte", "--impls=ours"], "rte has no learning-rate sweep (only mrpc,squad)"),
+])
+def test_best_rate_runs_stop_before_any_run_when_a_sweep_is_missing(bench, tmp_path, capsys, monkeypatch, flags,
+                                                                     expected):
+    args = bench.parse_args(["--report"])
+    path = tmp_path / "results.json"
+    bench.save_cache(str(path), _rows(bench, args, [("ours", "mrpc", rate, 0, dict(accuracy=80.0, f1=85.0))
+                                                    for rate in bench.SWEEP_LEARNING_RATES]
+                                      + [("hf", "mrpc", 2e-5, 0, dict(accuracy=74.0, f1=83.0))]))
+    started = []
+    monkeypatch.setattr(bench, "convert_minilm", lambda *a: started.append("convert"))
+    monkeypatch.setattr(bench, "run_row", lambda *a: started.append(a))
+    with pytest.raises(SystemExit) as stop:
+        bench.main(flags + ["--seeds=0,1", "--learning_rates=best", f"--shared_dir={shared_path()}",
+                            f"--hf_model_dir={minilm_dir()}", f"--results={path}", f"--doc={tmp_path / 'doc.md'}",
+                            f"--work_dir={tmp_path / 'work'}"])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and expected in err
+    assert started == [] and not (tmp_path / "doc.md").exists()
