@@ -34,6 +34,12 @@ _HF_ACT_TO_ORIGINAL = {"gelu": "gelu_exact", "gelu_new": "gelu", "gelu_pytorch_t
                        "gelu_fast": "gelu", "relu": "relu", "tanh": "tanh", "linear": "linear"}
 _ORIGINAL_ACT_TO_HF = {"gelu_exact": "gelu", "gelu": "gelu_new", "relu": "relu", "tanh": "tanh",
                        "linear": "linear"}
+# What transformers' BertConfig assumes for a key its config.json leaves out (type_vocab_size 2, not the
+# original's 16; the vocabulary of bert-base-uncased).
+_HF_CONFIG_DEFAULTS = {"vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
+                       "intermediate_size": 3072, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
+                       "attention_probs_dropout_prob": 0.1, "max_position_embeddings": 512, "type_vocab_size": 2,
+                       "initializer_range": 0.02}
 
 
 def hf_config_to_bert_config(hf):
@@ -46,7 +52,10 @@ def hf_config_to_bert_config(hf):
     eps = hf.get("layer_norm_eps", 1e-12)
     if abs(eps - modeling.LAYER_NORM_EPSILON) > 1e-15:
         logging.warning("HF config: layer_norm_eps %g differs from BERT's %g", eps, modeling.LAYER_NORM_EPSILON)
-    values = {key: hf[key] for key in modeling.BertConfig.from_dict({"vocab_size": 1}).to_dict() if key in hf}
+    missing = [key for key in modeling.CONFIG_KEYS if key not in hf]
+    if missing:
+        logging.info("HF config: using HF's defaults for %s", ", ".join(missing))
+    values = {key: hf.get(key, _HF_CONFIG_DEFAULTS[key]) for key in modeling.CONFIG_KEYS}
     values["hidden_act"] = _HF_ACT_TO_ORIGINAL[act]
     return modeling.BertConfig.from_dict(values, source="HF config")
 

@@ -53,6 +53,7 @@ _CONFIG_DEFAULTS = collections.OrderedDict([
     ("type_vocab_size", 16),
     ("initializer_range", 0.02),
 ])
+CONFIG_KEYS = tuple(_CONFIG_DEFAULTS)  # every key of a bert_config.json, in the original's order
 
 ACTIVATIONS = ("gelu", "gelu_exact", "relu", "tanh", "linear")
 # Keys a bert_config.json must give: a default would build another model than the checkpoint's, silently

@@ -235,6 +235,21 @@ def test_bad_hf_and_vocab_inputs(tmp_path):
         conversions.hf_to_original_weights({"encoder.layer.0.crossattention.weight": np.zeros(2)})
 
 
+def test_hf_config_keys_left_out_take_hf_defaults(monkeypatch):
+    infos = []
+    monkeypatch.setattr(conversions.logging, "info", lambda msg, *args: infos.append(msg % args))
+    full = json.load(open(os.path.join(minilm_dir(), "config.json")))
+    config = conversions.hf_config_to_bert_config(full)
+    assert (config.hidden_size, config.num_hidden_layers, config.type_vocab_size) == (384, 6, 2)
+    # A complete config gets no line about defaults (it used to read "using the original's defaults for
+    # hidden_size, num_hidden_layers, ..." on every conversion).
+    assert not [m for m in infos if "defaults" in m]
+    partial = {k: v for k, v in full.items() if k not in ("type_vocab_size", "max_position_embeddings")}
+    config = conversions.hf_config_to_bert_config(partial)
+    assert (config.type_vocab_size, config.max_position_embeddings) == (2, 512)  # HF's defaults; the original's is 16
+    assert infos == ["HF config: using HF's defaults for max_position_embeddings, type_vocab_size"]
+
+
 def test_hf_weights_not_matching_config(tmp_path):
     hf_dir = minilm_dir()
     config = json.load(open(os.path.join(hf_dir, "config.json")))
