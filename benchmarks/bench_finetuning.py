@@ -919,18 +919,31 @@ def git_revision(directory=None):
         return f"unknown ({directory} is not a git checkout)"
 
 
+def cpu_description(cpuinfo):
+    """The first processor of a /proc/cpuinfo text: its model name, family and model numbers (one model name,
+    e.g. "AMD EPYC", covers generations that train at different speeds) and its widest vector extension."""
+    fields = {}
+    for line in cpuinfo.splitlines():
+        if not line.strip():
+            break
+        key, _, value = line.partition(":")
+        fields[key.strip()] = value.strip()
+    parts = [fields.get("model name") or platform.processor() or "unknown CPU"]
+    if fields.get("cpu family") and fields.get("model"):
+        parts.append(f"family {fields['cpu family']} model {fields['model']}")
+    flags = set(fields.get("flags", "").split())
+    parts += [label for flag, label in (("avx512f", "AVX-512"), ("avx2", "AVX2")) if flag in flags][:1]
+    return " ".join(parts).replace(",", " ")
+
+
 def machine():
-    model = platform.processor() or "unknown CPU"
     try:
         with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
+            model = cpu_description(f.read())
         with open("/proc/meminfo") as f:
             memory = int(f.readline().split()[1]) / 2 ** 20
     except OSError:
-        memory = float("nan")
+        model, memory = platform.processor() or "unknown CPU", float("nan")
     return f"{os.cpu_count()} CPU cores ({model}), {memory:.0f} GiB RAM, {platform.system()} {platform.machine()}"
 
 
@@ -1049,7 +1062,7 @@ def best_learning_rate(cache, profile, impl, task, args):
 def cpu_model(entry):
     """The CPU model a result row ran on (from its `machine` field), or None where the row did not record it."""
     described = entry.get("machine") or ""
-    return described.split("(", 1)[1].split(")", 1)[0] if "(" in described else None
+    return described.partition(" (")[2].rpartition("), ")[0] or None
 
 
 def busy_load():
@@ -1241,7 +1254,8 @@ def write_report(args, cache, doc_path, profile, shared_dir, hf_dir):
         f"includes a run during which the machine's load average exceeded {busy_load():g} (other work shared "
         "the cores: its speed is not comparable), † a mean over runs on different CPU models. The rows ran "
         "over several sessions on 2-core machines whose CPU model differs (recorded per run in the details "
-        "below since the hf, original recipe rows): the "
+        "below since the hf, original recipe rows; later rows add the CPU family, model and widest vector "
+        "extension, since one name such as \"AMD EPYC\" covers generations of different speed): the "
         "same code trains at different speeds on them, so compare train ex/s only between runs on the same "
         "CPU; `benchmarks/SPEED.md` holds the speed comparison. Peak RSS: the largest over seeds. Steps: "
         "optimizer steps of one run.",

@@ -287,3 +287,16 @@ def test_best_rate_runs_stop_before_any_run_when_a_sweep_is_missing(bench, tmp_p
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and expected in err
     assert started == [] and not (tmp_path / "doc.md").exists()
+
+
+def test_a_row_records_which_generation_of_a_cpu_it_ran_on(bench):
+    zen3 = ("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 1\nmodel name\t: AMD EPYC\n"
+            "flags\t\t: fpu sse2 avx avx2 fma\n\nprocessor\t: 1\nmodel name\t: other\n")
+    zen4 = zen3.replace("model\t\t: 1\n", "model\t\t: 17\n").replace("avx2 fma", "avx2 avx512f fma")
+    assert bench.cpu_description(zen3) == "AMD EPYC family 25 model 1 AVX2"
+    assert bench.cpu_description(zen4) == "AMD EPYC family 25 model 17 AVX-512"  # same name, another speed
+    entry = {"machine": "2 CPU cores (Intel(R) Xeon(R) Processor), 24 GiB RAM, Linux x86_64"}
+    assert bench.cpu_model(entry) == "Intel(R) Xeon(R) Processor"  # was cut at the first ")"
+    assert bench.cpu_model({"machine": f"2 CPU cores ({bench.cpu_description(zen4)}), 24 GiB RAM"}) == \
+        "AMD EPYC family 25 model 17 AVX-512"
+    assert bench.cpu_model({}) is None
