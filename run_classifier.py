@@ -611,8 +611,8 @@ def format_prediction(prediction, is_regression):
 
 
 @dataclasses.dataclass
-class ClassifierOptions(runner.FinetuningOptions):
-    """run_classifier.py's flags: the fine-tuning runners' (runner.FinetuningOptions) and its own."""
+class ClassifierOptions(runner.RecordFinetuningOptions):
+    """run_classifier.py's flags: the fine-tuning runners' (runner.RecordFinetuningOptions) and its own."""
     data_dir: str = cli.option(None, "The input data dir. Should contain the .tsv files (or other data files) for "
                                "the task.")
     task_name: str = cli.option(None, "The name of the task to train: " + ", ".join(PROCESSORS) + ".",
@@ -688,9 +688,9 @@ class Job(runner.Job):
         examples = self.splits["train"]
         config = self.finetuning_config(len(examples))
         self.features(examples, "train")
-        input_fn = runner.record_input_fn(self.record_path("train.tf_record"),
-                                          records.classifier(self.options.max_seq_length, self.is_regression),
-                                          is_training=True, drop_remainder=True, seed=config.seed)
+        input_fn = self.train_input_fn(self.record_path("train.tf_record"),
+                                       records.classifier(self.options.max_seq_length, self.is_regression),
+                                       len(examples), config.seed)
         return training.train(self.task, input_fn, config, self.strategy)
 
     def _predict(self, examples, name, batch_size):

@@ -785,8 +785,8 @@ def predict_features(task, features, config, strategy, checkpoint_path=None):
 
 
 @dataclasses.dataclass
-class SquadOptions(runner.FinetuningOptions):
-    """run_squad.py's flags: the fine-tuning runners' (runner.FinetuningOptions; no --do_eval: --do_predict
+class SquadOptions(runner.RecordFinetuningOptions):
+    """run_squad.py's flags: the fine-tuning runners' (runner.RecordFinetuningOptions; no --do_eval: --do_predict
     scores a predict file that has answers) and the original's SQuAD flags, plus --train_first_answer."""
     train_file: str = cli.option(None, "SQuAD json for training. E.g., train-v1.1.json")
     predict_file: str = cli.option(None, "SQuAD json for predictions. E.g., dev-v1.1.json or test-v1.1.json")
@@ -853,8 +853,8 @@ class Job(runner.Job):
         self.windows(train_examples, True, writer.process_feature)
         writer.close()
         logging.info("  Num split examples = %d", writer.num_features)
-        input_fn = runner.record_input_fn(writer.filename, records.squad(o.max_seq_length, True), is_training=True,
-                                          drop_remainder=True, seed=config.seed)
+        input_fn = self.train_input_fn(writer.filename, records.squad(o.max_seq_length, True), writer.num_features,
+                                       config.seed)
         return training.train(self.task, input_fn, config, self.strategy)
 
     def predict(self):

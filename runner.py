@@ -1,6 +1,7 @@
 """The shared steps of a fine-tuning or inference job; each run_*.py supplies only its task.
 
-  Options: FinetuningOptions, the flags every fine-tuning runner has (cli.define_flags makes them flags).
+  Options: FinetuningOptions, the flags every fine-tuning runner has (cli.define_flags makes them flags);
+    RecordFinetuningOptions adds --shuffle_buffer_size for the runners that train from feature TFRecords.
   The job: Job, one shape for every runner: checks before anything is written (check_job: required flags, BERT
     config, sequence length, vocab and its special tokens, casing, init_checkpoint; then the runner's data),
     --output_dir made once, then train / evaluate / predict / export, outputs written once by the chief, and
@@ -32,6 +33,7 @@ import tokenization
 import training
 
 STEP_COUNT_FLAGS = ("num_train_steps", "num_warmup_steps")
+ORIGINAL_SHUFFLE_BUFFER = 100  # training records the original's input functions shuffle among
 TrainingConfig = training.TrainingConfig
 
 
@@ -59,6 +61,21 @@ class FinetuningOptions:
                                           "for. E.g., 0.1 = 10% of training.")
     export_dir: str = cli.option(None, "Write a SavedModel here (see the script's docstring for its signatures) "
                                  "from the newest checkpoint in output_dir, else init_checkpoint.")
+
+
+@dataclasses.dataclass
+class RecordFinetuningOptions(FinetuningOptions):
+    """The flags of the runners that train from a feature TFRecord file (run_classifier.py, run_squad.py)."""
+    shuffle_buffer_size: int = cli.option(
+        ORIGINAL_SHUFFLE_BUFFER, "Training records the input draws from at random (the original's 100). A "
+        "training file in an order, e.g. by source, label or length (CoLA's train.tsv is sorted by source), "
+        "trains worse with a small buffer: 0 shuffles all training records anew every pass (they are held in "
+        "memory).")
+
+    def __post_init__(self):
+        if self.shuffle_buffer_size < 0:
+            raise cli.UserError(f"--shuffle_buffer_size={self.shuffle_buffer_size}: expected 0 (all training "
+                                f"records) or a positive number of records")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -229,6 +246,15 @@ class Job:
         return finetuning_config(self.config, num_examples, self.options.num_train_epochs,
                                  self.options.warmup_proportion, what)
 
+    def train_input_fn(self, path, record_format, num_records, seed):
+        """The training input over the feature TFRecord file `path` of num_records records, shuffled as
+        --shuffle_buffer_size says (RecordFinetuningOptions)."""
+        buffer = self.options.shuffle_buffer_size
+        if buffer == 0:
+            logging.info("Shuffling all %d training records anew every pass (--shuffle_buffer_size=0)", num_records)
+        return record_input_fn(path, record_format, is_training=True, drop_remainder=True, seed=seed,
+                               shuffle_buffer=buffer, num_records=num_records)
+
     def inference_checkpoint(self):
         """(path, global step) of the checkpoint evaluation, prediction and export use: the newest readable one
         of --output_dir, else --init_checkpoint; chosen once, after training (an error when there is none)."""
@@ -345,15 +371,22 @@ def array_input_fn(arrays, is_training, seed=None, trim=True):
     return input_fn
 
 
-def record_input_fn(path, record_format, is_training, drop_remainder, seed=None, shuffle_buffer=100):
+def record_input_fn(path, record_format, is_training, drop_remainder, seed=None,
+                    shuffle_buffer=ORIGINAL_SHUFFLE_BUFFER, num_records=None):
     """An input function for training.py over a feature TFRecord file: records sharded across input
-    pipelines, repeated and shuffled (buffer 100, as the original) when training, decoded, batched."""
+    pipelines, decoded, batched; when training, repeated and shuffled: drawn from a buffer of shuffle_buffer
+    records over the repeated file (the original), or with shuffle_buffer 0 a new permutation of all
+    num_records records every pass."""
+    if is_training and shuffle_buffer == 0 and not num_records:
+        raise ValueError("a full shuffle (shuffle_buffer 0) needs num_records")
 
     def input_fn(batch_size, input_context=None):
         d = tf.data.TFRecordDataset(path)
         if input_context is not None and input_context.num_input_pipelines > 1:
             d = d.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
-        if is_training:
+        if is_training and shuffle_buffer == 0:
+            d = d.shuffle(num_records, seed=seed, reshuffle_each_iteration=True).repeat()
+        elif is_training:
             d = d.repeat().shuffle(buffer_size=shuffle_buffer, seed=seed)
         d = d.map(lambda record: decode_record(record, record_format), num_parallel_calls=tf.data.AUTOTUNE)
         return d.batch(batch_size, drop_remainder=drop_remainder).prefetch(tf.data.AUTOTUNE)

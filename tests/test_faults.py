@@ -126,6 +126,8 @@ def test_bad_classifier_inputs_are_one_line_and_leave_no_folder(tmp_path):
         json.dump(values, f)
     assert_user_error(run_script("run_classifier.py", *classifier_args(tmp_path, bert_config_file=config)),
                       "no_layers.json: required key(s) `num_hidden_layers` missing")
+    assert_user_error(run_script("run_classifier.py", *classifier_args(tmp_path, shuffle_buffer_size="-5")),
+                      "--shuffle_buffer_size=-5: expected 0 (all training records) or a positive number")
     assert not out.exists(), "a failed check left --output_dir behind"
     # --verbosity=1 (or BERT_TRACEBACK=1) shows the traceback for a bug report.
     shown = run_script("run_classifier.py", *classifier_args(tmp_path, task_name="mrcp"), "--verbosity=1")

@@ -103,3 +103,44 @@ def test_a_record_format_is_what_its_writer_writes_and_its_reader_reads(tmp_path
     example = tf.train.Example.FromString(next(iter(tf.data.TFRecordDataset(path))).numpy()).features.feature
     assert [example[name].WhichOneof("kind") for name in record_format] == [
         "float_list" if kind == records.FLOAT else "int64_list" for _, kind in record_format.values()]
+
+
+def _training_order(path, record_format, rows, **shuffle):
+    """The rows (input_ids[0]) of the first two passes' training batches of 32 over `rows` records, as one list."""
+    batches = 2 * rows // 32 + 1
+    dataset = runner.record_input_fn(path, record_format, True, True, seed=1, **shuffle)(32).take(batches)
+    return [row for batch in dataset.as_numpy_iterator() for row in batch["input_ids"][:, 0].tolist()]
+
+
+def test_shuffle_buffer_0_mixes_a_sorted_training_file(tmp_path):
+    # CoLA's train.tsv is sorted by source (17 of them): the original's 100-record buffer fills each batch from
+    # one or two of them; shuffling all records draws every batch from across the file, a new order each pass.
+    lines = open(shared_path("data", "glue", "CoLA", "train.tsv"), encoding="utf-8").read().splitlines()
+    sources = [line.split("\t")[0] for line in lines]
+    n = len(sources)
+    assert len(set(sources)) == 17
+    record_format = records.classifier(2, is_regression=False)
+    path = str(tmp_path / "train.tf_record")
+    writer = runner.RecordWriter(path, record_format)
+    for row in range(n):
+        writer.write({"input_ids": [row, 0], "input_mask": [1, 0], "segment_ids": [0, 0], "label_ids": [0],
+                      "is_real_example": [1]})
+    writer.close()
+
+    def sources_per_batch(order):
+        return np.mean([len({sources[row] for row in order[i:i + 32]}) for i in range(0, n - 31, 32)])
+
+    assert sources_per_batch(_training_order(path, record_format, n)) < 2.5
+    shuffled = _training_order(path, record_format, n, shuffle_buffer=0, num_records=n)
+    assert sources_per_batch(shuffled) > 9
+    first, second = shuffled[:n], shuffled[n:2 * n]
+    assert sorted(first) == sorted(second) == list(range(n)) and first != second  # a new permutation each pass
+    with pytest.raises(ValueError, match="needs num_records"):
+        runner.record_input_fn(path, record_format, True, True, shuffle_buffer=0)
+
+
+def test_shuffle_buffer_size_flag(tmp_path):
+    assert rc.ClassifierOptions().shuffle_buffer_size == 100  # the original's
+    with pytest.raises(cli.UserError, match=r"--shuffle_buffer_size=-1: expected 0 \(all training records\) or a "
+                                            "positive number of records"):
+        rc.ClassifierOptions(shuffle_buffer_size=-1)

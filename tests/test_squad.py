@@ -3,6 +3,7 @@ import collections
 import dataclasses
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -495,9 +496,10 @@ def test_end_to_end_tiny_train_predict_export(tmp_path):
            "--do_train", "--do_predict", "--version_2_with_negative", "--train_first_answer",
            "--max_seq_length=96", "--doc_stride=48", "--max_query_length=24", "--train_batch_size=8",
            "--predict_batch_size=16", "--num_train_epochs=1", "--learning_rate=1e-3",
-           "--save_checkpoints_steps=2", "--export_dir=" + str(export)]
+           "--save_checkpoints_steps=2", "--export_dir=" + str(export), "--shuffle_buffer_size=0"]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert re.search(r"Shuffling all \d+ training records anew every pass", proc.stderr)
     num_train = sum(len(p["qas"]) for p in train["data"][0]["paragraphs"])
     steps = int(num_train / 8 * 1)
     assert (out / f"model.ckpt-{steps}.index").exists() and (out / "train.tf_record").exists()
