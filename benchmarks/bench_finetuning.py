@@ -1471,7 +1471,12 @@ def recipe_section(args):
         "- Data pipeline: the same examples and labels, tokenized by HF's tokenizer (same vocabulary, lower "
         "case). Order: run_classifier.py and run_squad.py shuffle with a buffer of 100 over the repeated file "
         "(the original; run_squad.py pre-shuffles the questions with the fixed seed 12345, whatever --seed "
-        "is), run_ner.py shuffles the whole set every pass; the hf rows draw a full permutation per pass.",
+        "is), run_ner.py shuffles the whole set every pass; the hf rows draw a full permutation per pass. "
+        "This accounts for CoLA's gap: its train.tsv is sorted by source, so a 100-record buffer fills each "
+        "batch from one or two of its 17 sources; ours on a shuffled copy of the file, or with "
+        "`--shuffle_buffer_size=0` (a new permutation of all training records every pass), scores at the "
+        "matched row's level (`benchmarks/TRAINING_ORDER.md`). The ours rows keep the original's default, as "
+        "a user of the original's commands runs them.",
         "- CoNLL-2003: ours splits sentences longer than max_seq_length into windows (and counts steps over "
         "its 14,042 windows), the hf rows truncate them (14,041 sentences).",
         "- SQuAD windows: `doc_stride` is the distance between window starts in ours (the original) and the "
