@@ -144,10 +144,12 @@ def test_tensorflow_start_up_noise_is_not_printed(tmp_path):
                   "cpu_feature_guard"):
         assert noise not in proc.stderr, noise
     assert "Training done at global step 2" in proc.stderr  # progress stays on the console
-    # A user who sets the level sees TensorFlow's own lines again.
+    # A user who sets the level sees TensorFlow's own lines again (which ones depends on the machine: oneDNN's
+    # only where it is on by default, as on AVX-512 CPUs; the CPU feature guard where the build lacks some).
     shown = run_script("run_classifier.py", *classifier_args(tmp_path, output_dir=tmp_path / "o2"),
                        TF_CPP_MIN_LOG_LEVEL="0")
-    assert "oneDNN custom operations" in shown.stderr
+    tensorflow_lines = re.findall(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWE] \S+\.cc:\d+\]", shown.stderr, re.M)
+    assert tensorflow_lines, shown.stderr[-3000:]
 
 
 @pytest.mark.slow
