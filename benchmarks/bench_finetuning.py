@@ -936,14 +936,18 @@ def cpu_description(cpuinfo):
     return " ".join(parts).replace(",", " ")
 
 
-def machine():
+def _text_or_empty(path):
     try:
-        with open("/proc/cpuinfo") as f:
-            model = cpu_description(f.read())
-        with open("/proc/meminfo") as f:
-            memory = int(f.readline().split()[1]) / 2 ** 20
+        with open(path) as f:
+            return f.read()
     except OSError:
-        model, memory = platform.processor() or "unknown CPU", float("nan")
+        return ""
+
+
+def machine():
+    model = cpu_description(_text_or_empty("/proc/cpuinfo"))  # without /proc: platform.processor()
+    meminfo = _text_or_empty("/proc/meminfo").split()
+    memory = int(meminfo[1]) / 2 ** 20 if len(meminfo) > 1 else float("nan")
     return f"{os.cpu_count()} CPU cores ({model}), {memory:.0f} GiB RAM, {platform.system()} {platform.machine()}"
 
 
