@@ -44,7 +44,7 @@ _HF_CONFIG_DEFAULTS = {"vocab_size": 30522, "hidden_size": 768, "num_hidden_laye
 
 def hf_config_to_bert_config(hf):
     """BertConfig from an HF config.json dict (HF "gelu" is exact GELU -> "gelu_exact")."""
-    act = hf.get("hidden_act", "gelu")
+    act = hf.get("hidden_act", _HF_CONFIG_DEFAULTS["hidden_act"])
     if act not in _HF_ACT_TO_ORIGINAL:
         raise UserError(f"HF config: unsupported hidden_act {act!r} (expected one of {list(_HF_ACT_TO_ORIGINAL)})")
     if hf.get("position_embedding_type", "absolute") != "absolute":
