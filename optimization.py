@@ -93,7 +93,7 @@ class _WeightDecayOptimizer:
         self.lr_step_offset = int(lr_step_offset)
         self.global_step = global_step
         self._names = {}
-        self._multi_replica = False
+        self._distributed = False
         self._slots = collections.OrderedDict()
         self.built = False
 
@@ -167,7 +167,9 @@ class _WeightDecayOptimizer:
         return global_norm
 
     def _apply_cross_replica(self, strategy, grads, names):
-        self._multi_replica = strategy.num_replicas_in_sync > 1
+        # Under any tf.distribute strategy but the default one, even with one replica, the slots are mirrored:
+        # the XLA-fused update then writes no slot (adam_m / adam_v stayed zero), so it is used without one only.
+        self._distributed = tf.distribute.has_strategy()
         lr = self.learning_rate(self.global_step.read_value() + self.lr_step_offset)
         updates = []
         for grad, name in zip(grads, names):
@@ -209,8 +211,8 @@ class AdamWeightDecay(_WeightDecayOptimizer):
     """The original AdamWeightDecayOptimizer: Adam without bias correction, decoupled weight decay.
 
     fused_update=True (default) runs each variable's elementwise update as one XLA-compiled kernel, the same
-    operations in the same order (about half the time without XLA elsewhere); False, and any multi-replica
-    strategy, runs them as separate TensorFlow ops.
+    operations in the same order (about half the time without XLA elsewhere); False, and any
+    tf.distribute strategy (MirroredStrategy on one device too), runs them as separate TensorFlow ops.
     """
 
     def __init__(self, learning_rate, fused_update=True, **kwargs):
@@ -219,7 +221,7 @@ class AdamWeightDecay(_WeightDecayOptimizer):
 
     def _update_one(self, param, grad, m, v, lr, name):
         decay = self.weight_decay_rate if self._do_use_weight_decay(name) else 0.0
-        fused = self.fused_update and not self._multi_replica  # XLA kernels would not follow each replica
+        fused = self.fused_update and not self._distributed
         fn = _fused_assign_update if fused else _assign_update
         fn(param, _dense(grad), m, v, lr, self.beta_1, self.beta_2, self.epsilon, decay)
         return tf.no_op()
