@@ -17,3 +17,16 @@ def absl_info_logging():
     in-process resets the verbosity (default WARNING), which would hide INFO records from later tests' caplog."""
     absl_logging.set_verbosity(absl_logging.INFO)
     yield
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked gpu are skipped where TensorFlow sees no GPU."""
+    gpu_tests = [item for item in items if item.get_closest_marker("gpu")]
+    if not gpu_tests:
+        return
+    import tensorflow as tf
+    if tf.config.list_physical_devices("GPU"):
+        return
+    skip = pytest.mark.skip(reason="needs a GPU; TensorFlow sees none here")
+    for item in gpu_tests:
+        item.add_marker(skip)

@@ -25,6 +25,7 @@ from absl import app, flags, logging  # noqa: E402
 
 import modeling  # noqa: E402
 import optimization  # noqa: E402
+import bench_pretraining  # noqa: E402  (beside this script)
 
 FLAGS = flags.FLAGS
 
@@ -165,12 +166,8 @@ def matmul_peak(dtype, n=2048, repeats=5):
 
 
 def train_flops(config, batch_size, seq_length, max_predictions):
-    """Matmul FLOPs of one training step (forward x 3)."""
-    h, i, t = config.hidden_size, config.intermediate_size, batch_size * seq_length
-    per_layer = 2 * t * (4 * h * h + 2 * h * i) + 2 * 2 * batch_size * seq_length * seq_length * h
-    masked = batch_size * max_predictions
-    heads = 2 * masked * (h * h + h * config.vocab_size) + 2 * batch_size * h * h
-    return 3 * (config.num_hidden_layers * per_layer + heads)
+    """Matmul FLOPs of one training step (forward x 3): bench_pretraining's count."""
+    return bench_pretraining.train_flops(config.to_dict(), batch_size, seq_length, max_predictions)
 
 
 def main(_):

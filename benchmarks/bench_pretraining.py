@@ -1,4 +1,4 @@
-"""End-to-end pre-training throughput on BERT-base: run_pretraining vs tf-models-official and HF PyTorch.
+"""End-to-end pre-training throughput on BERT-base or -large: run_pretraining vs tf-models-official and HF PyTorch.
 
 Three implementations, each configuration `impl:dtype:xla` in its own process, all with the same batch
 from the same TFRecords, the masked-LM + next-sentence losses and AdamW-style weight decay (LayerNorm and
@@ -42,10 +42,31 @@ BERT_BASE = dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_at
                  intermediate_size=3072, hidden_act="gelu", hidden_dropout_prob=0.1,
                  attention_probs_dropout_prob=0.1, max_position_embeddings=512, type_vocab_size=2,
                  initializer_range=0.02)
+BERT_LARGE = dict(BERT_BASE, hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096)
+MODELS = {"base": BERT_BASE, "large": BERT_LARGE}
 HF_POOL_BATCHES = 32
 IMPLS = ("ours", "peer", "hf")
 DTYPES = {"ours": ("float32", "bfloat16", "float16"), "peer": ("float32", "bfloat16", "float16"),
           "hf": ("float32", "bfloat16")}
+
+
+def train_flops(config, batch_size, seq_length, max_predictions):
+    """Matmul FLOPs of one training step (forward x 3), counting the masked-LM head at the masked positions only
+    (what the original computes): the nominal work, the same for every implementation."""
+    h, i, t = config["hidden_size"], config["intermediate_size"], batch_size * seq_length
+    per_layer = 2 * t * (4 * h * h + 2 * h * i) + 2 * 2 * batch_size * seq_length * seq_length * h
+    masked = batch_size * max_predictions
+    heads = 2 * masked * (h * h + h * config["vocab_size"]) + 2 * batch_size * h * h
+    return 3 * (config["num_hidden_layers"] * per_layer + heads)
+
+
+def _device_name(impl):
+    if impl == "hf":
+        import torch
+        return torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
+    import tensorflow as tf
+    gpus = tf.config.list_physical_devices("GPU")
+    return tf.config.experimental.get_device_details(gpus[0]).get("device_name", "GPU") if gpus else "cpu"
 
 
 def _peak_memory(impl):
@@ -115,18 +136,20 @@ def hf_batches(pool):
 
 
 CHILD_ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+# The hf side's batch decoding needs no GPU; hidden from it, TensorFlow cannot reserve the GPU's memory there.
+DECODE_ENV = dict(CHILD_ENV, CUDA_VISIBLE_DEVICES="")
 
 
 def _child_command(args, mode_flag):
     """This script, rerun in a child process in `mode_flag`'s mode with the same data flags."""
     return [sys.executable, os.path.abspath(__file__), mode_flag, f"--input_file={args.input_file}",
-            f"--batch_size={args.batch_size}", f"--max_seq_length={args.max_seq_length}",
+            f"--model={args.model}", f"--batch_size={args.batch_size}", f"--max_seq_length={args.max_seq_length}",
             f"--max_predictions_per_seq={args.max_predictions_per_seq}", f"--steps={args.steps}"]
 
 
 def _decode_pool_in_subprocess(args, path):
     proc = subprocess.run(_child_command(args, f"--decode_pool={path}"), capture_output=True, text=True,
-                          env=CHILD_ENV)
+                          env=DECODE_ENV)
     if proc.returncode:
         raise SystemExit(f"hf: decoding {args.input_file} failed (exit {proc.returncode}):\n{proc.stderr[-2000:]}")
     with np.load(path) as data:
@@ -145,7 +168,7 @@ def run_ours(args, dtype, xla):
             save_checkpoints_steps=10 ** 9, keep_checkpoint_max=1, dtype=dtype, use_xla=bool(xla))
         start = time.time()
         config_file = os.path.join(output_dir, "bert_config.json")
-        modeling.BertConfig.from_dict(BERT_BASE).to_json_file(config_file)
+        modeling.BertConfig.from_dict(MODELS[args.model]).to_json_file(config_file)
         result = run_pretraining.run(run_pretraining.PretrainingOptions(
             training=dataclasses.replace(config, bert_config_file=config_file), input_file=args.input_file,
             max_seq_length=args.max_seq_length, max_predictions_per_seq=args.max_predictions_per_seq,
@@ -164,7 +187,7 @@ def run_peer(args, dtype, xla):
     from official.nlp.modeling import networks
     if dtype != "float32":
         tf_keras.mixed_precision.set_global_policy("mixed_" + dtype)
-    c = BERT_BASE
+    c = MODELS[args.model]
     encoder = networks.BertEncoder(
         vocab_size=c["vocab_size"], hidden_size=c["hidden_size"], num_layers=c["num_hidden_layers"],
         num_attention_heads=c["num_attention_heads"], max_sequence_length=c["max_position_embeddings"],
@@ -234,7 +257,7 @@ def run_hf(args, dtype, xla):
     torch.set_num_threads(os.cpu_count())
     torch.manual_seed(0)
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    c = BERT_BASE
+    c = MODELS[args.model]
     config = transformers.BertConfig(
         vocab_size=c["vocab_size"], hidden_size=c["hidden_size"], num_hidden_layers=c["num_hidden_layers"],
         num_attention_heads=c["num_attention_heads"], intermediate_size=c["intermediate_size"],
@@ -293,7 +316,10 @@ def run_one(args):
     impl, dtype, xla = args.one.split(":")
     result = {"ours": run_ours, "peer": run_peer, "hf": run_hf}[impl](args, dtype, int(xla))
     result.update(_peak_memory(impl))
-    result.update(impl=impl, dtype=dtype, xla=int(xla))
+    flops = train_flops(MODELS[args.model], args.batch_size, args.max_seq_length, args.max_predictions_per_seq)
+    result.update(impl=impl, dtype=dtype, xla=int(xla), model=args.model, batch_size=args.batch_size,
+                  max_seq_length=args.max_seq_length, device_name=_device_name(impl),
+                  model_tflops=flops * result["examples_per_sec"] / args.batch_size / 1e12)
     print("RESULT " + json.dumps(result), flush=True)
 
 
@@ -349,6 +375,7 @@ def summarize(results):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--input_file", default=DEFAULT_INPUT, help="pre-training TFRecords (glob)")
+    parser.add_argument("--model", choices=sorted(MODELS), default="base", help="BERT-base or BERT-large")
     parser.add_argument("--batch_size", type=int, default=8)
     parser.add_argument("--max_seq_length", type=int, default=128)
     parser.add_argument("--max_predictions_per_seq", type=int, default=20)
@@ -356,6 +383,7 @@ def main():
     parser.add_argument("--configs", default=DEFAULT_CONFIGS,
                         help="impl:dtype:xla, comma separated; impl ours|peer|hf (hf xla=1 = torch.compile)")
     parser.add_argument("--timeout", type=int, default=1800, help="seconds per configuration")
+    parser.add_argument("--results_jsonl", help="also append each result as one JSON line to this file")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     parser.add_argument("--decode_pool", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -373,9 +401,11 @@ def main():
         cmd = _child_command(args, f"--one={spec}")
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=CHILD_ENV)
-        except subprocess.TimeoutExpired:
+        except subprocess.TimeoutExpired as e:
             failures.append((label, f"timed out after --timeout={args.timeout} s"))
-            print(f"{label}: failed (timed out after {args.timeout} s)", file=sys.stderr, flush=True)
+            err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
+            print(f"{label}: failed (timed out after {args.timeout} s); its last output:\n{err[-2000:]}",
+                  file=sys.stderr, flush=True)
             continue
         lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
         if proc.returncode or not lines:
@@ -385,7 +415,11 @@ def main():
             continue
         results.append(json.loads(lines[-1][len("RESULT "):]))
         r = results[-1]
-        print(f"{label:32s} {r['examples_per_sec']:8.2f} examples/s  peak RSS {r['peak_rss_mb']:8.0f} MB"
+        if args.results_jsonl:
+            with open(args.results_jsonl, "a") as f:
+                f.write(json.dumps(r) + "\n")
+        print(f"{label:32s} {r['examples_per_sec']:8.2f} examples/s  {r['model_tflops']:7.2f} model TFLOP/s  "
+              f"peak RSS {r['peak_rss_mb']:8.0f} MB"
               + (f"  peak GPU {r['peak_gpu_mb']:8.0f} MB" if "peak_gpu_mb" in r else "")
               + f"  loss {r['loss']:.3f}  wall {r['wall_s']:.0f} s", flush=True)
     for line in summarize(results):
