@@ -137,7 +137,17 @@ def hf_batches(pool):
 
 CHILD_ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
 # The hf side's batch decoding needs no GPU; hidden from it, TensorFlow cannot reserve the GPU's memory there.
-DECODE_ENV = dict(CHILD_ENV, CUDA_VISIBLE_DEVICES="")
+# It runs with TensorFlow's PYTHONPATH even when the hf process itself was given another (--hf_pythonpath).
+DECODE_ENV = dict(CHILD_ENV, CUDA_VISIBLE_DEVICES="",
+                  PYTHONPATH=os.environ.get("BENCH_TF_PYTHONPATH", os.environ.get("PYTHONPATH", "")))
+
+
+def child_env(impl, hf_pythonpath=None):
+    """The environment of one configuration's process: hf gets --hf_pythonpath when given (a TensorFlow kit
+    first on PYTHONPATH can shadow the CUDA libraries torch loads)."""
+    if impl != "hf" or hf_pythonpath is None:
+        return CHILD_ENV
+    return dict(CHILD_ENV, PYTHONPATH=hf_pythonpath, BENCH_TF_PYTHONPATH=os.environ.get("PYTHONPATH", ""))
 
 
 def _child_command(args, mode_flag):
@@ -384,6 +394,8 @@ def main():
                         help="impl:dtype:xla, comma separated; impl ours|peer|hf (hf xla=1 = torch.compile)")
     parser.add_argument("--timeout", type=int, default=1800, help="seconds per configuration")
     parser.add_argument("--results_jsonl", help="also append each result as one JSON line to this file")
+    parser.add_argument("--hf_pythonpath", help="PYTHONPATH of the hf processes (default: this one's); its batch "
+                                                "decoding keeps this process's")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     parser.add_argument("--decode_pool", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -400,7 +412,8 @@ def main():
         spec, label = f"{impl}:{dtype}:{xla}", _label(impl, dtype, xla)
         cmd = _child_command(args, f"--one={spec}")
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=CHILD_ENV)
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout,
+                                  env=child_env(impl, args.hf_pythonpath))
         except subprocess.TimeoutExpired as e:
             failures.append((label, f"timed out after --timeout={args.timeout} s"))
             err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
