@@ -5,7 +5,7 @@
 #   . /tmp/gpu-env.sh && bash benchmarks/gpu_run.sh SECONDS DATA_DIR
 #
 # DATA_DIR holds what ../shared would give (it does not travel): reference/pretraining_data/sample_text_default.tfrecord,
-# vocab/uncased/vocab.txt. Results go to $OUT (or /tmp/gpu-out):
+# vocab/uncased/vocab.txt, glue/MRPC/{train,dev}.tsv. Results go to $OUT (or /tmp/gpu-out):
 # gpu_run.log (everything printed), pretraining.jsonl (one bench_pretraining result a line), pytest.xml.
 set -u
 budget=${1:?seconds}; data=${2:?data dir}
@@ -48,6 +48,14 @@ step "BERT-base seq 128 bf16 XLA, autotune off" 120 env XLA_FLAGS="${XLA_FLAGS:-
   $P --model=base --batch_size=256 --configs=ours:bfloat16:1
 step "BERT-base seq 128 bf16 XLA" 120 $P --model=base --batch_size=256 --configs=ours:bfloat16:1
 step "BERT-large seq 128 bf16 HF torch.compile" 120 $P --model=large --batch_size=256 --configs=hf:bfloat16:1
+# Fine-tuning as a user runs it: run_classifier.py on MRPC with a BERT-base-sized config (random weights; speed
+# only), seq 128, batch 32, bf16; the last log line's examples/s is steady (loops of 20 steps, one checkpoint).
+python3 -c "import json, sys; sys.path.insert(0, 'benchmarks'); import bench_pretraining as b
+json.dump(b.BERT_BASE, open('/tmp/bert_base_config.json', 'w'))"
+step "MRPC fine-tuning, BERT-base bf16" 120 python3 run_classifier.py --task_name=MRPC --do_train=true \
+  --data_dir=$data/glue/MRPC --vocab_file=$data/vocab/uncased/vocab.txt --bert_config_file=/tmp/bert_base_config.json \
+  --max_seq_length=128 --train_batch_size=32 --num_train_epochs=1 --learning_rate=2e-5 --dtype=bfloat16 \
+  --iterations_per_loop=20 --save_checkpoints_steps=100000 --output_dir=/tmp/mrpc_gpu
 step "BERT-base seq 128 bf16, no XLA: ours, HF eager" 90 $P --model=base --batch_size=256 \
   --configs=ours:bfloat16:0,hf:bfloat16:0
 echo "=== done, $(left) s left" | tee -a "$log"
