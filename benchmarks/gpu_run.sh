@@ -8,7 +8,9 @@
 # vocab/uncased/vocab.txt, glue/MRPC/{train,dev}.tsv. Results go to $OUT (or /tmp/gpu-out):
 # gpu_run.log (everything printed), pretraining.jsonl (one bench_pretraining result a line), pytest.xml.
 set -u
-budget=${1:?seconds}; data=${2:?data dir}
+usage="usage: bash benchmarks/gpu_run.sh SECONDS DATA_DIR (see the comment at its top)"
+budget=${1:?$usage}; data=${2:?$usage}
+[ -d "$data" ] || { echo "gpu_run.sh: DATA_DIR $data is not a folder" >&2; exit 2; }
 deadline=$(( $(date +%s) + budget ))
 out=${OUT:-/tmp/gpu-out}; mkdir -p "$out"
 log=$out/gpu_run.log
