@@ -93,7 +93,6 @@ class _WeightDecayOptimizer:
         self.lr_step_offset = int(lr_step_offset)
         self.global_step = global_step
         self._names = {}
-        self._distributed = False
         self._slots = collections.OrderedDict()
         self.built = False
 
@@ -167,9 +166,6 @@ class _WeightDecayOptimizer:
         return global_norm
 
     def _apply_cross_replica(self, strategy, grads, names):
-        # Under any tf.distribute strategy but the default one, even with one replica, the slots are mirrored:
-        # the XLA-fused update then writes no slot (adam_m / adam_v stayed zero), so it is used without one only.
-        self._distributed = tf.distribute.has_strategy()
         lr = self.learning_rate(self.global_step.read_value() + self.lr_step_offset)
         updates = []
         for grad, name in zip(grads, names):
@@ -221,7 +217,9 @@ class AdamWeightDecay(_WeightDecayOptimizer):
 
     def _update_one(self, param, grad, m, v, lr, name):
         decay = self.weight_decay_rate if self._do_use_weight_decay(name) else 0.0
-        fused = self.fused_update and not self._distributed
+        # Under any tf.distribute strategy but the default one, even with one replica, the slots are mirrored: the
+        # XLA-fused update then writes no slot (adam_m / adam_v stayed zero), so it runs without a strategy only.
+        fused = self.fused_update and not tf.distribute.has_strategy()
         fn = _fused_assign_update if fused else _assign_update
         fn(param, _dense(grad), m, v, lr, self.beta_1, self.beta_2, self.epsilon, decay)
         return tf.no_op()
