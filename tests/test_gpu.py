@@ -1,30 +1,20 @@
 """On a GPU: training runs there, XLA and graph steps agree, float16 with dynamic loss scaling converges like
 float32 over 200 steps, and MirroredStrategy on one GPU equals the default strategy. Skipped without a GPU."""
-import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
 import checkpoints
 import run_pretraining as rp
-import training
-from tests.test_training import pretraining_input_fn, summary_scalars, tiny_config
+from tests import test_training
+from tests.test_training import float32_policy, pretraining_input_fn, summary_scalars, tiny_config  # noqa: F401
 
 pytestmark = pytest.mark.gpu
 
 
-@pytest.fixture(autouse=True)
-def float32_policy():
-    yield
-    keras.config.set_dtype_policy("float32")
-
-
 def _train(output_dir, steps, **kwargs):
-    config_kwargs = dict(output_dir=output_dir, train_batch_size=32, learning_rate=1e-3, num_train_steps=steps,
-                         num_warmup_steps=0, save_checkpoints_steps=steps, iterations_per_loop=min(steps, 50))
-    config_kwargs.update(kwargs)
-    return training.train(rp.PretrainingTask(tiny_config()), pretraining_input_fn(),
-                          training.TrainingConfig(**config_kwargs))
+    """test_training's tiny pre-training run, one checkpoint at the end, loops of at most 50 steps."""
+    return test_training._train(output_dir, steps=steps, save_checkpoints_steps=steps,
+                                iterations_per_loop=min(steps, 50), **kwargs)
 
 
 def test_training_places_the_model_on_the_gpu(tmp_path):
