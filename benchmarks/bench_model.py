@@ -165,18 +165,14 @@ def matmul_peak(dtype, n=2048, repeats=5):
     return best
 
 
-def train_flops(config, batch_size, seq_length, max_predictions):
-    """Matmul FLOPs of one training step (forward x 3): bench_pretraining's count."""
-    return bench_pretraining.train_flops(config.to_dict(), batch_size, seq_length, max_predictions)
-
-
 def main(_):
     tf.get_logger().setLevel("ERROR")
     config = modeling.BertConfig(vocab_size=FLAGS.vocab_size, hidden_size=FLAGS.hidden,
                                  num_hidden_layers=FLAGS.layers, num_attention_heads=FLAGS.heads,
                                  intermediate_size=4 * FLAGS.hidden, type_vocab_size=2)
     features = make_batch(FLAGS.batch_size, FLAGS.seq_length, FLAGS.vocab_size, FLAGS.max_predictions)
-    flops = train_flops(config, FLAGS.batch_size, FLAGS.seq_length, FLAGS.max_predictions)
+    flops = bench_pretraining.train_flops(config.to_dict(), FLAGS.batch_size, FLAGS.seq_length,
+                                          FLAGS.max_predictions)
     peaks = {"float32": matmul_peak(tf.float32), "mixed_bfloat16": matmul_peak(tf.bfloat16)}
     print(f"config L{config.num_hidden_layers} H{config.hidden_size} A{config.num_attention_heads} "
           f"seq {FLAGS.seq_length} batch {FLAGS.batch_size}; {flops / 1e9:.1f} GFLOP per training step")
