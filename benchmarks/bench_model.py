@@ -44,6 +44,10 @@ def define_flags():
     flags.DEFINE_list("precisions", ["float32", "mixed_bfloat16"], "Precision policies to run.")
     flags.DEFINE_list("xla", ["off", "on"], "XLA settings to run.")
     flags.DEFINE_list("impls", ["ours", "peer"], "Implementations to run.")
+    for name, allowed in (("precisions", ("float32", "mixed_bfloat16")), ("xla", ("off", "on")),
+                          ("impls", ("ours", "peer"))):
+        flags.register_validator(name, lambda values, allowed=allowed: set(values) <= set(allowed),
+                                 message=f"expected a comma-separated list of {', '.join(allowed)}")
 
 
 def make_batch(batch_size, seq_length, vocab_size, max_predictions, seed=0):
