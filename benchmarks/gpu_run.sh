@@ -33,7 +33,7 @@ left() { echo $(( deadline - $(date +%s) )); }
 step() {  # step ID NAME SECONDS_NEEDED COMMAND...: runs COMMAND if ID is wanted and can finish before the deadline
   local id=$1 name=$2 need=$3; shift 3
   case " $wanted " in *" $id "*) ;; *) return;; esac
-  if [ "$(left)" -lt "$need" ]; then echo "SKIP $name: $(left) s left, it needs about $need" | tee -a "$log"; return; fi
+  if [ "$(left)" -lt "$need" ]; then echo "SKIP $id: $name: $(left) s left, it needs about $need" | tee -a "$log"; return; fi
   echo "=== $id: $name ($(left) s left) $(date -u +%T)" | tee -a "$log"
   local t0=$(date +%s)
   timeout --signal=INT $(( $(left) - 3 )) "$@" 2>&1 | tee -a "$log"
@@ -76,7 +76,7 @@ step mrpc "MRPC fine-tuning, BERT-base bf16" 120 python3 run_classifier.py --tas
   --save_checkpoints_steps=100000 --output_dir=/tmp/mrpc_gpu
 # The exported classifier (float32, as every export; one training step makes its checkpoint): serving_default and
 # serving_text at batch 1, 8 and 32.
-step serving "serving: BERT-base classifier SavedModel, batch 1 / 8 / 32" 150 bash -c "rm -rf /tmp/serving_gpu &&
+step serving "BERT-base classifier SavedModel served, batch 1 / 8 / 32" 150 bash -c "rm -rf /tmp/serving_gpu &&
   python3 run_classifier.py --task_name=MRPC --do_train=true --num_train_epochs=0.01 --data_dir=$data/glue/MRPC \
     --vocab_file=$vocab --bert_config_file=$config --max_seq_length=128 --train_batch_size=32 \
     --output_dir=/tmp/serving_gpu --export_dir=/tmp/serving_gpu/saved_model &&
