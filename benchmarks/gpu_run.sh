@@ -13,7 +13,8 @@
 # GPU_RUN_CONFIG=bert_config.json replaces the BERT-base config of the fine-tuning and serving steps (a small one
 # checks those steps on a CPU).
 set -u
-STEPS="environment tests large large-fp16-tf32 xla-autotune-off xla hf-compile mrpc serving squad base base-seq512"
+STEPS="environment tests large large-fp16-tf32 xla-autotune-off xla hf-compile mrpc serving encoder squad"
+STEPS="$STEPS base base-seq512"
 if [ "${1:-}" = "--list" ]; then echo "$STEPS"; exit 0; fi
 usage="usage: bash benchmarks/gpu_run.sh SECONDS DATA_DIR [STEP ...] (see the comment at its top; --list: the steps)"
 budget=${1:?$usage}; data=${2:?$usage}; shift 2
@@ -82,6 +83,11 @@ step serving "BERT-base classifier SavedModel served, batch 1 / 8 / 32" 150 bash
     --output_dir=/tmp/serving_gpu --export_dir=/tmp/serving_gpu/saved_model &&
   python3 benchmarks/bench_inference.py --parts=savedmodel --export_dir=/tmp/serving_gpu/saved_model \
     --vocab_file=$vocab --mrpc_dir=$data/glue/MRPC --batch_sizes=1,8,32 --rounds=5 --min_round_s=1 --timeout=300"
+# What half precision would buy the served model (exports are float32): BERT-base encoder, ours and
+# tf-models-official, float32 (TF32) and mixed bfloat16, batch 1 / 8 / 32, seq 128.
+step encoder "BERT-base encoder inference, ours and tf-models-official, fp32 and bf16" 150 \
+  python3 benchmarks/bench_inference.py --parts=encoder --impls=ours,peer --dtypes=float32,bfloat16 \
+    --batch_sizes=1,8,32 --rounds=5 --min_round_s=1 --timeout=120
 # run_squad.py, seq 384, batch 32, bf16, on 10 SQuAD articles (dev questions, the first answer; speed only).
 step squad "SQuAD fine-tuning, BERT-base bf16, seq 384" 150 python3 run_squad.py --do_train=true \
   --train_file=$data/squad/v1.1/dev-v1.1.articles38-47.json --train_first_answer=true --vocab_file=$vocab --bert_config_file=$config \

@@ -106,7 +106,7 @@ def test_gpu_run_lists_its_steps_and_refuses_an_unknown_one(tmp_path):
     listed = gpu_run("--list")
     assert listed.returncode == 0
     steps = listed.stdout.split()
-    assert {"environment", "tests", "large", "serving", "squad", "base-seq512"} <= set(steps)
+    assert {"environment", "tests", "large", "serving", "encoder", "squad", "base", "base-seq512"} <= set(steps)
     bad = gpu_run("10", str(tmp_path), "serving", "servng")
     assert bad.returncode == 2
     assert bad.stderr.strip() == f"gpu_run.sh: unknown STEP servng; expected some of: {' '.join(steps)}"
