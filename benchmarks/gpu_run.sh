@@ -13,8 +13,8 @@
 # GPU_RUN_CONFIG=bert_config.json replaces the BERT-base config of the fine-tuning and serving steps (a small one
 # checks those steps on a CPU).
 set -u
-STEPS="environment tests large large-fp16-tf32 xla-autotune-off xla hf-compile mrpc serving encoder squad"
-STEPS="$STEPS base base-seq512"
+STEPS="environment tests large large-fp16-tf32 xla-autotune-off xla-no-triton xla hf-compile mrpc serving"
+STEPS="$STEPS encoder squad base base-seq512"
 if [ "${1:-}" = "--list" ]; then echo "$STEPS"; exit 0; fi
 usage="usage: bash benchmarks/gpu_run.sh SECONDS DATA_DIR [STEP ...] (see the comment at its top; --list: the steps)"
 budget=${1:?$usage}; data=${2:?$usage}; shift 2
@@ -62,6 +62,10 @@ step large-fp16-tf32 "BERT-large seq 128 fp16 and TF32, no XLA: ours" 100 $P --m
 # off, then on, on the small model first (a timed-out configuration prints its last output).
 step xla-autotune-off "BERT-base seq 128 bf16 XLA, autotune off" 120 \
   env XLA_FLAGS="${XLA_FLAGS:-} --xla_gpu_autotune_level=0" $P --model=base --batch_size=256 --configs=ours:bfloat16:1
+# cuBLAS instead of Triton GEMM fusions, whose autotuning compiles many kernel variants (each through ptxas).
+step xla-no-triton "BERT-base seq 128 bf16 XLA, no Triton GEMM" 120 \
+  env XLA_FLAGS="${XLA_FLAGS:-} --xla_gpu_enable_triton_gemm=false" $P --model=base --batch_size=256 \
+  --configs=ours:bfloat16:1
 step xla "BERT-base seq 128 bf16 XLA" 120 $P --model=base --batch_size=256 --configs=ours:bfloat16:1
 step hf-compile "BERT-large seq 128 bf16 HF torch.compile" 120 $P --model=large --batch_size=256 \
   --configs=hf:bfloat16:1
