@@ -928,6 +928,10 @@ def main():
         raise SystemExit("--classifier_checkpoint_dir needs --bert_config_file and --vocab_file")
     if args.rounds < 1:
         raise SystemExit("--rounds must be >= 1")
+    if args.export_dir and not any(os.path.isfile(os.path.join(args.export_dir, name))
+                                   for name in ("saved_model.pb", "saved_model.pbtxt")):
+        raise SystemExit(f"--export_dir={args.export_dir}: expected a SavedModel folder (saved_model.pb), as "
+                         "run_classifier.py --export_dir writes")
 
     work_dir = args.work_dir or tempfile.mkdtemp(prefix="bench_inference_")
     os.makedirs(work_dir, exist_ok=True)
