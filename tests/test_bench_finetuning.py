@@ -1,21 +1,13 @@
 """benchmarks/bench_finetuning.py's judgement: the verdict per task and the held-out seeds section."""
-import importlib.util
-import os
-
 import pytest
 
+from tests.benchmark_modules import load_benchmark
 from tests.shared_data import minilm_dir, shared_path
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_finetuning",
-                                                  os.path.join(ROOT, "benchmarks", "bench_finetuning.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("bench_finetuning")
 
 
 def _entry(bench, args, task, rate=None, **scores):

@@ -1,12 +1,12 @@
 """benchmarks/bench_inference.py (latency percentiles, serving_text in batches) and benchmarks/gpu_run.sh (step
 choice), without timing anything real: a fake clock advances only when the measured call runs."""
-import importlib.util
 import os
 import subprocess
 
 import numpy as np
 import pytest
 
+from tests.benchmark_modules import load_benchmark
 from tests.shared_data import shared_path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -14,11 +14,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_inference",
-                                                  os.path.join(ROOT, "benchmarks", "bench_inference.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("bench_inference")
 
 
 class FakeClock:

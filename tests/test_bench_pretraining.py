@@ -1,20 +1,13 @@
 """benchmarks/bench_pretraining.py: the FLOP count behind "model TFLOP/s", and each configuration's environment."""
-import importlib.util
-import os
-
 import pytest
 
 import modeling
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from tests.benchmark_modules import load_benchmark
 
 
 def load(name="bench_pretraining"):
     """The module, imported now (its child environments are read from os.environ at import, as in a run)."""
-    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "benchmarks", "bench_pretraining.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("bench_pretraining", name)
 
 
 @pytest.fixture(scope="module")
