@@ -525,7 +525,7 @@ def savedmodel_text(ctx, batch):
     labels = np.array([p[2] for p in pairs])
     stats = latency_percentiles(latencies)
     return {"batch": batch, "pairs": len(pairs), "requests": len(latencies), **stats,
-            "median_ms": stats["p50_ms"], "requests_per_s": len(latencies) / sum(latencies),
+            "requests_per_s": len(latencies) / sum(latencies),
             "seq_per_s": timed_pairs / sum(latencies), "first_call_s": first,
             "accuracy": float(np.mean(np.array(predictions) == labels)), "predictions": predictions}
 
@@ -558,12 +558,10 @@ def litert_text(ctx, dtype):
         t0 = time.perf_counter()
         probabilities.append(run(text_a=np.array([a]), text_b=np.array([b]))["probabilities"][0])
         latencies.append(time.perf_counter() - t0)
-    ms = np.array(latencies) * 1e3
     predictions = [int(np.argmax(p)) for p in probabilities]
     np.save(ctx["litert"][dtype] + ".probabilities.npy", np.array(probabilities))
-    return {"requests": len(pairs), "median_ms": float(np.median(ms)), "p90_ms": float(np.percentile(ms, 90)),
-            "mean_ms": float(ms.mean()), "accuracy": float(np.mean(np.array(predictions) == [p[2] for p in pairs])),
-            "predictions": predictions}
+    return {"requests": len(pairs), **latency_percentiles(latencies),
+            "accuracy": float(np.mean(np.array(predictions) == [p[2] for p in pairs])), "predictions": predictions}
 
 
 def _predict_in_batches(predict, features, batch_size):
@@ -780,18 +778,16 @@ def summarize_classifier(results, args, info):
             s, f, q = r.get("seq_per_s"), ort.get(("float32", batch)), ort.get(("int8", batch))
             print(f"{batch:5d} {_fmt(s)} {_fmt(r.get('p50_ms'), 8)} {_fmt(r.get('p99_ms'), 8)} {_fmt(f)} {_fmt(q)} "
                   f"{_ratio(s, f)} {_ratio(s, q)} {_ratio(q, f)}")
-    texts = {r["batch"]: r for s, r in results.items() if s.startswith("sm_text:")}
-    for batch, text in sorted(texts.items()):
-        print(f"serving_text, batch {batch}, {text['pairs']} MRPC dev pairs, {text['requests']} requests timed: "
+    for text in serving_text_results(results):
+        print(f"serving_text, batch {text['batch']}, {text['pairs']} MRPC dev pairs, {text['requests']} requests timed: "
               f"{text['seq_per_s']:.1f} pairs/s, p50 {text['p50_ms']:.1f} ms, p99 {text['p99_ms']:.1f} ms, mean "
               f"{text['mean_ms']:.1f} ms a request, accuracy {text['accuracy']:.4f}  peak RSS "
               f"{text['peak_rss_mb']:.0f} MB")
 
 
-def serving_text_result(results):
-    """The serving_text run with the smallest batch (its predictions and latency stand for serving_text)."""
-    texts = sorted((r["batch"], r) for s, r in results.items() if s.startswith("sm_text:"))
-    return texts[0][1] if texts else None
+def serving_text_results(results):
+    """The serving_text runs, smallest batch first (its predictions stand for serving_text's)."""
+    return sorted((r for s, r in results.items() if s.startswith("sm_text:")), key=lambda r: r["batch"])
 
 
 def summarize_accuracy(paths, features_npz, text_result=None):
@@ -849,7 +845,7 @@ def run_litert(runner, ctx, save_ctx, work_dir, args):
         if not r:
             continue
         agree = np.mean(np.array(r["predictions"]) == np.array(floats)) if floats else float("nan")
-        print(f"{name:>14s} {(f'{mb:.1f}' if mb else '-'):>7s} {r['median_ms']:10.2f} {r['p90_ms']:8.2f} "
+        print(f"{name:>14s} {(f'{mb:.1f}' if mb else '-'):>7s} {r['p50_ms']:10.2f} {r['p90_ms']:8.2f} "
               f"{r['accuracy']:9.4f} {agree:15.4f}")
 
 
@@ -1069,7 +1065,7 @@ def main():
         summarize_classifier(runner.results, args, info)
         if checkpoint and "int8" in args.parts and os.path.exists(ctx["features_npz"]):
             info["accuracy"] = summarize_accuracy(ctx["probabilities"], ctx["features_npz"],
-                                                  serving_text_result(runner.results))
+                                                  next(iter(serving_text_results(runner.results)), None))
     finally:
         if not args.work_dir:
             shutil.rmtree(work_dir, ignore_errors=True)

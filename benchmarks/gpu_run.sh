@@ -94,7 +94,8 @@ step encoder "BERT-base encoder inference, ours and tf-models-official, fp32 and
     --batch_sizes=1,8,32 --rounds=5 --min_round_s=1 --timeout=120
 # run_squad.py, seq 384, batch 32, bf16, on 10 SQuAD articles (dev questions, the first answer; speed only).
 step squad "SQuAD fine-tuning, BERT-base bf16, seq 384" 150 python3 run_squad.py --do_train=true \
-  --train_file=$data/squad/v1.1/dev-v1.1.articles38-47.json --train_first_answer=true --vocab_file=$vocab --bert_config_file=$config \
+  --train_file=$data/squad/v1.1/dev-v1.1.articles38-47.json --train_first_answer=true --vocab_file=$vocab \
+  --bert_config_file=$config \
   --max_seq_length=384 --doc_stride=128 --train_batch_size=32 --num_train_epochs=2 --learning_rate=5e-5 \
   --dtype=bfloat16 --iterations_per_loop=10 --save_checkpoints_steps=100000 --output_dir=/tmp/squad_gpu
 step base "BERT-base seq 128 bf16, no XLA: ours, HF eager" 90 $P --model=base --batch_size=256 \

@@ -87,10 +87,10 @@ def test_serving_text_sends_batch_pairs_a_request_and_predicts_every_pair_once(b
     assert result["p50_ms"] == pytest.approx(batch if batch < 408 else 408)
 
 
-def test_serving_text_result_is_the_smallest_batch(bench):
+def test_serving_text_results_come_smallest_batch_first(bench):
     results = {"sm_text:8": {"batch": 8}, "sm_text:1": {"batch": 1}, "sm_ids:1": {"batch": 1, "x": 0}}
-    assert bench.serving_text_result(results) == {"batch": 1}
-    assert bench.serving_text_result({"sm_ids:1": {}}) is None
+    assert bench.serving_text_results(results) == [{"batch": 1}, {"batch": 8}]
+    assert bench.serving_text_results({"sm_ids:1": {}}) == []
 
 
 def gpu_run(*args, **env):
