@@ -92,6 +92,9 @@ class TrainingConfig:
     deterministic: bool = cli.option(False, "Enable TensorFlow op determinism (exactly reproducible runs and "
                                      "resumes on CPU).")
     seed: int = cli.option(12345, "Seed of initialisation, dropout, shuffling and dynamic masking.")
+    profile_loop: int = cli.option(0, "Trace the Nth training loop of this run (iterations_per_loop steps; 1 is "
+                                   "the first, with its tracing and compiling) with tf.profiler into "
+                                   "output_dir/plugins/profile, for TensorBoard's Profile tab; 0: off.")
 
     def __post_init__(self):
         self.validate()
@@ -109,7 +112,7 @@ class TrainingConfig:
                      "iterations_per_loop", "gradient_accumulation_steps", "keep_checkpoint_max"):
             if int(getattr(self, name)) < 1:
                 raise UserError(f"--{name}={getattr(self, name)}: expected a positive integer")
-        for name in ("num_train_steps", "num_warmup_steps"):
+        for name in ("num_train_steps", "num_warmup_steps", "profile_loop"):
             if int(getattr(self, name)) < 0:
                 raise UserError(f"--{name}={getattr(self, name)}: expected a non-negative integer")
         if self.train_batch_size % self.gradient_accumulation_steps:
@@ -459,6 +462,7 @@ def train(task, input_fn, config, strategy=None, max_steps=None):
     logs = {}
     examples_per_sec = None
     train_loop = None
+    loops = 0
     run_start = time.time()
     while step < total_steps:
         if train_loop is None or (config.deterministic and step % config.save_checkpoints_steps == 0):
@@ -468,23 +472,34 @@ def train(task, input_fn, config, strategy=None, max_steps=None):
             train_loop = _make_train_loop(strategy, replica_step, config.use_xla, task.autograph)
         next_save = (step // config.save_checkpoints_steps + 1) * config.save_checkpoints_steps
         n = min(config.iterations_per_loop, next_save - step, total_steps - step)
+        loops += 1
+        profiling, first_step = chief and loops == config.profile_loop, step
+        if profiling:
+            tf.profiler.experimental.start(config.output_dir)
         loop_start = time.time()
         try:
             logs = train_loop(iterator, tf.constant(n, tf.int32))
+            logs = {name: float(value) for name, value in logs.items()}
+            elapsed = time.time() - loop_start
         except tf.errors.OutOfRangeError:
             logging.warning("Training input ended at global step %d before num_train_steps %d",
                             int(global_step.numpy()), total_steps)
             step = int(global_step.numpy())
             break
-        logs = {name: float(value) for name, value in logs.items()}
+        finally:
+            if profiling:
+                _stop_profiler(config.output_dir, loops, first_step, n)
         step = int(global_step.numpy())
         examples_per_sec = _log_loop(writer, step, total_steps, logs, _learning_rate(optimizer, step), n,
-                                     time.time() - loop_start, config.train_batch_size)
+                                     elapsed, config.train_batch_size)
         if chief and (step % config.save_checkpoints_steps == 0 or step >= total_steps):
             manager.save(state, step)
             saved_step = step
     if chief and saved_step != step:
         manager.save(state, step)
+    if chief and config.profile_loop > loops:
+        logging.warning("--profile_loop=%d: this run made %d training loops; nothing was traced",
+                        config.profile_loop, loops)
     logging.info("Training done at global step %d in %.1f s", step, time.time() - run_start)
     result = dict(logs)
     result["global_step"] = step
@@ -518,6 +533,14 @@ def _restore_or_initialize(manager, state, model, config, chief):
     elif config.init_checkpoint:
         checkpoints.init_from_checkpoint(model.variables_by_name(), config.init_checkpoint)
     return latest
+
+
+def _stop_profiler(output_dir, loop, first_step, n):
+    """Ends the trace of one loop (after its results are back on the host) and says where it is."""
+    tf.profiler.experimental.stop()
+    logging.info("Traced training loop %d (steps %d-%d) into %s (TensorBoard's Profile tab; "
+                 "benchmarks/profile_summary.py prints where the time went)", loop, first_step + 1, first_step + n,
+                 os.path.join(output_dir, "plugins", "profile"))
 
 
 def _log_loop(writer, step, total_steps, logs, lr, n, elapsed, batch_size):
