@@ -9,12 +9,13 @@
 # DATA_DIR holds what ../shared would give (it does not travel): reference/pretraining_data/sample_text_default.tfrecord,
 # vocab/uncased/vocab.txt, glue/MRPC/{train,dev}.tsv, squad/v1.1/dev-v1.1.articles38-47.json and
 # pretraining_seq512.tfrecord (benchmarks/GPU.md says how it is made). Results go to $OUT (or /tmp/gpu-out):
-# gpu_run.log (everything printed), pretraining.jsonl (one bench_pretraining result a line), pytest.xml.
-# GPU_RUN_CONFIG=bert_config.json replaces the BERT-base config of the fine-tuning and serving steps (a small one
-# checks those steps on a CPU).
+# gpu_run.log (everything printed), pretraining.jsonl (one bench_pretraining result a line), pytest.xml,
+# profile_summary.json and the profile step's trace (*.xplane.pb).
+# GPU_RUN_CONFIG=bert_config.json replaces the BERT-base config of the fine-tuning and serving steps and the
+# BERT-large one of the profile step (a small one checks those steps on a CPU).
 set -u
-STEPS="environment tests large large-fp16-tf32 xla-autotune-off xla-no-triton xla hf-compile mrpc serving"
-STEPS="$STEPS encoder squad base base-seq512"
+STEPS="environment tests large large-fp16-tf32 xla-autotune-off xla-no-triton xla large-xla profile hf-compile"
+STEPS="$STEPS mrpc serving encoder squad base base-seq512"
 if [ "${1:-}" = "--list" ]; then echo "$STEPS"; exit 0; fi
 usage="usage: bash benchmarks/gpu_run.sh SECONDS DATA_DIR [STEP ...] (see the comment at its top; --list: the steps)"
 budget=${1:?$usage}; data=${2:?$usage}; shift 2
@@ -54,12 +55,13 @@ a = torch.randn(8192, 8192, device=\"cuda\", dtype=torch.bfloat16); c = a @ a; t
 t = time.perf_counter(); [a @ a for _ in range(20)]; torch.cuda.synchronize()
 print(\"bf16 matmul 8192^3 (torch):\", round(20 * 2 * 8192 ** 3 / (time.perf_counter() - t) / 1e12), \"TFLOP/s\")"'
 step tests "GPU tests" 90 python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py --junitxml="$out/pytest.xml"
+# BERT-large at batch 128: at 256, ours, tf-models-official and HF all ran out of an H100's 80 GB (2026-11-26).
 step large "BERT-large seq 128 bf16, no XLA: ours, tf-models-official, HF eager" 150 $P --model=large \
-  --batch_size=256 --configs=ours:bfloat16:0,peer:bfloat16:0,hf:bfloat16:0
-step large-fp16-tf32 "BERT-large seq 128 fp16 and TF32, no XLA: ours" 100 $P --model=large --batch_size=256 \
+  --batch_size=128 --configs=ours:bfloat16:0,peer:bfloat16:0,hf:bfloat16:0
+step large-fp16-tf32 "BERT-large seq 128 fp16 and TF32, no XLA: ours" 100 $P --model=large --batch_size=128 \
   --configs=ours:float16:0,ours:float32:0
-# XLA did not finish compiling BERT-base in 48 s nor BERT-large in 300 s on 2026-11-26: time it with the autotuner
-# off, then on, on the small model first (a timed-out configuration prints its last output).
+# XLA did not finish compiling BERT-base in 48 s nor BERT-large in 300 s on an H200; with the autotuner off,
+# BERT-base compiled and ran on an H100 (2026-11-26). A timed-out configuration prints its last output.
 step xla-autotune-off "BERT-base seq 128 bf16 XLA, autotune off" 120 \
   env XLA_FLAGS="${XLA_FLAGS:-} --xla_gpu_autotune_level=0" $P --model=base --batch_size=256 --configs=ours:bfloat16:1
 # cuBLAS instead of Triton GEMM fusions, whose autotuning compiles many kernel variants (each through ptxas).
@@ -67,7 +69,23 @@ step xla-no-triton "BERT-base seq 128 bf16 XLA, no Triton GEMM" 120 \
   env XLA_FLAGS="${XLA_FLAGS:-} --xla_gpu_enable_triton_gemm=false" $P --model=base --batch_size=256 \
   --configs=ours:bfloat16:1
 step xla "BERT-base seq 128 bf16 XLA" 120 $P --model=base --batch_size=256 --configs=ours:bfloat16:1
-step hf-compile "BERT-large seq 128 bf16 HF torch.compile" 120 $P --model=large --batch_size=256 \
+# BERT-large with XLA: its first cluster compiled 63 s after the start with the autotuner off (H100).
+step large-xla "BERT-large seq 128 bf16 XLA, autotune off: ours" 250 \
+  env XLA_FLAGS="${XLA_FLAGS:-} --xla_gpu_autotune_level=0" $P --model=large --batch_size=128 \
+  --configs=ours:bfloat16:1
+# A tf.profiler trace of BERT-large bf16 without XLA (ours at half HF eager's speed there): one loop of 2 steps,
+# after a first loop that traces and compiles, summarized by op type and kernel; the trace itself comes back too.
+profile_config=${GPU_RUN_CONFIG:-/tmp/bert_large_config.json}
+[ -n "${GPU_RUN_CONFIG:-}" ] || python3 -c "import json, sys; sys.path.insert(0, 'benchmarks')
+import bench_pretraining as b; json.dump(b.BERT_LARGE, open('/tmp/bert_large_config.json', 'w'))"
+step profile "Profile of BERT-large seq 128 bf16, no XLA: ours, batch 128" 120 bash -c "rm -rf /tmp/profile_gpu &&
+  python3 run_pretraining.py --do_train=true --input_file=$records --output_dir=/tmp/profile_gpu \
+    --bert_config_file=$profile_config --train_batch_size=128 --max_seq_length=128 \
+    --max_predictions_per_seq=20 --num_train_steps=4 --num_warmup_steps=0 --iterations_per_loop=2 \
+    --save_checkpoints_steps=100000 --dtype=bfloat16 --profile_loop=2 &&
+  python3 benchmarks/profile_summary.py /tmp/profile_gpu --top=25 --json=$out/profile_summary.json &&
+  cp /tmp/profile_gpu/plugins/profile/*/*.xplane.pb $out/"
+step hf-compile "BERT-large seq 128 bf16 HF torch.compile" 120 $P --model=large --batch_size=128 \
   --configs=hf:bfloat16:1
 # Fine-tuning and serving as a user runs them, with a BERT-base-sized config and random weights (speed only).
 config=${GPU_RUN_CONFIG:-/tmp/bert_base_config.json}
