@@ -192,11 +192,11 @@ def _adam_weight_decay_math(param, grad, m, v, lr, beta_1, beta_2, epsilon, weig
 
 
 def _assign_update(param, grad, m, v, lr, beta_1, beta_2, epsilon, weight_decay_rate):
+    """Writes the update; returns a value that exists only once the three writes are done."""
     next_param, next_m, next_v = _adam_weight_decay_math(
         param.read_value(), grad, m.read_value(), v.read_value(), lr, beta_1, beta_2, epsilon, weight_decay_rate)
-    param.assign(next_param)
-    m.assign(next_m)
-    v.assign(next_v)
+    with tf.control_dependencies([param.assign(next_param), m.assign(next_m), v.assign(next_v)]):
+        return tf.constant(True)
 
 
 # The same arithmetic fused by XLA into one kernel per variable (no intermediate tensors in memory).
@@ -221,8 +221,8 @@ class AdamWeightDecay(_WeightDecayOptimizer):
         # XLA-fused update then writes no slot (adam_m / adam_v stayed zero), so it runs without a strategy only.
         fused = self.fused_update and not tf.distribute.has_strategy()
         fn = _fused_assign_update if fused else _assign_update
-        fn(param, _dense(grad), m, v, lr, self.beta_1, self.beta_2, self.epsilon, decay)
-        return tf.no_op()
+        # global_step's increment waits on this: an input that ends inside a step then leaves it uncounted.
+        return fn(param, _dense(grad), m, v, lr, self.beta_1, self.beta_2, self.epsilon, decay)
 
 
 class Lamb(_WeightDecayOptimizer):

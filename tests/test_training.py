@@ -11,6 +11,7 @@ from absl import flags
 import checkpoints
 import modeling
 import run_pretraining as rp
+import run_squad
 import runner
 import serving
 import training
@@ -280,3 +281,28 @@ def test_every_step_draws_new_dropout_masks_and_logs_are_means():
     assert len({row.tobytes() for row in drawn}) == 7
     np.testing.assert_allclose(float(first["kept"]), drawn[:3].sum() / 3, rtol=1e-6)
     np.testing.assert_allclose(float(second["kept"]), drawn[3:].sum() / 4, rtol=1e-6)
+
+
+@pytest.mark.parametrize("iterations_per_loop", [1, 4])
+def test_an_input_that_ends_early_leaves_global_step_at_the_updates_made(tmp_path, iterations_per_loop):
+    """96 rows in batches of 16 are 6 updates: the run stops there with global step 6 and model.ckpt-6. The
+    increment of global_step once ran beside the fused update instead of after it, so the step that found the
+    input ended was counted too (7)."""
+    rng = np.random.default_rng(0)
+    rows = 96
+    arrays = {"input_ids": rng.integers(1, 100, (rows, 16)).astype(np.int32),
+              "input_mask": np.ones((rows, 16), np.int32), "segment_ids": np.zeros((rows, 16), np.int32),
+              "start_positions": rng.integers(0, 16, rows).astype(np.int32),
+              "end_positions": rng.integers(0, 16, rows).astype(np.int32)}
+    config = modeling.BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                 intermediate_size=64)
+    output_dir = str(tmp_path / "run")
+    result = training.train(
+        run_squad.SquadTask(config), runner.array_input_fn(arrays, is_training=False),
+        training.TrainingConfig(output_dir=output_dir, train_batch_size=16, learning_rate=1e-3, num_train_steps=60,
+                                num_warmup_steps=0, iterations_per_loop=iterations_per_loop,
+                                save_checkpoints_steps=1000))
+    assert result["global_step"] == 6
+    assert [os.path.basename(p) for p in checkpoints.CheckpointManager(output_dir).checkpoints] == \
+        ["model.ckpt-0", "model.ckpt-6"]
+    assert int(checkpoints.load_checkpoint(os.path.join(output_dir, "model.ckpt-6"))["global_step"]) == 6
