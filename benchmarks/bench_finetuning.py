@@ -702,12 +702,9 @@ def _squad_encode(recipe, tokenizer, examples):
                      return_overflowing_tokens=True, return_offsets_mapping=True, padding="max_length")
 
 
-def _hf_squad_setup(spec, recipe, tokenizer, info):
-    """Windows labelled with the first answer's start/end token, or [CLS] (0, 0) where the answer is not inside."""
-    import torch
-    import transformers
-    examples = read_squad(spec["data"]["train_file"])
-    enc = _squad_encode(recipe, tokenizer, examples)
+def squad_window_labels(examples, enc):
+    """(starts, ends): each window's first-answer start and end token, or [CLS] (0, 0) where the answer is not
+    inside the window's context."""
     starts, ends = [], []
     for i, offsets in enumerate(enc["offset_mapping"]):
         _, _, _, text, char_start = examples[enc["overflow_to_sample_mapping"][i]]
@@ -727,6 +724,16 @@ def _hf_squad_setup(spec, recipe, tokenizer, info):
             e -= 1
         starts.append(s - 1)
         ends.append(e + 1)
+    return starts, ends
+
+
+def _hf_squad_setup(spec, recipe, tokenizer, info):
+    """Windows labelled with the first answer's start/end token, or [CLS] (0, 0) where the answer is not inside."""
+    import torch
+    import transformers
+    examples = read_squad(spec["data"]["train_file"])
+    enc = _squad_encode(recipe, tokenizer, examples)
+    starts, ends = squad_window_labels(examples, enc)
     dataset = torch.utils.data.TensorDataset(
         torch.tensor(enc["input_ids"]), torch.tensor(enc["token_type_ids"]), torch.tensor(enc["attention_mask"]),
         torch.tensor(starts), torch.tensor(ends))
@@ -755,7 +762,15 @@ def _hf_squad_predict(spec, recipe, tokenizer, model, info):
             out = model(**inputs)
             start_logits.append(out.start_logits.numpy())
             end_logits.append(out.end_logits.numpy())
-    start_logits, end_logits = np.concatenate(start_logits), np.concatenate(end_logits)
+    predictions = squad_best_spans(recipe, examples, enc, np.concatenate(start_logits), np.concatenate(end_logits))
+    with open(os.path.join(spec["run_dir"], "predictions.json"), "w", encoding="utf-8") as f:
+        json.dump(predictions, f)
+
+
+def squad_best_spans(recipe, examples, enc, start_logits, end_logits):
+    """{question id: answer}: the best start + end logit over the n-best starts x ends of every window of a
+    question, context tokens only, end >= start, at most max_answer_length tokens; the text from the offsets."""
+    import numpy as np
     n_best, max_length = recipe["n_best_size"], recipe["max_answer_length"]
     best = {}  # example index -> (score, text)
     for i, offsets in enumerate(enc["offset_mapping"]):
@@ -769,9 +784,7 @@ def _hf_squad_predict(spec, recipe, tokenizer, model, info):
                 score = float(start_logits[i][s] + end_logits[i][e])
                 if example not in best or score > best[example][0]:
                     best[example] = (score, context[offsets[s][0]:offsets[e][1]])
-    predictions = {qid: best.get(j, (0.0, ""))[1] for j, (qid, *_) in enumerate(examples)}
-    with open(os.path.join(spec["run_dir"], "predictions.json"), "w", encoding="utf-8") as f:
-        json.dump(predictions, f)
+    return {qid: best.get(j, (0.0, ""))[1] for j, (qid, *_) in enumerate(examples)}
 
 
 def _glue_metrics(metric_names, predictions, labels):

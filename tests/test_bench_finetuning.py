@@ -292,3 +292,94 @@ def test_a_row_records_which_generation_of_a_cpu_it_ran_on(bench):
     assert bench.cpu_model({"machine": f"2 CPU cores ({bench.cpu_description(zen4)}), 24 GiB RAM"}) == \
         "AMD EPYC family 25 model 17 AVX-512"
     assert bench.cpu_model({}) is None
+
+
+@pytest.mark.slow
+def test_run_squad_training_takes_the_matched_hf_rows_steps_on_the_same_batches(bench, tmp_path):
+    """SQuAD fine-tuning through training.py (SquadTask, the runners' real-length batches, AdamWeightDecay) and
+    the hf_matched row's loop (BertForQuestionAnswering, OriginalAdamWeightDecay, OriginalSchedule), from the
+    same MiniLM weights and output layer, on the same windows of real SQuAD questions, dropout off: the same loss
+    at every step and the same weights after them. So what differs between the two rows is the windows, the
+    order and the dropout draws, not the training arithmetic."""
+    np = pytest.importorskip("numpy")
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    import json
+    import os
+    import checkpoints
+    import conversions
+    import modeling
+    import run_squad
+    import runner
+    import training
+    from tests.test_training import summary_scalars
+
+    steps, batch_size = 6, 16
+    examples = bench.read_squad(shared_path("data", "squad", "v1.1", "dev-v1.1.articles00-37.json"))[:300]
+    tokenizer = bench.hf_tokenizer(os.path.join(minilm_dir(), "vocab.txt"))
+    enc = bench._squad_encode(dict(max_seq_length=256, doc_stride=128), tokenizer, examples)
+    starts, ends = bench.squad_window_labels(examples, enc)
+    assert len(starts) >= steps * batch_size and 0 < sum(s == 0 for s in starts) < len(starts)
+    take = np.random.default_rng(3).permutation(len(starts))[:steps * batch_size]
+    arrays = {"input_ids": enc["input_ids"], "input_mask": enc["attention_mask"], "segment_ids": enc["token_type_ids"],
+              "start_positions": starts, "end_positions": ends}
+    arrays = {name: np.asarray(value, np.int32)[take] for name, value in arrays.items()}
+
+    prefix = conversions.hf_to_original(minilm_dir(), str(tmp_path / "minilm"))
+    with open(os.path.join(minilm_dir(), "config.json")) as f:
+        hf_config = json.load(f)
+    config = modeling.BertConfig.from_json_file(os.path.join(str(tmp_path / "minilm"), "bert_config.json"))
+    config.hidden_dropout_prob = config.attention_probs_dropout_prob = 0.0
+    config.to_json_file(str(tmp_path / "no_dropout.json"))
+    output_dir = str(tmp_path / "ours")
+    training.train(run_squad.SquadTask(config), runner.array_input_fn(arrays, is_training=False),
+                   training.TrainingConfig(output_dir=output_dir, bert_config_file=str(tmp_path / "no_dropout.json"),
+                                           init_checkpoint=prefix, train_batch_size=batch_size, learning_rate=1e-4,
+                                           num_train_steps=60, num_warmup_steps=steps - 1, iterations_per_loop=1,
+                                           save_checkpoints_steps=1000))
+    ours_losses = [value for _, value in summary_scalars(output_dir)["loss"]]
+    start = checkpoints.load_checkpoint(os.path.join(output_dir, "model.ckpt-0"))
+    end = checkpoints.load_checkpoint(os.path.join(output_dir, f"model.ckpt-{steps}"))
+
+    assert hf_config["hidden_act"] == "gelu" and config.hidden_act == "gelu_exact"
+
+    def hf_run(rate):
+        """The hf_matched loop over the same batches; rate(k) is update k's learning rate."""
+        model = transformers.BertForQuestionAnswering.from_pretrained(
+            minilm_dir(), hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+        with torch.no_grad():
+            model.qa_outputs.weight.copy_(torch.tensor(start["cls/squad/output_weights"]))
+            model.qa_outputs.bias.copy_(torch.tensor(start["cls/squad/output_bias"]))
+        optimizer = bench.OriginalAdamWeightDecay(list(model.named_parameters()), weight_decay_rate=0.01)
+        model.train()
+        losses = []
+        for k in range(steps):
+            rows = slice(k * batch_size, (k + 1) * batch_size)
+            batch = {"input_ids": arrays["input_ids"][rows], "attention_mask": arrays["input_mask"][rows],
+                     "token_type_ids": arrays["segment_ids"][rows],
+                     "start_positions": arrays["start_positions"][rows],
+                     "end_positions": arrays["end_positions"][rows]}
+            loss = model(**{name: torch.tensor(value, dtype=torch.long) for name, value in batch.items()}).loss
+            loss.backward()
+            optimizer.step(rate(k))
+            optimizer.zero_grad()
+            losses.append(loss.item())
+        return model, losses
+
+    schedule = bench.OriginalSchedule(1e-4, 60, steps - 1)
+    model, hf_losses = hf_run(schedule)
+    _, late_losses = hf_run(schedule.rate)  # lr(k) instead of lr(k + 1): one step late on the schedule
+
+    assert len(ours_losses) == steps
+    assert ours_losses[-1] < ours_losses[0] - 0.5  # they trained, at a rate where a different step would show
+    np.testing.assert_allclose(ours_losses, hf_losses, rtol=1e-3)
+    # The tolerance tells apart a schedule read one step late.
+    assert max(abs(a - b) / b for a, b in zip(ours_losses, late_losses)) > 1e-2
+    moved = np.abs(end["cls/squad/output_weights"] - start["cls/squad/output_weights"]).max()
+    np.testing.assert_allclose(end["cls/squad/output_weights"], model.qa_outputs.weight.detach().numpy(),
+                               rtol=0, atol=moved * 1e-2)
+    # Adam moves weights of tiny gradients by about lr a step whatever their size, so rounding shows there most.
+    name = "bert/encoder/layer_3/attention/self/query/kernel"
+    moved = np.abs(end[name] - start[name]).max()
+    query = model.bert.encoder.layer[3].attention.self.query.weight.detach().numpy().T
+    np.testing.assert_allclose(end[name], query, rtol=0, atol=moved * 0.1)

@@ -1,0 +1,72 @@
+"""Separates SQuAD training from answer selection: a run_squad.py checkpoint scored through the hf rows' windows
+and answer selection of bench_finetuning.py (HF tokenizer windows with `stride` as overlap, n-best start x end
+over every window, answer text from the offsets), beside run_squad.py's own predictions of the same checkpoint.
+
+    python benchmarks/squad_cross_scoring.py --output_dir=RUN_SQUAD_OUTPUT_DIR --bert_config_file=F \
+        --vocab_file=F --predict_file=dev-v1.1.articles38-47.json [--max_seq_length=256 --doc_stride=128]
+
+Same checkpoint, two selections: if the scores agree, the gap between ours and the matched HF row is in training;
+if the hf selection scores higher, it is in the windows or the answer selection.
+"""
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--output_dir", required=True, help="run_squad.py's --output_dir, with its checkpoint")
+    parser.add_argument("--bert_config_file", required=True, help="the run's --bert_config_file")
+    parser.add_argument("--vocab_file", required=True, help="the run's --vocab_file (the hf rows' tokenizer reads it)")
+    parser.add_argument("--predict_file", required=True)
+    parser.add_argument("--max_seq_length", type=int, default=256)
+    parser.add_argument("--doc_stride", type=int, default=128)
+    parser.add_argument("--n_best_size", type=int, default=20)
+    parser.add_argument("--max_answer_length", type=int, default=30)
+    args = parser.parse_args(argv)
+
+    import bench_finetuning
+    import checkpoints
+    import modeling
+    import squad_evaluation
+
+    recipe = dict(max_seq_length=args.max_seq_length, doc_stride=args.doc_stride, n_best_size=args.n_best_size,
+                  max_answer_length=args.max_answer_length)
+    tokenizer = bench_finetuning.hf_tokenizer(args.vocab_file)
+    examples = bench_finetuning.read_squad(args.predict_file)
+    enc = bench_finetuning._squad_encode(recipe, tokenizer, examples)
+    print(f"{len(examples)} questions, {len(enc['input_ids'])} hf windows")
+
+    model = modeling.SquadModel(modeling.BertConfig.from_json_file(args.bert_config_file))
+    ids = np.array(enc["input_ids"], np.int32)
+    types = np.array(enc["token_type_ids"], np.int32)
+    mask = np.array(enc["attention_mask"], np.int32)
+    model({"input_ids": ids[:1], "input_mask": mask[:1], "segment_ids": types[:1]})
+    checkpoint = checkpoints.CheckpointManager(args.output_dir).latest_checkpoint()
+    checkpoints.init_from_checkpoint(model.variables_by_name(), checkpoint)
+    print("checkpoint:", checkpoint)
+    starts, ends = [], []
+    for i in range(0, len(ids), 64):
+        s, e = model({"input_ids": ids[i:i + 64], "input_mask": mask[i:i + 64], "segment_ids": types[i:i + 64]})
+        starts.append(s.numpy())
+        ends.append(e.numpy())
+    predictions = bench_finetuning.squad_best_spans(recipe, examples, enc, np.concatenate(starts),
+                                                    np.concatenate(ends))
+    path = os.path.join(args.output_dir, "predictions_hf_selection.json")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(predictions, f)
+    hf_result, _ = squad_evaluation.run(args.predict_file, path)
+    ours_result, _ = squad_evaluation.run(args.predict_file, os.path.join(args.output_dir, "predictions.json"))
+    print(f"run_squad.py's selection: EM {ours_result['exact_match']:.2f} F1 {ours_result['f1']:.2f}")
+    print(f"hf rows' selection:       EM {hf_result['exact_match']:.2f} F1 {hf_result['f1']:.2f}")
+
+
+if __name__ == "__main__":
+    main()
