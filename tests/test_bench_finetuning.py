@@ -383,3 +383,26 @@ def test_run_squad_training_takes_the_matched_hf_rows_steps_on_the_same_batches(
     moved = np.abs(end[name] - start[name]).max()
     query = model.bert.encoder.layer[3].attention.self.query.weight.detach().numpy().T
     np.testing.assert_allclose(end[name], query, rtol=0, atol=moved * 0.1)
+
+
+def test_squad_window_labels_and_best_spans_round_trip_on_real_questions(bench):
+    """The hf rows' SQuAD windows: a label inside a window spans exactly the answer's tokens, and logits that peak
+    at the labels of a question's windows make the selection answer with the gold text."""
+    pytest.importorskip("transformers")
+    import os
+    import numpy as np
+    examples = bench.read_squad(shared_path("data", "squad", "v1.1", "dev-v1.1.articles00-37.json"))[:300]
+    tokenizer = bench.hf_tokenizer(os.path.join(minilm_dir(), "vocab.txt"))
+    recipe = dict(max_seq_length=256, doc_stride=128, n_best_size=20, max_answer_length=30)
+    enc = bench._squad_encode(recipe, tokenizer, examples)
+    starts, ends = bench.squad_window_labels(examples, enc)
+    assert len(starts) > len(examples) and 0 < starts.count(0) < len(starts)  # long contexts, several windows
+    start_logits = np.zeros((len(starts), 256), np.float32)
+    end_logits = np.zeros((len(starts), 256), np.float32)
+    for i, (s, e) in enumerate(zip(starts, ends)):
+        start_logits[i, s] = end_logits[i, e] = 10.0
+    predictions = bench.squad_best_spans(recipe, examples, enc, start_logits, end_logits)
+    exact = sum(predictions[qid].strip() == answer.strip() for qid, _, _, answer, _ in examples)
+    assert exact >= 0.95 * len(examples), exact
+    # The rest are gold answers that cut a word ("8" of "18"): the whole token's text holds them.
+    assert all(answer.strip() in predictions[qid] for qid, _, _, answer, _ in examples)
