@@ -34,8 +34,18 @@ def main(argv=None):
 
     import bench_finetuning
     import checkpoints
+    import cli
     import modeling
     import squad_evaluation
+
+    try:
+        checkpoint = checkpoints.CheckpointManager(args.output_dir).latest_checkpoint()
+    except cli.UserError as e:
+        sys.exit(f"squad_cross_scoring.py: --output_dir={args.output_dir}: {e}")
+    ours_predictions = os.path.join(args.output_dir, "predictions.json")
+    if not checkpoint or not os.path.exists(ours_predictions):
+        sys.exit(f"squad_cross_scoring.py: --output_dir={args.output_dir}: expected run_squad.py's checkpoint and "
+                 f"predictions.json there (a run with --do_train --do_predict)")
 
     recipe = dict(max_seq_length=args.max_seq_length, doc_stride=args.doc_stride, n_best_size=args.n_best_size,
                   max_answer_length=args.max_answer_length)
@@ -49,7 +59,6 @@ def main(argv=None):
     types = np.array(enc["token_type_ids"], np.int32)
     mask = np.array(enc["attention_mask"], np.int32)
     model({"input_ids": ids[:1], "input_mask": mask[:1], "segment_ids": types[:1]})
-    checkpoint = checkpoints.CheckpointManager(args.output_dir).latest_checkpoint()
     checkpoints.init_from_checkpoint(model.variables_by_name(), checkpoint)
     print("checkpoint:", checkpoint)
     starts, ends = [], []
@@ -63,7 +72,7 @@ def main(argv=None):
     with open(path, "w", encoding="utf-8") as f:
         json.dump(predictions, f)
     hf_result, _ = squad_evaluation.run(args.predict_file, path)
-    ours_result, _ = squad_evaluation.run(args.predict_file, os.path.join(args.output_dir, "predictions.json"))
+    ours_result, _ = squad_evaluation.run(args.predict_file, ours_predictions)
     print(f"run_squad.py's selection: EM {ours_result['exact_match']:.2f} F1 {ours_result['f1']:.2f}")
     print(f"hf rows' selection:       EM {hf_result['exact_match']:.2f} F1 {hf_result['f1']:.2f}")
 
