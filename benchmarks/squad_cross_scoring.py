@@ -36,7 +36,10 @@ def main(argv=None):
     import checkpoints
     import cli
     import modeling
+    import run_squad
+    import runner
     import squad_evaluation
+    import training
 
     try:
         checkpoint = checkpoints.CheckpointManager(args.output_dir).latest_checkpoint()
@@ -54,20 +57,15 @@ def main(argv=None):
     enc = bench_finetuning._squad_encode(recipe, tokenizer, examples)
     print(f"{len(examples)} questions, {len(enc['input_ids'])} hf windows")
 
-    model = modeling.SquadModel(modeling.BertConfig.from_json_file(args.bert_config_file))
-    ids = np.array(enc["input_ids"], np.int32)
-    types = np.array(enc["token_type_ids"], np.int32)
-    mask = np.array(enc["attention_mask"], np.int32)
-    model({"input_ids": ids[:1], "input_mask": mask[:1], "segment_ids": types[:1]})
-    checkpoints.init_from_checkpoint(model.variables_by_name(), checkpoint)
-    print("checkpoint:", checkpoint)
-    starts, ends = [], []
-    for i in range(0, len(ids), 64):
-        s, e = model({"input_ids": ids[i:i + 64], "input_mask": mask[i:i + 64], "segment_ids": types[i:i + 64]})
-        starts.append(s.numpy())
-        ends.append(e.numpy())
-    predictions = bench_finetuning.squad_best_spans(recipe, examples, enc, np.concatenate(starts),
-                                                    np.concatenate(ends))
+    # The hf windows through run_squad.py's prediction path (full-length batches, as run_squad.py predicts).
+    arrays = {"unique_ids": np.arange(len(enc["input_ids"])), "input_ids": enc["input_ids"],
+              "input_mask": enc["attention_mask"], "segment_ids": enc["token_type_ids"]}
+    task = run_squad.SquadTask(modeling.BertConfig.from_json_file(args.bert_config_file))
+    outputs = runner.predict_arrays(task, {name: np.asarray(value, np.int32) for name, value in arrays.items()},
+                                    training.TrainingConfig(output_dir=args.output_dir, predict_batch_size=64),
+                                    checkpoint_path=checkpoint, real_lengths=False)
+    predictions = bench_finetuning.squad_best_spans(recipe, examples, enc, outputs["start_logits"],
+                                                    outputs["end_logits"])
     path = os.path.join(args.output_dir, "predictions_hf_selection.json")
     with open(path, "w", encoding="utf-8") as f:
         json.dump(predictions, f)
