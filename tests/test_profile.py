@@ -6,11 +6,9 @@ import keras
 import pytest
 from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
-import modeling
-import run_pretraining as rp
 import training
 from tests.benchmark_modules import load_benchmark
-from tests.shared_data import shared_path
+from tests.test_training import _train as train_tiny_model
 
 
 @pytest.fixture(autouse=True)
@@ -19,14 +17,10 @@ def float32_policy():
     keras.config.set_dtype_policy("float32")
 
 
-def _train(output_dir, **kwargs):
-    config = training.TrainingConfig(output_dir=output_dir, train_batch_size=8, learning_rate=1e-3,
-                                     num_train_steps=4, num_warmup_steps=0, save_checkpoints_steps=100,
-                                     iterations_per_loop=2, **kwargs)
-    task = rp.PretrainingTask(modeling.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1,
-                                                  num_attention_heads=2, intermediate_size=64))
-    records = [shared_path("reference", "pretraining_data", "sample_text_default.tfrecord")]
-    return training.train(task, rp.pretraining_input_fn(records, 128, 20, is_training=True, seed=5), config)
+def _train(output_dir, profile_loop):
+    """4 steps of the tiny pretraining model in loops of 2."""
+    return train_tiny_model(output_dir, steps=4, train_batch_size=8, iterations_per_loop=2,
+                            profile_loop=profile_loop)
 
 
 def traces(output_dir):
