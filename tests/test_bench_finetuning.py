@@ -294,6 +294,21 @@ def test_a_row_records_which_generation_of_a_cpu_it_ran_on(bench):
     assert bench.cpu_model({}) is None
 
 
+SQUAD_RECIPE = dict(max_seq_length=256, doc_stride=128, n_best_size=20, max_answer_length=30)
+
+
+def _hf_squad_windows(bench, recipe):
+    """The hf rows' windows and labels of the first 300 questions of the SQuAD training file the table uses:
+    (examples, encoding, starts, ends); their long contexts give several windows, some without the answer."""
+    pytest.importorskip("transformers")
+    import os
+    examples = bench.read_squad(shared_path("data", "squad", "v1.1", "dev-v1.1.articles00-37.json"))[:300]
+    enc = bench._squad_encode(recipe, bench.hf_tokenizer(os.path.join(minilm_dir(), "vocab.txt")), examples)
+    starts, ends = bench.squad_window_labels(examples, enc)
+    assert len(starts) > len(examples) and 0 < starts.count(0) < len(starts)
+    return examples, enc, starts, ends
+
+
 @pytest.mark.slow
 def test_run_squad_training_takes_the_matched_hf_rows_steps_on_the_same_batches(bench, tmp_path):
     """SQuAD fine-tuning through training.py (SquadTask, the runners' real-length batches, AdamWeightDecay) and
@@ -315,11 +330,8 @@ def test_run_squad_training_takes_the_matched_hf_rows_steps_on_the_same_batches(
     from tests.test_training import summary_scalars
 
     steps, batch_size = 6, 16
-    examples = bench.read_squad(shared_path("data", "squad", "v1.1", "dev-v1.1.articles00-37.json"))[:300]
-    tokenizer = bench.hf_tokenizer(os.path.join(minilm_dir(), "vocab.txt"))
-    enc = bench._squad_encode(dict(max_seq_length=256, doc_stride=128), tokenizer, examples)
-    starts, ends = bench.squad_window_labels(examples, enc)
-    assert len(starts) >= steps * batch_size and 0 < sum(s == 0 for s in starts) < len(starts)
+    _, enc, starts, ends = _hf_squad_windows(bench, SQUAD_RECIPE)
+    assert len(starts) >= steps * batch_size
     take = np.random.default_rng(3).permutation(len(starts))[:steps * batch_size]
     arrays = {"input_ids": enc["input_ids"], "input_mask": enc["attention_mask"], "segment_ids": enc["token_type_ids"],
               "start_positions": starts, "end_positions": ends}
@@ -388,20 +400,13 @@ def test_run_squad_training_takes_the_matched_hf_rows_steps_on_the_same_batches(
 def test_squad_window_labels_and_best_spans_round_trip_on_real_questions(bench):
     """The hf rows' SQuAD windows: a label inside a window spans exactly the answer's tokens, and logits that peak
     at the labels of a question's windows make the selection answer with the gold text."""
-    pytest.importorskip("transformers")
-    import os
     import numpy as np
-    examples = bench.read_squad(shared_path("data", "squad", "v1.1", "dev-v1.1.articles00-37.json"))[:300]
-    tokenizer = bench.hf_tokenizer(os.path.join(minilm_dir(), "vocab.txt"))
-    recipe = dict(max_seq_length=256, doc_stride=128, n_best_size=20, max_answer_length=30)
-    enc = bench._squad_encode(recipe, tokenizer, examples)
-    starts, ends = bench.squad_window_labels(examples, enc)
-    assert len(starts) > len(examples) and 0 < starts.count(0) < len(starts)  # long contexts, several windows
+    examples, enc, starts, ends = _hf_squad_windows(bench, SQUAD_RECIPE)
     start_logits = np.zeros((len(starts), 256), np.float32)
     end_logits = np.zeros((len(starts), 256), np.float32)
     for i, (s, e) in enumerate(zip(starts, ends)):
         start_logits[i, s] = end_logits[i, e] = 10.0
-    predictions = bench.squad_best_spans(recipe, examples, enc, start_logits, end_logits)
+    predictions = bench.squad_best_spans(SQUAD_RECIPE, examples, enc, start_logits, end_logits)
     exact = sum(predictions[qid].strip() == answer.strip() for qid, _, _, answer, _ in examples)
     assert exact >= 0.95 * len(examples), exact
     # The rest are gold answers that cut a word ("8" of "18"): the whole token's text holds them.
