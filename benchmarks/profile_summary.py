@@ -6,7 +6,7 @@ span, host-device copies, and the TensorFlow op types (or kernels) that took the
 
 On a GPU the device's kernels are grouped by the TensorFlow op they ran for (the `tf_op` stat; kernels of XLA
 clusters by kernel name, digits dropped). Without a GPU the CPU's op executions are grouped by op type. The
-matmul share is the time of matmul ops (MatMul, BatchMatMul, Einsum, GEMM kernels) over the busy time.
+matmul share is the time of matmul ops (MatMul, BatchMatMul, Einsum, GEMM kernels) over all op time.
 """
 import argparse
 import collections
@@ -59,6 +59,20 @@ def event_stats(plane, event):
     return stats
 
 
+def timed_events(line):
+    """(event, start_ps, stop_ps) of a timeline line's events."""
+    base = line.timestamp_ns * 1000
+    for event in line.events:
+        yield event, base + event.offset_ps, base + event.offset_ps + event.duration_ps
+
+
+def summary(plane, events, busy, groups, kernels=None, copies=None):
+    """A plane's summary: the span from its first to its last event (copies included), the busy union."""
+    span = max(stop for _, stop in events) - min(start for start, _ in events) if events else 0
+    return {"device": plane.name, "span_ps": span, "busy_ps": busy_ps(busy), "groups": groups,
+            "kernels": kernels or collections.Counter(), "copies": copies or collections.Counter()}
+
+
 def busy_ps(intervals):
     """Length of the union of [start, end) intervals."""
     total, end = 0, None
@@ -91,17 +105,13 @@ def summarize_device(plane):
     """Kernels and copies of one GPU plane: its stream lines, each event one kernel or copy. Kernels are
     grouped by the TensorFlow op they ran for (tf_op or kernel annotation stat) where the trace says it."""
     groups, kernels, copies = collections.Counter(), collections.Counter(), collections.Counter()
-    intervals, first, last = [], None, None
+    events, kernel_times = [], []
     for line in plane.lines:
         if not line.name.startswith("Stream"):
             continue  # derived lines (XLA Ops, TensorFlow Ops, ...) repeat the stream's events
-        base = line.timestamp_ns * 1000
-        for event in line.events:
+        for event, start, stop in timed_events(line):
             name = plane.event_metadata[event.metadata_id].name
-            start = base + event.offset_ps
-            stop = start + event.duration_ps
-            first = start if first is None else min(first, start)
-            last = stop if last is None else max(last, stop)
+            events.append((start, stop))
             if MEMCPY.search(name):
                 kind = "H2D" if re.search(r"htod|h2d", name, re.IGNORECASE) else \
                     "D2H" if re.search(r"dtoh|d2h", name, re.IGNORECASE) else "other"
@@ -111,35 +121,25 @@ def summarize_device(plane):
             kernel = kernel_name(name)
             groups[op_type(stats.get("tf_op") or stats.get("kernel_annotation")) or kernel] += event.duration_ps
             kernels[kernel] += event.duration_ps
-            intervals.append((start, stop))
-    span = (last - first) if first is not None else 0
-    return {"device": plane.name, "span_ps": span, "busy_ps": busy_ps(intervals), "groups": groups,
-            "kernels": kernels, "copies": copies}
+            kernel_times.append((start, stop))
+    return summary(plane, events, kernel_times, groups, kernels, copies)
 
 
 def summarize_host(plane):
     """Op executions on the host's TensorFlow threads ("name:Type" events), grouped by op type."""
     ops = collections.Counter()
-    intervals, first, last = [], None, None
+    events = []
     for line in plane.lines:
-        if not (line.name.startswith("tf_Compute") or line.name.startswith("tf_numa")
-                or line.name.startswith("tf_inter_op")):
+        if not line.name.startswith(("tf_Compute", "tf_numa", "tf_inter_op")):
             continue
-        base = line.timestamp_ns * 1000
-        for event in line.events:
+        for event, start, stop in timed_events(line):
             meta = plane.event_metadata[event.metadata_id]
             if ":" not in meta.name or "::" in meta.name:
                 continue
-            start = base + event.offset_ps
-            stop = start + event.duration_ps
-            first = start if first is None else min(first, start)
-            last = stop if last is None else max(last, stop)
+            events.append((start, stop))
             name = meta.display_name or meta.name.rsplit(":", 1)[-1].strip()
             ops[re.sub(r"(\.\d+|\.clone)+$", "", name)] += event.duration_ps  # XLA's numbered copies together
-            intervals.append((start, stop))
-    span = (last - first) if first is not None else 0
-    return {"device": plane.name, "span_ps": span, "busy_ps": busy_ps(intervals), "groups": ops,
-            "kernels": collections.Counter(), "copies": collections.Counter()}
+    return summary(plane, events, events, ops)
 
 
 def summarize(space):
@@ -195,8 +195,7 @@ def main(argv=None):
     if args.json:
         with open(args.json, "w") as f:
             json.dump([{**s, "groups": dict(s["groups"]), "kernels": dict(s["kernels"]), "copies": dict(s["copies"])}
-                       for s in summaries], f,
-                      indent=1)
+                       for s in summaries], f, indent=1)
     return summaries
 
 
