@@ -45,6 +45,12 @@ step() {  # step ID NAME SECONDS_NEEDED COMMAND...: runs COMMAND if ID is wanted
 P="python3 benchmarks/bench_pretraining.py --input_file=$records --steps=20 --timeout=240 --hf_pythonpath=
    --results_jsonl=$out/pretraining.jsonl"  # hf without the kit on PYTHONPATH: its stand-in libcusparse breaks torch
 
+# bert_config.json files for the steps that run the runners: BERT-large (profile), BERT-base (fine-tuning, serving).
+profile_config=${GPU_RUN_CONFIG:-/tmp/bert_large_config.json}
+config=${GPU_RUN_CONFIG:-/tmp/bert_base_config.json}
+[ -n "${GPU_RUN_CONFIG:-}" ] || python3 -c "import json, sys; sys.path.insert(0, 'benchmarks'); import bench_pretraining as b
+json.dump(b.BERT_LARGE, open('$profile_config', 'w')); json.dump(b.BERT_BASE, open('$config', 'w'))"
+
 step environment environment 30 bash -c 'nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
   python3 -c "import tensorflow as tf; b = tf.sysconfig.get_build_info()
 print(\"tensorflow\", tf.__version__, \"cuda\", b.get(\"cuda_version\"), \"cudnn\", b.get(\"cudnn_version\"))
@@ -75,9 +81,6 @@ step large-xla "BERT-large seq 128 bf16 XLA, autotune off: ours" 250 \
   --configs=ours:bfloat16:1
 # A tf.profiler trace of BERT-large bf16 without XLA (ours at half HF eager's speed there): one loop of 2 steps,
 # after a first loop that traces and compiles, summarized by op type and kernel; the trace itself comes back too.
-profile_config=${GPU_RUN_CONFIG:-/tmp/bert_large_config.json}
-[ -n "${GPU_RUN_CONFIG:-}" ] || python3 -c "import json, sys; sys.path.insert(0, 'benchmarks')
-import bench_pretraining as b; json.dump(b.BERT_LARGE, open('/tmp/bert_large_config.json', 'w'))"
 step profile "Profile of BERT-large seq 128 bf16, no XLA: ours, batch 128" 120 bash -c "rm -rf /tmp/profile_gpu &&
   python3 run_pretraining.py --do_train=true --input_file=$records --output_dir=/tmp/profile_gpu \
     --bert_config_file=$profile_config --train_batch_size=128 --max_seq_length=128 \
@@ -88,9 +91,6 @@ step profile "Profile of BERT-large seq 128 bf16, no XLA: ours, batch 128" 120 b
 step hf-compile "BERT-large seq 128 bf16 HF torch.compile" 120 $P --model=large --batch_size=128 \
   --configs=hf:bfloat16:1
 # Fine-tuning and serving as a user runs them, with a BERT-base-sized config and random weights (speed only).
-config=${GPU_RUN_CONFIG:-/tmp/bert_base_config.json}
-[ -n "${GPU_RUN_CONFIG:-}" ] || python3 -c "import json, sys; sys.path.insert(0, 'benchmarks'); import bench_pretraining as b
-json.dump(b.BERT_BASE, open('/tmp/bert_base_config.json', 'w'))"
 rm -rf /tmp/mrpc_gpu /tmp/squad_gpu  # a finished run there would only be resumed
 # run_classifier.py on MRPC, seq 128, batch 32, bf16: the last log line's examples/s is steady (loops of 20 steps).
 step mrpc "MRPC fine-tuning, BERT-base bf16" 120 python3 run_classifier.py --task_name=MRPC --do_train=true \
