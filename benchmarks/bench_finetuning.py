@@ -26,7 +26,9 @@ committed with FINETUNING.md, so the table can be filled over several invocation
 WORK_DIR/results-PROFILE.json (smoke profiles); a kept row is rerun only with --force or when its recipe changed.
 Every invocation (and --report alone) rewrites the document from those results: the main table shows the
 --table_seeds (default 0,1) with a verdict per task (ours - hf of the means against the seed spread); rows with
-any other seed are the held-out check, each compared with the table's spread in its own section.
+any other seed are the held-out check, each compared with the table's spread in its own section, and every
+comparison with more seeds than the table's is also judged over all of them ("Every seed": the means, ours - hf
+with twice its standard error, the table's verdict rule).
 
     .venv/bin/python benchmarks/bench_finetuning.py                        # the whole table (hours on 2 cores)
     .venv/bin/python benchmarks/bench_finetuning.py --tasks=mrpc,rte --impls=ours --seeds=1 --force
@@ -1310,6 +1312,7 @@ def write_report(args, cache, doc_path, profile, shared_dir, hf_dir):
     if not (rows.missing or rows.stale):
         lines.append("No row is missing.")
     lines += heldout_section(args, cache, profile, seeds, heldout_seeds, best, unswept)
+    lines += every_seed_section(args, cache, profile, seeds, best, unswept)
     lines += ["## Details per run", ""] + run_details(cache, profile) + [""]
     lines += recipe_section(args)
     commands = []
@@ -1358,6 +1361,62 @@ def run_details(cache, profile):
     return out
 
 
+def _comparisons(task, best, unswept):
+    """The task's comparisons as (name, other impl, ours' rate, other's rate): ours vs hf_matched at the recipe's
+    rate, and for a swept task (not in `unswept`) ours vs hf at each side's best rate."""
+    recipe_rate = RECIPES[task]["learning_rate"]
+    out = [("same recipe", "hf_matched", recipe_rate, recipe_rate)]
+    if task in SWEEP_TASKS and task not in unswept:
+        out.append(("best vs best", "hf", best[task]["ours"], best[task]["hf"]))
+    return out
+
+
+def _sample_sd(values):
+    mean = sum(values) / len(values)
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1)) if len(values) > 1 else 0.0
+
+
+def every_seed_section(args, cache, profile, table_seeds, best, unswept):
+    """Each comparison over every seed both sides have run (the table's and the held-out ones), where that is more
+    than the table's: the means, ours - row, the seed spread over all of them with the table's verdict rule, and
+    twice the standard error of ours - row (the two sides' seeds are independent draws, not pairs)."""
+    seeds = sorted({int(key.split("/")[-1]) for key in cache if key.startswith(profile + "/")})
+    lines, rows = [], []
+    for task in RECIPES:
+        metrics = RECIPES[task]["metrics"]
+        for name, other, ours_rate, other_rate in _comparisons(task, best, unswept):
+            pairs = [(_usable(cache, profile, "ours", task, ours_rate, s, args),
+                      _usable(cache, profile, other, task, other_rate, s, args)) for s in seeds]
+            used = [s for s, (a, b) in zip(seeds, pairs) if a and b]
+            if len(used) <= len(table_seeds):
+                continue
+            sides = {"ours": [a for a, b in pairs if a and b], other: [b for a, b in pairs if a and b]}
+            values = {impl: {m: [e["scores"][m] for e in entries] for m in metrics}
+                      for impl, entries in sides.items()}
+            means = {impl: {m: _mean(v[m]) for m in metrics} for impl, v in values.items()}
+            diff = {m: means["ours"][m] - means[other][m] for m in metrics}
+            spread = seed_spread(sides, metrics)
+            two_se = {m: 2.0 * math.sqrt(sum(_sample_sd(v[m]) ** 2 for v in values.values()) / len(used))
+                      for m in metrics}
+            rows.append("| " + " | ".join([
+                RECIPES[task]["name"], " / ".join(METRIC_LABELS[m] for m in metrics),
+                f"{name}: ours ({ours_rate:g}) vs {IMPL_NAMES[other]} ({other_rate:g})",
+                ",".join(map(str, used)), _metric_cell(means["ours"], metrics), _metric_cell(means[other], metrics),
+                " / ".join(f"{diff[m]:+.1f} ± {two_se[m]:.1f}" for m in metrics), _metric_cell(spread, metrics),
+                verdict(diff, spread, metrics)]) + " |")
+    if not rows:
+        return lines
+    lines += ["## Every seed", "",
+              "Each comparison over every seed both of its sides ran, where held-out seeds add to the table's. "
+              "Ours - row is the difference of the means, ± twice its standard error (the sample standard "
+              "deviations of the two sides over the seeds; a seed is an independent draw on each side, so the "
+              "seeds are not pairs): an interval that lies wholly below 0 is a gap the seeds do not explain. The "
+              "verdict is the table's rule over all these seeds.", "",
+              "| Task | Metric | comparison | seeds | ours | row | ours - row (± 2 SE) | seed spread | verdict |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    return lines + rows + [""]
+
+
 def heldout_section(args, cache, profile, table_seeds, heldout_seeds, best, unswept):
     """Both comparisons rerun on seeds the tables do not use, each against the spread of its table: ours vs
     hf_matched at the recipe's rate, ours vs hf at each side's best rate (not for the `unswept` tasks)."""
@@ -1372,11 +1431,7 @@ def heldout_section(args, cache, profile, table_seeds, heldout_seeds, best, unsw
     unpaired = []
     for task in RECIPES:
         metrics = RECIPES[task]["metrics"]
-        recipe_rate = RECIPES[task]["learning_rate"]
-        comparisons = [("same recipe", "hf_matched", recipe_rate, recipe_rate)]
-        if task in SWEEP_TASKS and task not in unswept:
-            comparisons.append(("best vs best", "hf", best[task]["ours"], best[task]["hf"]))
-        for name, other, ours_rate, other_rate in comparisons:
+        for name, other, ours_rate, other_rate in _comparisons(task, best, unswept):
             table = {"ours": [_usable(cache, profile, "ours", task, ours_rate, s, args) for s in table_seeds],
                      other: [_usable(cache, profile, other, task, other_rate, s, args) for s in table_seeds]}
             spread = seed_spread(table, metrics)

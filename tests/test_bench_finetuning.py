@@ -1,4 +1,4 @@
-"""benchmarks/bench_finetuning.py's judgement: the verdict per task and the held-out seeds section."""
+"""benchmarks/bench_finetuning.py's judgement: the verdict per task, the held-out seeds and every seed."""
 import pytest
 
 from tests.benchmark_modules import load_benchmark
@@ -62,6 +62,26 @@ def test_heldout_section_compares_only_other_seeds_against_the_table_spread(benc
     assert "| RTE | acc | 0 |" not in text and "| RTE | acc | 1 |" not in text
     empty = "\n".join(bench.heldout_section(args, {}, "full", [0, 1], [], best, unswept))
     assert "No run with a seed outside the table's (0,1) yet" in empty
+
+
+def test_every_seed_section_pools_the_table_and_heldout_seeds_with_twice_the_standard_error(bench):
+    args = bench.parse_args(["--report"])
+    cache = _rows(bench, args, [
+        ("ours", "rte", None, 0, dict(accuracy=58.8)), ("ours", "rte", None, 1, dict(accuracy=54.2)),
+        ("ours", "rte", None, 2, dict(accuracy=50.0)), ("hf_matched", "rte", None, 0, dict(accuracy=56.7)),
+        ("hf_matched", "rte", None, 1, dict(accuracy=56.3)), ("hf_matched", "rte", None, 2, dict(accuracy=56.0)),
+        ("hf", "rte", None, 2, dict(accuracy=99.0)),  # no sweep for RTE: no best-vs-best comparison
+        ("ours", "rte", None, 3, dict(accuracy=10.0)),  # one side only: not a seed of the comparison
+        ("ours", "mrpc", None, 2, dict(accuracy=80.0, f1=86.0)),  # no more seeds than the table's
+        ("hf_matched", "mrpc", None, 2, dict(accuracy=74.0, f1=83.0)),
+    ])
+    best, unswept = bench.best_rates(cache, "full", args)
+    text = "\n".join(bench.every_seed_section(args, cache, "full", [0, 1], best, unswept))
+    # Means 54.33 and 56.33; sample sds 4.40 and 0.35, so 2 x sqrt((4.40^2 + 0.35^2) / 3) = 5.1.
+    assert ("| RTE | acc | same recipe: ours (2e-05) vs hf, original recipe (2e-05) | 0,1,2 | 54.3 | 56.3 | "
+            "-2.0 ± 5.1 | 8.8 | within the seed spread |") in text
+    assert "MRPC" not in text and "99.0" not in text and "10.0" not in text
+    assert bench.every_seed_section(args, _rows(bench, args, []), "full", [0, 1], best, unswept) == []
 
 
 def test_best_learning_rate_needs_the_whole_sweep_and_maximises_the_metric_mean(bench):
