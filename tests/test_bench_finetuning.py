@@ -417,6 +417,103 @@ def test_run_squad_training_takes_the_matched_hf_rows_steps_on_the_same_batches(
     np.testing.assert_allclose(end[name], query, rtol=0, atol=moved * 0.1)
 
 
+@pytest.mark.slow
+def test_dropout_under_training_costs_what_hfs_costs(bench, tmp_path):
+    """Dropout is the one part of a training step the same-batches test turns off. With the same MiniLM weights,
+    an output layer fitted to real SQuAD windows (so that noise in the encoder costs loss), the training-mode loss
+    of ours (SquadTask, the config's dropout 0.1) and of HF's BertForQuestionAnswering (train mode) have the same
+    mean and spread over many draws, the eval-mode losses are equal, and HF at dropout 0.2 is told apart, so the
+    test can fail."""
+    np = pytest.importorskip("numpy")
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    import tensorflow as tf
+    import checkpoints
+    import conversions
+    import modeling
+    import run_squad
+
+    draws, rows, length = 100, 4, 128
+    _, enc, starts, ends = _hf_squad_windows(bench, SQUAD_RECIPE)
+    arrays = {"input_ids": enc["input_ids"], "input_mask": enc["attention_mask"], "segment_ids": enc["token_type_ids"],
+              "start_positions": starts, "end_positions": ends}
+    arrays = {name: np.asarray(value, np.int32) for name, value in arrays.items()}
+    # Windows whose tokens and answer fit in `length`, cut there: the loss is that of the whole window.
+    short = np.flatnonzero((arrays["input_mask"][:, length:].sum(axis=1) == 0) & (arrays["end_positions"] < length))
+    assert len(short) >= rows and arrays["start_positions"][short[:rows]].any()
+    arrays = {name: value[short[:rows]][:, :length] if value.ndim == 2 else value[short[:rows]]
+              for name, value in arrays.items()}
+    batch = {"input_ids": arrays["input_ids"], "attention_mask": arrays["input_mask"],
+             "token_type_ids": arrays["segment_ids"], "start_positions": arrays["start_positions"],
+             "end_positions": arrays["end_positions"]}
+    batch = {name: torch.tensor(value, dtype=torch.long) for name, value in batch.items()}
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        def hf_model(rate):
+            torch.manual_seed(0)
+            return transformers.BertForQuestionAnswering.from_pretrained(
+                minilm_dir(), hidden_dropout_prob=rate, attention_probs_dropout_prob=rate)
+
+        # The output layer: fitted on the encoder's eval-mode outputs of these windows.
+        hf = hf_model(0.1).eval()
+        with torch.no_grad():
+            hidden = hf.bert(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                             token_type_ids=batch["token_type_ids"]).last_hidden_state
+        head = torch.nn.Linear(384, 2)
+        fit = torch.optim.Adam(head.parameters(), lr=1e-2)
+        for _ in range(200):
+            start_logits, end_logits = head(hidden).unbind(-1)
+            fit_loss = (torch.nn.functional.cross_entropy(start_logits, batch["start_positions"])
+                        + torch.nn.functional.cross_entropy(end_logits, batch["end_positions"])) / 2
+            fit.zero_grad()
+            fit_loss.backward()
+            fit.step()
+        head_weight, head_bias = head.weight.detach().numpy(), head.bias.detach().numpy()
+
+        def hf_losses(rate):
+            model = hf_model(rate)
+            with torch.no_grad():
+                model.qa_outputs.weight.copy_(torch.tensor(head_weight))
+                model.qa_outputs.bias.copy_(torch.tensor(head_bias))
+                clean = model.eval()(**batch).loss.item()
+                model.train()
+                return clean, np.array([model(**batch).loss.item() for _ in range(draws)])
+
+        hf_eval, hf = hf_losses(0.1)
+        _, hf_double = hf_losses(0.2)
+    finally:
+        torch.set_num_threads(threads)
+
+    prefix = conversions.hf_to_original(minilm_dir(), str(tmp_path / "minilm"))
+    config = modeling.BertConfig.from_json_file(str(tmp_path / "minilm" / "bert_config.json"))
+    assert config.hidden_dropout_prob == config.attention_probs_dropout_prob == 0.1
+    task = run_squad.SquadTask(config)
+    model = task.build_model()
+    checkpoints.init_from_checkpoint(model.variables_by_name(), prefix)
+    model.variables_by_name()["cls/squad/output_weights"].assign(head_weight)
+    model.variables_by_name()["cls/squad/output_bias"].assign(head_bias)
+    tf.random.set_seed(0)
+    features = {name: tf.constant(value) for name, value in arrays.items()}
+    loss = tf.function(lambda training: task.compute_loss(model, features, training=training)[0])
+    ours_eval = float(loss(False))
+    ours = np.array([float(loss(True)) for _ in range(draws)])
+
+    def gap(a, b):
+        """|difference of the means| in standard errors of that difference."""
+        return abs(a.mean() - b.mean()) / np.sqrt(a.var(ddof=1) / len(a) + b.var(ddof=1) / len(b))
+
+    print(f"eval {ours_eval:.4f} / {hf_eval:.4f}; dropout 0.1: ours {ours.mean():.4f} sd {ours.std(ddof=1):.4f}, "
+          f"hf {hf.mean():.4f} sd {hf.std(ddof=1):.4f}; hf at 0.2: {hf_double.mean():.4f}; "
+          f"gaps {gap(ours, hf):.1f} and {gap(hf_double, hf):.1f} standard errors")
+    np.testing.assert_allclose(ours_eval, hf_eval, rtol=1e-4)
+    assert ours.mean() - ours_eval > 10 * ours.std(ddof=1) / np.sqrt(draws)  # dropout costs loss, clearly
+    assert gap(ours, hf) < 4.0
+    assert 0.5 < ours.std(ddof=1) / hf.std(ddof=1) < 2.0
+    assert gap(hf_double, hf) > 8.0
+
+
 def test_squad_window_labels_and_best_spans_round_trip_on_real_questions(bench):
     """The hf rows' SQuAD windows: a label inside a window spans exactly the answer's tokens, and logits that peak
     at the labels of a question's windows make the selection answer with the gold text."""
