@@ -528,3 +528,55 @@ def test_squad_window_labels_and_best_spans_round_trip_on_real_questions(bench):
     assert exact >= 0.95 * len(examples), exact
     # The rest are gold answers that cut a word ("8" of "18"): the whole token's text holds them.
     assert all(answer.strip() in predictions[qid] for qid, _, _, answer, _ in examples)
+
+
+@pytest.mark.slow
+def test_squad_swapped_batches_trains_each_side_on_the_others_batches(tmp_path):
+    """benchmarks/squad_swapped_batches.py both ways, cut to 2 steps and 8 scored questions: ours on the
+    hf_matched row's batches of a seed (its output layer in the starting checkpoint), then the hf_matched loop on
+    the batches of that run (given the train.tf_record of a run_squad.py run); a run folder without its records is
+    one line."""
+    pytest.importorskip("transformers")
+    import json
+    import os
+    import shutil
+    import tokenization
+    import run_squad
+    swapped = load_benchmark("squad_swapped_batches")
+    common = [f"--shared_dir={shared_path()}", f"--hf_model_dir={minilm_dir()}", "--max_steps=2",
+              "--max_eval_questions=8"]
+
+    ours = tmp_path / "ours_on_hf"
+    swapped.main(["--ours_on_hf_seed=3", f"--output_dir={ours}"] + common)
+    result = json.loads((ours / "swapped_result.json").read_text())
+    assert result["questions_scored"] == 8 and len(result["loss_means_every_50_steps"]) == 1
+    assert 0.0 <= result["exact_match"] <= result["f1"] <= 100.0
+    assert len(json.loads((ours / "predictions.json").read_text())) == 8
+    import checkpoints
+    import torch
+    generator = torch.Generator().manual_seed(3)
+    head = torch.empty(2, 384)
+    torch.nn.init.trunc_normal_(head, std=0.02, a=-0.04, b=0.04, generator=generator)
+    start = checkpoints.load_checkpoint(str(ours / "model.ckpt-0"))
+    assert (start["cls/squad/output_weights"] == head.numpy()).all()  # the hf_matched row's draw for seed 3
+
+    run = tmp_path / "run"
+    run.mkdir()
+    for name in ("model.ckpt-0.index", "model.ckpt-0.data-00000-of-00001"):
+        shutil.copy(ours / name, run / name)
+    with pytest.raises(SystemExit) as stop:
+        swapped.main([f"--hf_on_ours_run={run}", "--seed=3", f"--output_dir={tmp_path / 'refused'}"] + common)
+    assert "no train.tf_record" in str(stop.value) and "\n" not in str(stop.value)
+    examples = run_squad.read_squad_examples(
+        shared_path("data", "squad", "v1.1", "dev-v1.1.articles00-37.json"), is_training=True,
+        train_first_answer=True)[:80]
+    writer = run_squad.FeatureWriter(str(run / "train.tf_record"), is_training=True)
+    run_squad.convert_examples_to_features(
+        examples, tokenization.FullTokenizer(os.path.join(minilm_dir(), "vocab.txt"), do_lower_case=True),
+        256, 128, 64, True, writer.process_feature)
+    writer.close()
+    hf = tmp_path / "hf_on_ours"
+    swapped.main([f"--hf_on_ours_run={run}", "--seed=3", f"--output_dir={hf}"] + common)
+    result = json.loads((hf / "swapped_result.json").read_text())
+    assert result["questions_scored"] == 8 and len(result["loss_means_every_50_steps"]) == 1
+    assert result["seed"] == 3 and result["shuffle_buffer_size"] == 100
