@@ -50,6 +50,7 @@ import re
 import shlex
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -510,15 +511,21 @@ class OriginalAdamWeightDecay:
             p.grad = None
 
 
+def original_head_weights(shape, generator):
+    """A new output layer's weights as the original draws them: truncated normal(0, 0.02), cut at 2 std."""
+    import torch
+    weight = torch.empty(shape)
+    torch.nn.init.trunc_normal_(weight, std=0.02, a=-0.04, b=0.04, generator=generator)
+    return weight
+
+
 def _init_head_like_original(model, generator):
-    """The new output layer as the original creates it: weights truncated normal(0, 0.02) (cut at 2 std),
-    bias 0 (transformers draws normal(0, 0.02))."""
+    """The new output layer as the original creates it: original_head_weights, bias 0 (transformers draws
+    normal(0, 0.02))."""
     import torch
     head = getattr(model, "classifier", None) or getattr(model, "qa_outputs")
     with torch.no_grad():
-        weight = torch.empty_like(head.weight)
-        torch.nn.init.trunc_normal_(weight, std=0.02, a=-0.04, b=0.04, generator=generator)
-        head.weight.copy_(weight)
+        head.weight.copy_(original_head_weights(head.weight.shape, generator))
         head.bias.zero_()
 
 
@@ -751,22 +758,27 @@ def _hf_squad_setup(spec, recipe, tokenizer, info):
 
 def _hf_squad_predict(spec, recipe, tokenizer, model, info):
     """Best span over every window of a question (n-best start x end logits, context tokens only)."""
-    import numpy as np
-    import torch
     examples = read_squad(spec["data"]["predict_file"])
     enc = _squad_encode(recipe, tokenizer, examples)
     info["eval_features"] = len(enc["input_ids"])
+    predictions = squad_best_spans(recipe, examples, enc, *hf_squad_logits(model, enc))
+    with open(os.path.join(spec["run_dir"], "predictions.json"), "w", encoding="utf-8") as f:
+        json.dump(predictions, f)
+
+
+def hf_squad_logits(model, enc):
+    """(start logits, end logits) [windows, length] of an HF question-answering model over the windows of enc,
+    in batches of EVAL_BATCH_SIZE."""
+    import numpy as np
+    import torch
     start_logits, end_logits = [], []
     with torch.no_grad():
         for i in range(0, len(enc["input_ids"]), EVAL_BATCH_SIZE):
-            inputs = {k: torch.tensor(enc[k][i:i + EVAL_BATCH_SIZE])
-                      for k in ("input_ids", "token_type_ids", "attention_mask")}
-            out = model(**inputs)
+            out = model(**{k: torch.tensor(enc[k][i:i + EVAL_BATCH_SIZE])
+                           for k in ("input_ids", "token_type_ids", "attention_mask")})
             start_logits.append(out.start_logits.numpy())
             end_logits.append(out.end_logits.numpy())
-    predictions = squad_best_spans(recipe, examples, enc, np.concatenate(start_logits), np.concatenate(end_logits))
-    with open(os.path.join(spec["run_dir"], "predictions.json"), "w", encoding="utf-8") as f:
-        json.dump(predictions, f)
+    return np.concatenate(start_logits), np.concatenate(end_logits)
 
 
 def squad_best_spans(recipe, examples, enc, start_logits, end_logits):
@@ -1371,11 +1383,6 @@ def _comparisons(task, best, unswept):
     return out
 
 
-def _sample_sd(values):
-    mean = sum(values) / len(values)
-    return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1)) if len(values) > 1 else 0.0
-
-
 def every_seed_section(args, cache, profile, table_seeds, best, unswept):
     """Each comparison over every seed both sides have run (the table's and the held-out ones), where that is more
     than the table's: the means, ours - row, the seed spread over all of them with the table's verdict rule, and
@@ -1396,7 +1403,8 @@ def every_seed_section(args, cache, profile, table_seeds, best, unswept):
             means = {impl: {m: _mean(v[m]) for m in metrics} for impl, v in values.items()}
             diff = {m: means["ours"][m] - means[other][m] for m in metrics}
             spread = seed_spread(sides, metrics)
-            two_se = {m: 2.0 * math.sqrt(sum(_sample_sd(v[m]) ** 2 for v in values.values()) / len(used))
+            two_se = {m: 2.0 * math.sqrt(sum(statistics.variance(v[m]) if len(used) > 1 else 0.0
+                                          for v in values.values()) / len(used))
                       for m in metrics}
             rows.append("| " + " | ".join([
                 RECIPES[task]["name"], " / ".join(METRIC_LABELS[m] for m in metrics),

@@ -20,6 +20,17 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
 
+def ours_window_logits(task, enc, config, checkpoint):
+    """(start logits, end logits) of a run_squad.py checkpoint over HF tokenizer windows (enc), through
+    run_squad.py's prediction path (full-length batches, as run_squad.py predicts)."""
+    import runner
+    arrays = {"unique_ids": np.arange(len(enc["input_ids"])), "input_ids": enc["input_ids"],
+              "input_mask": enc["attention_mask"], "segment_ids": enc["token_type_ids"]}
+    outputs = runner.predict_arrays(task, {name: np.asarray(value, np.int32) for name, value in arrays.items()},
+                                    config, checkpoint_path=checkpoint, real_lengths=False)
+    return outputs["start_logits"], outputs["end_logits"]
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--output_dir", required=True, help="run_squad.py's --output_dir, with its checkpoint")
@@ -37,7 +48,6 @@ def main(argv=None):
     import cli
     import modeling
     import run_squad
-    import runner
     import squad_evaluation
     import training
 
@@ -57,15 +67,10 @@ def main(argv=None):
     enc = bench_finetuning._squad_encode(recipe, tokenizer, examples)
     print(f"{len(examples)} questions, {len(enc['input_ids'])} hf windows")
 
-    # The hf windows through run_squad.py's prediction path (full-length batches, as run_squad.py predicts).
-    arrays = {"unique_ids": np.arange(len(enc["input_ids"])), "input_ids": enc["input_ids"],
-              "input_mask": enc["attention_mask"], "segment_ids": enc["token_type_ids"]}
     task = run_squad.SquadTask(modeling.BertConfig.from_json_file(args.bert_config_file))
-    outputs = runner.predict_arrays(task, {name: np.asarray(value, np.int32) for name, value in arrays.items()},
-                                    training.TrainingConfig(output_dir=args.output_dir, predict_batch_size=64),
-                                    checkpoint_path=checkpoint, real_lengths=False)
-    predictions = bench_finetuning.squad_best_spans(recipe, examples, enc, outputs["start_logits"],
-                                                    outputs["end_logits"])
+    config = training.TrainingConfig(output_dir=args.output_dir, predict_batch_size=64)
+    predictions = bench_finetuning.squad_best_spans(recipe, examples, enc,
+                                                    *ours_window_logits(task, enc, config, checkpoint))
     path = os.path.join(args.output_dir, "predictions_hf_selection.json")
     with open(path, "w", encoding="utf-8") as f:
         json.dump(predictions, f)

@@ -86,6 +86,7 @@ def ours_on_hf_batches(bench, args, recipe, hf_dir, train_examples, predict_exam
     import modeling
     import run_squad
     import runner
+    import squad_cross_scoring
     import training
 
     tokenizer = bench.hf_tokenizer(os.path.join(hf_dir, "vocab.txt"))
@@ -96,8 +97,7 @@ def ours_on_hf_batches(bench, args, recipe, hf_dir, train_examples, predict_exam
     # The hf_matched row draws its output layer, then its batches, from one generator (hf_child).
     generator = torch.Generator().manual_seed(args.ours_on_hf_seed)
     with open(os.path.join(hf_dir, "config.json")) as f:
-        head = torch.empty(2, json.load(f)["hidden_size"])
-    torch.nn.init.trunc_normal_(head, std=0.02, a=-0.04, b=0.04, generator=generator)
+        head = bench.original_head_weights((2, json.load(f)["hidden_size"]), generator)
     steps = min(total, args.max_steps or total)
     order = np.concatenate(bench.original_batches(len(starts), batch_size, total, generator)[:steps])
     arrays = {"input_ids": enc["input_ids"], "input_mask": enc["attention_mask"], "segment_ids": enc["token_type_ids"],
@@ -121,12 +121,8 @@ def ours_on_hf_batches(bench, args, recipe, hf_dir, train_examples, predict_exam
     loss_means = _logged_losses(args.output_dir)
 
     enc = bench._squad_encode(recipe, tokenizer, predict_examples)
-    predict = {"unique_ids": np.arange(len(enc["input_ids"])), "input_ids": enc["input_ids"],
-               "input_mask": enc["attention_mask"], "segment_ids": enc["token_type_ids"]}
     checkpoint = checkpoints.CheckpointManager(args.output_dir).latest_checkpoint()
-    outputs = runner.predict_arrays(task, {name: np.asarray(value, np.int32) for name, value in predict.items()},
-                                    config, checkpoint_path=checkpoint, real_lengths=False)
-    return enc, outputs["start_logits"], outputs["end_logits"], loss_means
+    return (enc, *squad_cross_scoring.ours_window_logits(task, enc, config, checkpoint), loss_means)
 
 
 def hf_on_ours_batches(bench, args, recipe, hf_dir, train_examples, predict_examples):
@@ -183,14 +179,7 @@ def hf_on_ours_batches(bench, args, recipe, hf_dir, train_examples, predict_exam
     model.eval()
     tokenizer = bench.hf_tokenizer(os.path.join(hf_dir, "vocab.txt"))
     enc = bench._squad_encode(recipe, tokenizer, predict_examples)
-    start_logits, end_logits = [], []
-    with torch.no_grad():
-        for i in range(0, len(enc["input_ids"]), bench.EVAL_BATCH_SIZE):
-            out = model(**{name: torch.tensor(enc[name][i:i + bench.EVAL_BATCH_SIZE])
-                           for name in ("input_ids", "token_type_ids", "attention_mask")})
-            start_logits.append(out.start_logits.numpy())
-            end_logits.append(out.end_logits.numpy())
-    return enc, np.concatenate(start_logits), np.concatenate(end_logits), _loss_means(losses)
+    return (enc, *bench.hf_squad_logits(model, enc), _loss_means(losses))
 
 
 def main(argv=None):
