@@ -37,13 +37,18 @@ def test_verdict(bench, diff, spread, expected):
     assert bench.verdict(diff, spread, ["accuracy", "f1"]) == expected
 
 
+# RTE rows of seeds 0-2 for ours and the matched row, and an hf row that RTE (no sweep) never compares.
+RTE_SEEDS_0_TO_2 = [
+    ("ours", "rte", None, 0, dict(accuracy=58.8)), ("ours", "rte", None, 1, dict(accuracy=54.2)),
+    ("hf_matched", "rte", None, 0, dict(accuracy=56.7)), ("hf_matched", "rte", None, 1, dict(accuracy=56.3)),
+    ("ours", "rte", None, 2, dict(accuracy=50.0)), ("hf_matched", "rte", None, 2, dict(accuracy=56.0)),
+    ("hf", "rte", None, 2, dict(accuracy=99.0)),
+]
+
+
 def test_heldout_section_compares_only_other_seeds_against_the_table_spread(bench):
     args = bench.parse_args(["--report"])
-    cache = _rows(bench, args, [
-        ("ours", "rte", None, 0, dict(accuracy=58.8)), ("ours", "rte", None, 1, dict(accuracy=54.2)),
-        ("hf_matched", "rte", None, 0, dict(accuracy=56.7)), ("hf_matched", "rte", None, 1, dict(accuracy=56.3)),
-        ("ours", "rte", None, 2, dict(accuracy=50.0)), ("hf_matched", "rte", None, 2, dict(accuracy=56.0)),
-        ("hf", "rte", None, 2, dict(accuracy=99.0)),  # RTE has no sweep: no best-vs-best comparison
+    cache = _rows(bench, args, RTE_SEEDS_0_TO_2 + [
         ("ours", "mrpc", None, 2, dict(accuracy=80.0, f1=86.0)),
         ("hf_matched", "mrpc", None, 2, dict(accuracy=74.0, f1=83.0)),
         ("ours", "cola", None, 2, dict(mcc=20.0)),
@@ -66,11 +71,7 @@ def test_heldout_section_compares_only_other_seeds_against_the_table_spread(benc
 
 def test_every_seed_section_pools_the_table_and_heldout_seeds_with_twice_the_standard_error(bench):
     args = bench.parse_args(["--report"])
-    cache = _rows(bench, args, [
-        ("ours", "rte", None, 0, dict(accuracy=58.8)), ("ours", "rte", None, 1, dict(accuracy=54.2)),
-        ("ours", "rte", None, 2, dict(accuracy=50.0)), ("hf_matched", "rte", None, 0, dict(accuracy=56.7)),
-        ("hf_matched", "rte", None, 1, dict(accuracy=56.3)), ("hf_matched", "rte", None, 2, dict(accuracy=56.0)),
-        ("hf", "rte", None, 2, dict(accuracy=99.0)),  # no sweep for RTE: no best-vs-best comparison
+    cache = _rows(bench, args, RTE_SEEDS_0_TO_2 + [
         ("ours", "rte", None, 3, dict(accuracy=10.0)),  # one side only: not a seed of the comparison
         ("ours", "mrpc", None, 2, dict(accuracy=80.0, f1=86.0)),  # no more seeds than the table's
         ("hf_matched", "mrpc", None, 2, dict(accuracy=74.0, f1=83.0)),
