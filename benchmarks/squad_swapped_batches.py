@@ -12,6 +12,7 @@ scores mean the gap between the rows of the table follows the batches, not the t
     # with that run's --seed and --shuffle_buffer_size
     python benchmarks/squad_swapped_batches.py --hf_on_ours_run=RUN_DIR --seed=S --shuffle_buffer_size=N \
         --output_dir=OUT
+    # either, with --dropout_seed=D: the same batches and output layer, other dropout draws (the noise of one side)
 
 Prints and writes OUT/swapped_result.json: EM, F1, the mean training loss of every 50 steps, the settings.
 """
@@ -39,6 +40,9 @@ def parse_args(argv):
     parser.add_argument("--seed", type=int, help="with --hf_on_ours_run: that run's --seed")
     parser.add_argument("--shuffle_buffer_size", type=int, default=100,
                         help="with --hf_on_ours_run: that run's --shuffle_buffer_size")
+    parser.add_argument("--dropout_seed", type=int,
+                        help="seed of the dropout draws (default: the seed whose batches are taken); another value "
+                             "keeps the batches and output layer and redraws dropout alone")
     parser.add_argument("--output_dir", required=True)
     parser.add_argument("--learning_rate", type=float, help="default: the recipe's")
     parser.add_argument("--shared_dir", help="default $BERT_SHARED_DIR or ../shared")
@@ -59,6 +63,13 @@ def _recipe_and_data(bench, args):
     train_examples = bench.read_squad(train_file)
     predict_examples = bench.read_squad(predict_file)[:args.max_eval_questions]
     return recipe, hf_dir, train_examples, predict_examples, predict_file
+
+
+def _dropout_seed(args):
+    """The seed of the run's dropout draws: --dropout_seed, else the seed whose batches the run takes."""
+    if args.dropout_seed is not None:
+        return args.dropout_seed
+    return args.ours_on_hf_seed if args.ours_on_hf_seed is not None else args.seed
 
 
 def _loss_means(losses):
@@ -115,7 +126,7 @@ def ours_on_hf_batches(bench, args, recipe, hf_dir, train_examples, predict_exam
     config = training.TrainingConfig(
         output_dir=args.output_dir, bert_config_file=config_file, init_checkpoint=init, train_batch_size=batch_size,
         learning_rate=recipe["learning_rate"], num_train_steps=total, num_warmup_steps=warmup,
-        iterations_per_loop=LOG_EVERY, save_checkpoints_steps=10 ** 6, seed=args.ours_on_hf_seed,
+        iterations_per_loop=LOG_EVERY, save_checkpoints_steps=10 ** 6, seed=_dropout_seed(args),
         predict_batch_size=bench.EVAL_BATCH_SIZE)
     training.train(task, runner.array_input_fn(arrays, is_training=False), config, max_steps=steps)
     loss_means = _logged_losses(args.output_dir)
@@ -154,7 +165,7 @@ def hf_on_ours_batches(bench, args, recipe, hf_dir, train_examples, predict_exam
     import torch
     import transformers
     torch.set_num_threads(os.cpu_count())
-    transformers.set_seed(args.seed)
+    transformers.set_seed(_dropout_seed(args))
     model = transformers.BertForQuestionAnswering.from_pretrained(hf_dir)
     start = checkpoints.load_checkpoint(start_checkpoint)
     with torch.no_grad():
@@ -210,6 +221,7 @@ def main(argv=None):
     result = {"exact_match": scores["exact_match"], "f1": scores["f1"], "loss_means_every_50_steps": loss_means,
               "questions_scored": len(predict_examples), "learning_rate": recipe["learning_rate"],
               "ours_on_hf_seed": args.ours_on_hf_seed, "hf_on_ours_run": args.hf_on_ours_run, "seed": args.seed,
+              "dropout_seed": _dropout_seed(args),
               "shuffle_buffer_size": args.shuffle_buffer_size if args.hf_on_ours_run else None}
     with open(os.path.join(args.output_dir, "swapped_result.json"), "w") as f:
         json.dump(result, f, indent=1)

@@ -534,7 +534,8 @@ def test_squad_window_labels_and_best_spans_round_trip_on_real_questions(bench):
 @pytest.mark.slow
 def test_squad_swapped_batches_trains_each_side_on_the_others_batches(tmp_path):
     """benchmarks/squad_swapped_batches.py both ways, cut to 2 steps and 8 scored questions: ours on the
-    hf_matched row's batches of a seed (its output layer in the starting checkpoint), then the hf_matched loop on
+    hf_matched row's batches of a seed (its output layer in the starting checkpoint), again with other dropout
+    draws (--dropout_seed: same start, other losses), then the hf_matched loop on
     the batches of that run (given the train.tf_record of a run_squad.py run); a run folder without its records is
     one line."""
     pytest.importorskip("transformers")
@@ -560,6 +561,14 @@ def test_squad_swapped_batches_trains_each_side_on_the_others_batches(tmp_path):
     torch.nn.init.trunc_normal_(head, std=0.02, a=-0.04, b=0.04, generator=generator)
     start = checkpoints.load_checkpoint(str(ours / "model.ckpt-0"))
     assert (start["cls/squad/output_weights"] == head.numpy()).all()  # the hf_matched row's draw for seed 3
+    assert result["dropout_seed"] == 3
+
+    redrawn = tmp_path / "ours_on_hf_dropout_seed_4"  # the same batches and output layer, other dropout draws
+    swapped.main(["--ours_on_hf_seed=3", "--dropout_seed=4", f"--output_dir={redrawn}"] + common)
+    again = json.loads((redrawn / "swapped_result.json").read_text())
+    assert again["dropout_seed"] == 4 and again["ours_on_hf_seed"] == 3
+    assert (checkpoints.load_checkpoint(str(redrawn / "model.ckpt-0"))["cls/squad/output_weights"] == head.numpy()).all()
+    assert again["loss_means_every_50_steps"] != result["loss_means_every_50_steps"]
 
     run = tmp_path / "run"
     run.mkdir()
@@ -580,4 +589,4 @@ def test_squad_swapped_batches_trains_each_side_on_the_others_batches(tmp_path):
     swapped.main([f"--hf_on_ours_run={run}", "--seed=3", f"--output_dir={hf}"] + common)
     result = json.loads((hf / "swapped_result.json").read_text())
     assert result["questions_scored"] == 8 and len(result["loss_means_every_50_steps"]) == 1
-    assert result["seed"] == 3 and result["shuffle_buffer_size"] == 100
+    assert result["seed"] == 3 and result["shuffle_buffer_size"] == 100 and result["dropout_seed"] == 3
