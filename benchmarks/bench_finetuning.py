@@ -365,6 +365,8 @@ def hf_child(spec_path):
     named = list(model.named_parameters())
     if matched:
         _init_head_like_original(model, generator)
+        if recipe.get("pad_embedding") == "trained":
+            train_pad_embedding_like_original(model)
         # The original counts an epoch in training examples (SQuAD: questions, not windows).
         num_examples = info.get("train_examples", len(train_set))
         total_steps, warmup_steps = original_step_counts(num_examples, batch_size, epochs)
@@ -517,6 +519,13 @@ def original_head_weights(shape, generator):
     weight = torch.empty(shape)
     torch.nn.init.trunc_normal_(weight, std=0.02, a=-0.04, b=0.04, generator=generator)
     return weight
+
+
+def train_pad_embedding_like_original(model):
+    """The original trains the [PAD] token's embedding row like any other: where a loss reaches padded positions
+    (SQuAD's start/end softmax spans the whole window, padding included), that row gets a gradient. HF's
+    nn.Embedding(padding_idx=pad_token_id) gives it none; padding_idx None lets it learn."""
+    model.base_model.embeddings.word_embeddings.padding_idx = None
 
 
 def _init_head_like_original(model, generator):
@@ -866,9 +875,12 @@ def run_hf(impl, task, recipe, data, hf_model_dir, run_dir, seed, epochs, timeou
 # Cache, profile, environment.
 
 
-def effective_recipe(task, args, learning_rate=None):
-    """The task's recipe as run: profile limits, --epochs, and learning_rate when given (the sweep)."""
+def effective_recipe(task, args, learning_rate=None, impl=None):
+    """The task's recipe as run: profile limits, --epochs, and learning_rate when given (the sweep); for
+    hf_matched on SQuAD also the trained [PAD] embedding (see train_pad_embedding_like_original)."""
     recipe = dict(RECIPES[task])
+    if impl == "hf_matched" and recipe["kind"] == "squad":
+        recipe["pad_embedding"] = "trained"
     if learning_rate is not None:
         recipe["learning_rate"] = float(learning_rate)
     recipe.update(warmup_proportion=WARMUP_PROPORTION, weight_decay=WEIGHT_DECAY, max_grad_norm=MAX_GRAD_NORM,
@@ -1042,7 +1054,7 @@ def _metric_cell(scores, metrics):
 def _usable(cache, profile, impl, task, learning_rate, seed, args):
     """The cached row when it ran with the recipe this invocation would run, else None."""
     entry = cache.get(row_key(profile, impl, task, learning_rate, seed))
-    key = recipe_key(effective_recipe(task, args, learning_rate))
+    key = recipe_key(effective_recipe(task, args, learning_rate, impl))
     return entry if entry and entry.get("recipe_key") == key else None
 
 
@@ -1115,7 +1127,7 @@ class _Rows:
             label = f"{impl} {task} lr {learning_rate:g} seed {seed}"
             if entry is None:
                 self.missing.append(label)
-            elif entry.get("recipe_key") != recipe_key(effective_recipe(task, self.args, learning_rate)):
+            elif entry.get("recipe_key") != recipe_key(effective_recipe(task, self.args, learning_rate, impl)):
                 self.stale.append(label)
                 entry = None
             entries.append(entry)
@@ -1740,7 +1752,7 @@ def main(argv=None):
         for seed in args.seed_list:
             for impl in args.impl_list:
                 for learning_rate in rates[(task, impl)]:
-                    recipe = effective_recipe(task, args, learning_rate)
+                    recipe = effective_recipe(task, args, learning_rate, impl)
                     key = recipe_key(recipe)
                     cache_key = row_key(profile, impl, task, learning_rate, seed)
                     cached = cache.get(cache_key)

@@ -58,7 +58,7 @@ def parse_args(argv):
 def _recipe_and_data(bench, args):
     args.epochs, args.max_train_examples, args.max_eval_examples = None, None, None  # the full recipe
     shared, hf_dir = bench.find_prerequisites(args)
-    recipe = bench.effective_recipe("squad", args, args.learning_rate)
+    recipe = bench.effective_recipe("squad", args, args.learning_rate, "hf_matched")
     train_file, predict_file = (os.path.join(shared, recipe[k]) for k in ("train_file", "predict_file"))
     train_examples = bench.read_squad(train_file)
     predict_examples = bench.read_squad(predict_file)[:args.max_eval_questions]
@@ -167,6 +167,8 @@ def hf_on_ours_batches(bench, args, recipe, hf_dir, train_examples, predict_exam
     torch.set_num_threads(os.cpu_count())
     transformers.set_seed(_dropout_seed(args))
     model = transformers.BertForQuestionAnswering.from_pretrained(hf_dir)
+    if recipe.get("pad_embedding") == "trained":
+        bench.train_pad_embedding_like_original(model)
     start = checkpoints.load_checkpoint(start_checkpoint)
     with torch.no_grad():
         model.qa_outputs.weight.copy_(torch.tensor(start["cls/squad/output_weights"]))

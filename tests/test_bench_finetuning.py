@@ -10,14 +10,14 @@ def bench():
     return load_benchmark("bench_finetuning")
 
 
-def _entry(bench, args, task, rate=None, **scores):
-    return {"scores": scores, "recipe_key": bench.recipe_key(bench.effective_recipe(task, args, rate))}
+def _entry(bench, args, impl, task, rate=None, **scores):
+    return {"scores": scores, "recipe_key": bench.recipe_key(bench.effective_recipe(task, args, rate, impl))}
 
 
 def _rows(bench, args, rows):
     """{row_key: entry} from (impl, task, rate or None for the recipe's, seed, scores)."""
     return {bench.row_key("full", impl, task, rate or bench.RECIPES[task]["learning_rate"], seed):
-            _entry(bench, args, task, rate, **scores) for impl, task, rate, seed, scores in rows}
+            _entry(bench, args, impl, task, rate, **scores) for impl, task, rate, seed, scores in rows}
 
 
 def test_seed_spread_is_the_widest_side(bench):
@@ -335,8 +335,9 @@ def test_run_squad_training_takes_the_matched_hf_rows_steps_on_the_same_batches(
     """SQuAD fine-tuning through training.py (SquadTask, the runners' real-length batches, AdamWeightDecay) and
     the hf_matched row's loop (BertForQuestionAnswering, OriginalAdamWeightDecay, OriginalSchedule), from the
     same MiniLM weights and output layer, on the same windows of real SQuAD questions, dropout off: the same loss
-    at every step and the same weights after them. So what differs between the two rows is the windows, the
-    order and the dropout draws, not the training arithmetic."""
+    at every step and the same weights after them, the [PAD] embedding included (HF's padding_idx would freeze
+    it; the hf_matched row lets it learn as the original does). So what differs between the two rows is the
+    windows, the order and the dropout draws, not the training arithmetic."""
     np = pytest.importorskip("numpy")
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
@@ -380,6 +381,7 @@ def test_run_squad_training_takes_the_matched_hf_rows_steps_on_the_same_batches(
         """The hf_matched loop over the same batches; rate(k) is update k's learning rate."""
         model = transformers.BertForQuestionAnswering.from_pretrained(
             minilm_dir(), hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+        bench.train_pad_embedding_like_original(model)
         with torch.no_grad():
             model.qa_outputs.weight.copy_(torch.tensor(start["cls/squad/output_weights"]))
             model.qa_outputs.bias.copy_(torch.tensor(start["cls/squad/output_bias"]))
@@ -416,6 +418,12 @@ def test_run_squad_training_takes_the_matched_hf_rows_steps_on_the_same_batches(
     moved = np.abs(end[name] - start[name]).max()
     query = model.bert.encoder.layer[3].attention.self.query.weight.detach().numpy().T
     np.testing.assert_allclose(end[name], query, rtol=0, atol=moved * 0.1)
+    # The [PAD] row learns on both sides: the windows' padded positions are in the start/end softmax.
+    name = "bert/embeddings/word_embeddings"
+    pad_moved = np.abs(end[name][0] - start[name][0]).max()
+    assert (arrays["input_mask"] == 0).any() and pad_moved > 1e-5
+    np.testing.assert_allclose(end[name][0], model.bert.embeddings.word_embeddings.weight.detach().numpy()[0],
+                               rtol=0, atol=pad_moved * 0.1)
 
 
 @pytest.mark.slow
