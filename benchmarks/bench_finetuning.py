@@ -1246,7 +1246,11 @@ def write_report(args, cache, doc_path, profile, shared_dir, hf_dir):
         "- **hf, original recipe** (`--impls=hf_matched`): HF transformers' model, tokenizer and data pipeline, "
         "trained with the original's recipe written in PyTorch: the same optimizer arithmetic (checked against "
         "`optimization.py` to 1e-6 by `tests/test_bench_finetuning.py`), schedule, step counts and head "
-        "initialisation as ours. Ours against this row asks whether our runners train as well as the same "
+        "initialisation as ours. On SQuAD it also trains the [PAD] token's embedding row, as the original does "
+        "(the start/end softmax spans padded positions, so that row has a gradient there; HF's "
+        "`padding_idx` freezes it; on the other tasks the loss never reaches padded positions and the row's "
+        "gradient is 0 on both sides). SQuAD rows of this kind that ran before fd200d7 froze it and are not "
+        "counted (their recipe key differs). Ours against this row asks whether our runners train as well as the same "
         "recipe does elsewhere (the fidelity question).",
         "- **hf, its defaults** (`--impls=hf`): what an HF user gets: torch AdamW (bias correction) and "
         "`get_linear_schedule_with_warmup`, HF's step counts. At one nominal learning rate the two optimizers "
