@@ -1579,6 +1579,11 @@ def recipe_section(args):
         "overlap between windows in HF tokenizers, so the windows differ (ours 9,885 training windows, hf "
         "9,964); ours also cuts questions to max_query_length and scores each token only in its max-context "
         "window.",
+        "- SQuAD training: on the same windows, order and output layer, ours and the hf, original recipe loop "
+        "take the same steps without dropout (the [PAD] row included; "
+        "`tests/test_bench_finetuning.py`), and at fixed weights their dropout noise is the same. With dropout "
+        "on, runs on identical batches still differ by several EM points either way "
+        "(`benchmarks/TRAINING_ORDER.md`, the same-batch and [PAD] sections).",
         "- Random numbers: dropout masks, head initialisation and order come from TensorFlow's generators in "
         "ours and from torch's in the hf rows; the seed changes each the same way, not to the same values.",
         "",
