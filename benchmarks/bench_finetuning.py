@@ -1186,18 +1186,29 @@ def comparison_table(rows, seeds, rates, against, unsettled=()):
     return lines
 
 
+BEST_AGAINST_BEST = ("ours", "hf")  # the two rows the best-against-best verdict compares
+
+
 def best_rates(cache, profile, args):
-    """({task: {impl: rate}}, unswept): each impl's best sweep rate, and the sweep tasks where some row has not
-    run every sweep rate yet. Tasks without a sweep, and every row of an unswept task, keep the recipe's rate:
-    best against best is not judged there."""
+    """({task: {impl: rate}}, unswept): each impl's best sweep rate, and the sweep tasks where ours or hf (the
+    rows best against best compares) has not run every sweep rate yet. Tasks without a sweep, every row of an
+    unswept task, and a row whose own sweep is incomplete keep the recipe's rate: best against best is not
+    judged on an unswept task."""
     out, unswept = {}, []
     for task in RECIPES:
         found = {impl: best_learning_rate(cache, profile, impl, task, args)[0] for impl in IMPLS}
-        if task in SWEEP_TASKS and None in found.values():
+        if task in SWEEP_TASKS and None in (found[impl] for impl in BEST_AGAINST_BEST):
             unswept.append(task)
         settled = task in SWEEP_TASKS and task not in unswept
-        out[task] = {impl: found[impl] if settled else RECIPES[task]["learning_rate"] for impl in IMPLS}
+        out[task] = {impl: found[impl] if settled and found[impl] is not None else RECIPES[task]["learning_rate"]
+                     for impl in IMPLS}
     return out, unswept
+
+
+def unswept_rows(cache, profile, args, unswept):
+    """"Task row" names of the rows shown at the recipe's rate on a task that is otherwise swept."""
+    return [f"{RECIPES[task]['name']} {IMPL_NAMES[impl]}" for task in SWEEP_TASKS if task not in unswept
+            for impl in IMPLS if best_learning_rate(cache, profile, impl, task, args)[0] is None]
 
 
 def sweep_table(cache, profile, args):
@@ -1329,6 +1340,10 @@ def write_report(args, cache, doc_path, profile, shared_dir, hf_dir):
     if unswept:
         lines.append("The sweep is not complete for " + ", ".join(RECIPES[t]["name"] for t in unswept) + ": "
                      "there every row still uses the recipe's rate, so no verdict is given yet.")
+    partial = unswept_rows(cache, profile, args, unswept)
+    if partial:
+        lines.append("Shown at the recipe's rate because its own sweep is not complete (not part of the verdict): "
+                     + ", ".join(partial) + ".")
     lines.append("")
     lines += comparison_table(rows, seeds, best, "hf", unswept)
     lines.append("")

@@ -179,6 +179,12 @@ def test_best_against_best_waits_for_the_whole_sweep(bench):
     assert unswept == ["squad"]
     assert "| +6.0 / +6.0 | at or above |" in table
     assert "| MRPC | acc / F1 | 2 | best vs best: ours vs hf, its defaults |" in heldout
+    # A row outside the verdict with an incomplete sweep keeps the recipe's rate and does not hold the verdict up.
+    del cache[bench.row_key("full", "hf_matched", "mrpc", 1e-4, 0)]
+    table, heldout, unswept = sections()
+    assert unswept == ["squad"] and bench.best_rates(cache, "full", args)[0]["mrpc"]["hf_matched"] == 2e-5
+    assert "| +6.0 / +6.0 | at or above |" in table
+    assert bench.unswept_rows(cache, "full", args, unswept) == ["MRPC hf, original recipe"]
 
 
 @pytest.mark.parametrize("text, expected", [("{not json", "is not valid JSON"),
