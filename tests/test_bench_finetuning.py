@@ -604,3 +604,43 @@ def test_squad_swapped_batches_trains_each_side_on_the_others_batches(tmp_path):
     result = json.loads((hf / "swapped_result.json").read_text())
     assert result["questions_scored"] == 8 and len(result["loss_means_every_50_steps"]) == 1
     assert result["seed"] == 3 and result["shuffle_buffer_size"] == 100 and result["dropout_seed"] == 3
+
+
+@pytest.mark.slow
+def test_squad_gradient_noise_finds_the_pad_row_hf_freezes(tmp_path):
+    """benchmarks/squad_gradient_noise.py at MiniLM's weights with an output layer, on real padded SQuAD windows:
+    without dropout the gradients of ours and HF differ in one place only, the [PAD] row of the word embeddings
+    (HF's padding_idx gives it none), and not at all once HF trains that row as the original does; a checkpoint
+    without the SQuAD output layer is one line."""
+    pytest.importorskip("transformers")
+    import json
+    import numpy as np
+    import checkpoints
+    import conversions
+    noise = load_benchmark("squad_gradient_noise")
+    prefix = conversions.hf_to_original(minilm_dir(), str(tmp_path / "minilm"))
+    common = [f"--shared_dir={shared_path()}", f"--hf_model_dir={minilm_dir()}", "--draws=3", "--batch_size=4",
+              f"--bert_config_file={tmp_path / 'minilm' / 'bert_config.json'}"]
+    with pytest.raises(SystemExit) as stop:
+        noise.main([f"--checkpoint={prefix}"] + common)
+    assert "no cls/squad/ output layer" in str(stop.value) and "\n" not in str(stop.value)
+
+    weights = checkpoints.load_checkpoint(prefix)
+    weights["cls/squad/output_weights"] = np.random.default_rng(0).normal(0, 0.02, (2, 384)).astype(np.float32)
+    weights["cls/squad/output_bias"] = np.zeros(2, np.float32)
+    checkpoint = str(tmp_path / "with_output_layer.ckpt")
+    checkpoints.save_checkpoint(checkpoint, weights)
+    for train_pad, expected_rows in ((False, ["0"]), (True, [])):
+        out = tmp_path / f"noise_{train_pad}.json"
+        noise.main([f"--checkpoint={checkpoint}", f"--output_file={out}"] + common
+                   + (["--train_pad_embedding"] if train_pad else []))
+        report = json.loads(out.read_text())
+        assert report["padded_positions"] > 0
+        assert sorted(report["clean_word_embedding_rows_that_differ"]) == expected_rows
+        if not train_pad:
+            ours_norm, hf_norm = report["clean_word_embedding_rows_that_differ"]["0"]
+            assert ours_norm > 1e-3 and hf_norm == 0.0
+        others = [r for name, r in report["clean_largest_relative_differences"]
+                  if name != "bert/embeddings/word_embeddings"]
+        assert max(others) < 1e-3  # every other tensor's gradient is the same up to rounding
+        assert set(report["dropout_per_group"]) >= {"embeddings", "layer_0", "layer_5", "squad"}
