@@ -745,6 +745,19 @@ def squad_window_labels(examples, enc):
     return starts, ends
 
 
+def squad_short_windows(enc, starts, ends, length, count):
+    """The first `count` windows whose tokens and answer lie within `length` tokens, cut there (so the loss is that
+    of the whole window): int32 arrays named as the runners' features (input_ids, input_mask, segment_ids,
+    start_positions, end_positions); fewer rows where fewer windows fit."""
+    import numpy as np
+    arrays = {"input_ids": enc["input_ids"], "input_mask": enc["attention_mask"], "segment_ids": enc["token_type_ids"],
+              "start_positions": starts, "end_positions": ends}
+    arrays = {name: np.asarray(value, np.int32) for name, value in arrays.items()}
+    short = np.flatnonzero((arrays["input_mask"][:, length:].sum(axis=1) == 0)
+                           & (arrays["end_positions"] < length))[:count]
+    return {name: value[short][:, :length] if value.ndim == 2 else value[short] for name, value in arrays.items()}
+
+
 def _hf_squad_setup(spec, recipe, tokenizer, info):
     """Windows labelled with the first answer's start/end token, or [CLS] (0, 0) where the answer is not inside."""
     import torch

@@ -61,15 +61,11 @@ def real_windows(bench, args, shared, hf_dir):
     examples = bench.read_squad(os.path.join(shared, recipe["train_file"]))[:400]
     enc = bench._squad_encode(recipe, bench.hf_tokenizer(os.path.join(hf_dir, "vocab.txt")), examples)
     starts, ends = bench.squad_window_labels(examples, enc)
-    mask, ends = np.asarray(enc["attention_mask"]), np.asarray(ends)
-    length = args.seq_length
-    rows = np.flatnonzero((mask[:, length:].sum(1) == 0) & (ends < length))[:args.batch_size]
-    if len(rows) < args.batch_size:
-        raise SystemExit(f"squad_gradient_noise.py: only {len(rows)} windows fit --seq_length={length}; "
-                         f"lower --batch_size={args.batch_size} or raise --seq_length")
-    return {"input_ids": np.asarray(enc["input_ids"])[rows][:, :length], "input_mask": mask[rows][:, :length],
-            "segment_ids": np.asarray(enc["token_type_ids"])[rows][:, :length],
-            "start_positions": np.asarray(starts)[rows], "end_positions": ends[rows]}
+    batch = bench.squad_short_windows(enc, starts, ends, args.seq_length, args.batch_size)
+    if len(batch["input_ids"]) < args.batch_size:
+        raise SystemExit(f"squad_gradient_noise.py: only {len(batch['input_ids'])} windows fit "
+                         f"--seq_length={args.seq_length}; lower --batch_size={args.batch_size} or raise --seq_length")
+    return batch
 
 
 class Draws:
@@ -115,7 +111,7 @@ def main(argv=None):
 
     if not os.path.isfile(args.checkpoint + ".index"):
         raise SystemExit(f"squad_gradient_noise.py: --checkpoint={args.checkpoint}: no {args.checkpoint}.index")
-    if "cls/squad/output_weights" not in checkpoints.load_checkpoint(args.checkpoint):
+    if "cls/squad/output_weights" not in checkpoints.list_checkpoint(args.checkpoint):
         raise SystemExit(f"squad_gradient_noise.py: --checkpoint={args.checkpoint} has no cls/squad/ output layer")
     config_file = _config_file(args)
     shared, hf_dir = bench.find_prerequisites(args)

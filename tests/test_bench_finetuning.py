@@ -450,14 +450,9 @@ def test_dropout_under_training_costs_what_hfs_costs(bench, tmp_path):
 
     draws, rows, length = 100, 4, 128
     _, enc, starts, ends = _hf_squad_windows(bench, SQUAD_RECIPE)
-    arrays = {"input_ids": enc["input_ids"], "input_mask": enc["attention_mask"], "segment_ids": enc["token_type_ids"],
-              "start_positions": starts, "end_positions": ends}
-    arrays = {name: np.asarray(value, np.int32) for name, value in arrays.items()}
     # Windows whose tokens and answer fit in `length`, cut there: the loss is that of the whole window.
-    short = np.flatnonzero((arrays["input_mask"][:, length:].sum(axis=1) == 0) & (arrays["end_positions"] < length))
-    assert len(short) >= rows and arrays["start_positions"][short[:rows]].any()
-    arrays = {name: value[short[:rows]][:, :length] if value.ndim == 2 else value[short[:rows]]
-              for name, value in arrays.items()}
+    arrays = bench.squad_short_windows(enc, starts, ends, length, rows)
+    assert len(arrays["input_ids"]) == rows and arrays["start_positions"].any()
     batch = {"input_ids": arrays["input_ids"], "attention_mask": arrays["input_mask"],
              "token_type_ids": arrays["segment_ids"], "start_positions": arrays["start_positions"],
              "end_positions": arrays["end_positions"]}
