@@ -543,6 +543,18 @@ def _stop_profiler(output_dir, loop, first_step, n):
                  os.path.join(output_dir, "plugins", "profile"))
 
 
+def summary_scalars(output_dir):
+    """{tag: [(step, value), ...] in step order} of the scalars in output_dir's TensorBoard event files (what
+    _log_loop writes: the loss and other logs of each training loop, learning_rate, examples_per_sec)."""
+    out = {}
+    for path in sorted(tf.io.gfile.glob(os.path.join(output_dir, "events.out.tfevents.*"))):
+        for raw in tf.data.TFRecordDataset(path):
+            event = tf.compat.v1.Event.FromString(raw.numpy())
+            for value in event.summary.value:
+                out.setdefault(value.tag, []).append((event.step, float(tf.make_ndarray(value.tensor))))
+    return {tag: sorted(values) for tag, values in out.items()}
+
+
 def _log_loop(writer, step, total_steps, logs, lr, n, elapsed, batch_size):
     """The log line and TensorBoard summaries of a loop of n steps; returns its examples/s."""
     examples_per_sec = n * batch_size / max(elapsed, 1e-9)

@@ -275,7 +275,8 @@ def read_key_value_file(path):
 
 
 def parse_runner_log(path, train_batch_size):
-    """Training loop time, steps and examples/s from the runner's log lines."""
+    """Training loop time, steps, examples/s and the mean training loss over the run's steps from the runner's
+    log lines."""
     with open(path, errors="replace") as f:
         text = f.read()
     out = {}
@@ -299,9 +300,10 @@ def parse_runner_log(path, train_batch_size):
         if loops:
             out.update(train_loop_s=seconds, train_steps_done=previous,
                        train_examples_per_sec=previous * train_batch_size / max(seconds, 1e-9))
-    losses = re.findall(r"step \d+/\d+: loss = ([\d.eE+-]+)", text)
-    if losses:
-        out["final_train_loss"] = float(losses[-1])
+    loops = [(int(step), float(loss)) for step, loss in re.findall(r"step (\d+)/\d+: loss = ([\d.eE+-]+)", text)]
+    if loops:  # each line is the mean loss of the steps since the line before
+        spans = [step - before for (step, _), before in zip(loops, [0] + [step for step, _ in loops])]
+        out["train_loss_mean"] = sum(n * loss for n, (_, loss) in zip(spans, loops)) / max(sum(spans), 1)
     return out
 
 
@@ -420,7 +422,7 @@ def hf_child(spec_path):
         _hf_squad_predict(spec, recipe, tokenizer, model, info)
     info.update(train_loop_s=train_loop_s, train_steps=total_steps, train_steps_done=step,
                 train_examples_per_sec=examples / max(train_loop_s, 1e-9), warmup_steps=warmup_steps,
-                final_train_loss=float(np.mean(losses[-50:])) if losses else None,
+                train_loss_mean=float(np.mean(losses)) if losses else None,
                 attn_implementation=getattr(model.config, "_attn_implementation", None))
     with open(os.path.join(run_dir, "hf_result.json"), "w") as f:
         json.dump(info, f)

@@ -1,5 +1,5 @@
 """SQuAD fine-tuning with the two rows' batches swapped: ours' training loop on the exact batches of a matched HF
-row's seed, or the matched HF row's loop on the exact batches of a run_squad.py run.
+row's seed, or the matched HF row's loop on the exact batches of a run_squad.py run (or on its own row's).
 
 Each run takes the other side's windows, order and initial output layer, trains with the full recipe of
 benchmarks/FINETUNING.md (dropout on, 268 steps at lr 5e-5), and is scored through the hf rows' windows and answer
@@ -12,7 +12,11 @@ scores mean the gap between the rows of the table follows the batches, not the t
     # with that run's --seed and --shuffle_buffer_size
     python benchmarks/squad_swapped_batches.py --hf_on_ours_run=RUN_DIR --seed=S --shuffle_buffer_size=N \
         --output_dir=OUT
-    # either, with --dropout_seed=D: the same batches and output layer, other dropout draws (the noise of one side)
+    # the hf_matched loop on its own row's batches and output layer for seed S (with --dropout_seed=S it repeats
+    # the table's row step for step)
+    python benchmarks/squad_swapped_batches.py --hf_on_hf_seed=S --output_dir=OUT
+    # any of them with --dropout_seed=D: the same batches and output layer, other dropout draws (the noise of one
+    # side)
 
 Prints and writes OUT/swapped_result.json: EM, F1, the mean training loss of every 50 steps, the settings.
 """
@@ -37,6 +41,8 @@ def parse_args(argv):
     side.add_argument("--ours_on_hf_seed", type=int, help="train ours on the batches of this hf_matched seed")
     side.add_argument("--hf_on_ours_run", help="train the hf_matched loop on the batches of this run_squad.py "
                                                "--output_dir (train.tf_record and model.ckpt-0 kept)")
+    side.add_argument("--hf_on_hf_seed", type=int, help="train the hf_matched loop on the batches of this "
+                                                        "hf_matched seed (its own row's)")
     parser.add_argument("--seed", type=int, help="with --hf_on_ours_run: that run's --seed")
     parser.add_argument("--shuffle_buffer_size", type=int, default=100,
                         help="with --hf_on_ours_run: that run's --shuffle_buffer_size")
@@ -65,33 +71,55 @@ def _recipe_and_data(bench, args):
     return recipe, hf_dir, train_examples, predict_examples, predict_file
 
 
+def _batch_seed(args):
+    """The seed whose batches the run takes: the hf_matched row's (--ours_on_hf_seed, --hf_on_hf_seed) or the
+    run_squad.py run's (--seed)."""
+    for seed in (args.ours_on_hf_seed, args.hf_on_hf_seed):
+        if seed is not None:
+            return seed
+    return args.seed
+
+
 def _dropout_seed(args):
     """The seed of the run's dropout draws: --dropout_seed, else the seed whose batches the run takes."""
-    if args.dropout_seed is not None:
-        return args.dropout_seed
-    return args.ours_on_hf_seed if args.ours_on_hf_seed is not None else args.seed
+    return args.dropout_seed if args.dropout_seed is not None else _batch_seed(args)
 
 
 def _loss_means(losses):
     return [round(float(np.mean(losses[i:i + LOG_EVERY])), 4) for i in range(0, len(losses), LOG_EVERY)]
 
 
-def _logged_losses(output_dir):
-    """The "loss" scalars training.py wrote to output_dir's event files, one per training loop, in step order."""
-    import glob
-    import tensorflow as tf
-    logged = []
-    for path in glob.glob(os.path.join(output_dir, "events.out.tfevents.*")):
-        for raw in tf.data.TFRecordDataset(path):
-            event = tf.compat.v1.Event.FromString(raw.numpy())
-            logged += [(event.step, float(tf.make_ndarray(v.tensor))) for v in event.summary.value if v.tag == "loss"]
-    return [round(value, 4) for _, value in sorted(logged)]
+def hf_matched_batches(bench, recipe, hf_dir, tokenizer, train_examples, seed, total, steps):
+    """The hf_matched row's SQuAD training for seed, as hf_child draws it: its windows, its output layer, then the
+    batch order of its `total` steps, from one generator. Returns (the rows of the first `steps` batches in order,
+    as int32 arrays named as ours reads them; the output layer's weights)."""
+    import torch
+    enc = bench._squad_encode(recipe, tokenizer, train_examples)
+    starts, ends = bench.squad_window_labels(train_examples, enc)
+    batch_size = recipe["train_batch_size"]
+    generator = torch.Generator().manual_seed(seed)
+    head = bench.original_head_weights((2, _hidden_size(hf_dir)), generator)
+    order = np.concatenate(bench.original_batches(len(starts), batch_size, total, generator)[:steps])
+    arrays = {"input_ids": enc["input_ids"], "input_mask": enc["attention_mask"], "segment_ids": enc["token_type_ids"],
+              "start_positions": starts, "end_positions": ends}
+    return {name: np.asarray(value, np.int32)[order] for name, value in arrays.items()}, head.numpy()
+
+
+def _hidden_size(hf_dir):
+    with open(os.path.join(hf_dir, "config.json")) as f:
+        return json.load(f)["hidden_size"]
+
+
+def _steps(bench, recipe, train_examples, args):
+    """(the run's total and warm-up steps, the steps taken: --max_steps cuts the run, not its schedule)."""
+    total, warmup = bench.original_step_counts(len(train_examples), recipe["train_batch_size"],
+                                               recipe["num_train_epochs"])
+    return total, warmup, min(total, args.max_steps or total)
 
 
 def ours_on_hf_batches(bench, args, recipe, hf_dir, train_examples, predict_examples):
     """training.train on the hf_matched row's windows in its seed's order, from its initial output layer; returns
     (start logits, end logits) of the predict windows and the 50-step loss means."""
-    import torch
     import checkpoints
     import conversions
     import modeling
@@ -101,48 +129,35 @@ def ours_on_hf_batches(bench, args, recipe, hf_dir, train_examples, predict_exam
     import training
 
     tokenizer = bench.hf_tokenizer(os.path.join(hf_dir, "vocab.txt"))
-    enc = bench._squad_encode(recipe, tokenizer, train_examples)
-    starts, ends = bench.squad_window_labels(train_examples, enc)
-    batch_size = recipe["train_batch_size"]
-    total, warmup = bench.original_step_counts(len(train_examples), batch_size, recipe["num_train_epochs"])
-    # The hf_matched row draws its output layer, then its batches, from one generator (hf_child).
-    generator = torch.Generator().manual_seed(args.ours_on_hf_seed)
-    with open(os.path.join(hf_dir, "config.json")) as f:
-        head = bench.original_head_weights((2, json.load(f)["hidden_size"]), generator)
-    steps = min(total, args.max_steps or total)
-    order = np.concatenate(bench.original_batches(len(starts), batch_size, total, generator)[:steps])
-    arrays = {"input_ids": enc["input_ids"], "input_mask": enc["attention_mask"], "segment_ids": enc["token_type_ids"],
-              "start_positions": starts, "end_positions": ends}
-    arrays = {name: np.asarray(value, np.int32)[order] for name, value in arrays.items()}
-
+    total, warmup, steps = _steps(bench, recipe, train_examples, args)
+    arrays, head = hf_matched_batches(bench, recipe, hf_dir, tokenizer, train_examples, args.ours_on_hf_seed, total,
+                                      steps)
     init_dir = os.path.join(args.output_dir, "init")
     weights = checkpoints.load_checkpoint(conversions.hf_to_original(hf_dir, init_dir))
-    weights["cls/squad/output_weights"] = head.numpy()
+    weights["cls/squad/output_weights"] = head
     weights["cls/squad/output_bias"] = np.zeros(2, np.float32)
     init = os.path.join(init_dir, "with_output_layer.ckpt")
     checkpoints.save_checkpoint(init, weights)
     config_file = os.path.join(init_dir, "bert_config.json")
     task = run_squad.SquadTask(modeling.BertConfig.from_json_file(config_file))
     config = training.TrainingConfig(
-        output_dir=args.output_dir, bert_config_file=config_file, init_checkpoint=init, train_batch_size=batch_size,
-        learning_rate=recipe["learning_rate"], num_train_steps=total, num_warmup_steps=warmup,
-        iterations_per_loop=LOG_EVERY, save_checkpoints_steps=10 ** 6, seed=_dropout_seed(args),
-        predict_batch_size=bench.EVAL_BATCH_SIZE)
+        output_dir=args.output_dir, bert_config_file=config_file, init_checkpoint=init,
+        train_batch_size=recipe["train_batch_size"], learning_rate=recipe["learning_rate"], num_train_steps=total,
+        num_warmup_steps=warmup, iterations_per_loop=LOG_EVERY, save_checkpoints_steps=10 ** 6,
+        seed=_dropout_seed(args), predict_batch_size=bench.EVAL_BATCH_SIZE)
     training.train(task, runner.array_input_fn(arrays, is_training=False), config, max_steps=steps)
-    loss_means = _logged_losses(args.output_dir)
+    loss_means = [round(value, 4) for _, value in training.summary_scalars(args.output_dir)["loss"]]
 
     enc = bench._squad_encode(recipe, tokenizer, predict_examples)
     checkpoint = checkpoints.CheckpointManager(args.output_dir).latest_checkpoint()
     return (enc, *squad_cross_scoring.ours_window_logits(task, enc, config, checkpoint), loss_means)
 
 
-def hf_on_ours_batches(bench, args, recipe, hf_dir, train_examples, predict_examples):
-    """The hf_matched loop on a run_squad.py run's batches (its train.tf_record read as runner.record_input_fn
-    reads it for that run) from that run's initial output layer; returns the predict windows' logits and the
-    50-step loss means."""
+def _ours_run_batches(bench, args, recipe, train_examples, steps):
+    """The batches of a run_squad.py run kept with its train.tf_record and model.ckpt-0, read as
+    runner.record_input_fn reads them for that run; returns (those batches, the run's starting checkpoint)."""
     import keras
     import tensorflow as tf
-    import checkpoints
     import records
     import runner
 
@@ -152,27 +167,44 @@ def hf_on_ours_batches(bench, args, recipe, hf_dir, train_examples, predict_exam
         if not os.path.isfile(path):
             raise SystemExit(f"squad_swapped_batches.py: --hf_on_ours_run={run}: no {os.path.basename(path)} "
                              "(run run_squad.py with --do_train into a fresh --output_dir and keep it)")
-    batch_size = recipe["train_batch_size"]
-    total, warmup = bench.original_step_counts(len(train_examples), batch_size, recipe["num_train_epochs"])
-    steps = min(total, args.max_steps or total)
     num_records = sum(1 for _ in tf.data.TFRecordDataset(record_file))
     keras.utils.set_random_seed(args.seed)  # as training.py seeds the run before building its input
     dataset = runner.record_input_fn(record_file, records.squad(recipe["max_seq_length"], True), is_training=True,
                                      drop_remainder=True, seed=args.seed, shuffle_buffer=args.shuffle_buffer_size,
-                                     num_records=num_records)(batch_size, None)
-    batches = [{name: value.numpy() for name, value in batch.items()} for batch in dataset.take(steps)]
+                                     num_records=num_records)(recipe["train_batch_size"], None)
+    return [{name: value.numpy() for name, value in batch.items()} for batch in dataset.take(steps)], start_checkpoint
 
+
+def hf_loop(bench, args, recipe, hf_dir, train_examples, predict_examples):
+    """The hf_matched loop (OriginalAdamWeightDecay, the original schedule, the [PAD] row trained as the recipe
+    says) on the batches of a run_squad.py run (--hf_on_ours_run) or of an hf_matched seed (--hf_on_hf_seed), from
+    that run's or row's initial output layer; returns the predict windows' logits and the 50-step loss means."""
     import torch
     import transformers
+    import checkpoints
+
+    total, warmup, steps = _steps(bench, recipe, train_examples, args)
+    batch_size = recipe["train_batch_size"]
+    tokenizer = bench.hf_tokenizer(os.path.join(hf_dir, "vocab.txt"))
+    if args.hf_on_ours_run is not None:
+        batches, start_checkpoint = _ours_run_batches(bench, args, recipe, train_examples, steps)
+        start = checkpoints.load_checkpoint(start_checkpoint)
+        head, bias = start["cls/squad/output_weights"], start["cls/squad/output_bias"]
+    else:
+        arrays, head = hf_matched_batches(bench, recipe, hf_dir, tokenizer, train_examples, args.hf_on_hf_seed,
+                                          total, steps)
+        bias = np.zeros(2, np.float32)
+        batches = [{name: value[i:i + batch_size] for name, value in arrays.items()}
+                   for i in range(0, steps * batch_size, batch_size)]
+
     torch.set_num_threads(os.cpu_count())
-    transformers.set_seed(_dropout_seed(args))
+    transformers.set_seed(_dropout_seed(args))  # as hf_child seeds the row before loading the model
     model = transformers.BertForQuestionAnswering.from_pretrained(hf_dir)
     if recipe.get("pad_embedding") == "trained":
         bench.train_pad_embedding_like_original(model)
-    start = checkpoints.load_checkpoint(start_checkpoint)
     with torch.no_grad():
-        model.qa_outputs.weight.copy_(torch.tensor(start["cls/squad/output_weights"]))
-        model.qa_outputs.bias.copy_(torch.tensor(start["cls/squad/output_bias"]))
+        model.qa_outputs.weight.copy_(torch.tensor(head))
+        model.qa_outputs.bias.copy_(torch.tensor(bias))
     optimizer = bench.OriginalAdamWeightDecay(list(model.named_parameters()), weight_decay_rate=bench.WEIGHT_DECAY)
     schedule = bench.OriginalSchedule(recipe["learning_rate"], total, warmup)
     model.train()
@@ -190,7 +222,6 @@ def hf_on_ours_batches(bench, args, recipe, hf_dir, train_examples, predict_exam
             print(f"step {step + 1}/{steps}: loss {np.mean(losses[-LOG_EVERY:]):.4f}, "
                   f"{batch_size * (step + 1) / (time.time() - began):.1f} examples/s", flush=True)
     model.eval()
-    tokenizer = bench.hf_tokenizer(os.path.join(hf_dir, "vocab.txt"))
     enc = bench._squad_encode(recipe, tokenizer, predict_examples)
     return (enc, *bench.hf_squad_logits(model, enc), _loss_means(losses))
 
@@ -204,7 +235,7 @@ def main(argv=None):
 
     recipe, hf_dir, train_examples, predict_examples, predict_file = _recipe_and_data(bench, args)
     os.makedirs(args.output_dir, exist_ok=True)
-    swap = ours_on_hf_batches if args.ours_on_hf_seed is not None else hf_on_ours_batches
+    swap = ours_on_hf_batches if args.ours_on_hf_seed is not None else hf_loop
     enc, start_logits, end_logits, loss_means = swap(bench, args, recipe, hf_dir, train_examples, predict_examples)
     predictions = bench.squad_best_spans(recipe, predict_examples, enc, start_logits, end_logits)
     path = os.path.join(args.output_dir, "predictions.json")
@@ -222,7 +253,8 @@ def main(argv=None):
     scores, _ = squad_evaluation.run(predict_file, path)
     result = {"exact_match": scores["exact_match"], "f1": scores["f1"], "loss_means_every_50_steps": loss_means,
               "questions_scored": len(predict_examples), "learning_rate": recipe["learning_rate"],
-              "ours_on_hf_seed": args.ours_on_hf_seed, "hf_on_ours_run": args.hf_on_ours_run, "seed": args.seed,
+              "ours_on_hf_seed": args.ours_on_hf_seed, "hf_on_ours_run": args.hf_on_ours_run,
+              "hf_on_hf_seed": args.hf_on_hf_seed, "seed": args.seed,
               "dropout_seed": _dropout_seed(args),
               "shuffle_buffer_size": args.shuffle_buffer_size if args.hf_on_ours_run else None}
     with open(os.path.join(args.output_dir, "swapped_result.json"), "w") as f:

@@ -308,6 +308,18 @@ def test_best_rate_runs_stop_before_any_run_when_a_sweep_is_missing(bench, tmp_p
     assert started == [] and not (tmp_path / "doc.md").exists()
 
 
+def test_ours_training_loss_is_the_mean_over_every_step_of_the_run(bench, tmp_path):
+    """training.py logs the mean loss of each loop (up to a checkpoint); the row's train_loss_mean weighs each loop
+    by its steps, as the hf rows' mean over their per-step losses."""
+    log = tmp_path / "run.log"
+    log.write_text("I1126 training.py:549] step 1000/1316: loss = 0.2, lr = 1.2e-05, 72.4 examples/s, ETA 0:02:20\n"
+                   "I1126 training.py:549] step 1316/1316: loss = 0.1, lr = 0, 71.6 examples/s, ETA 0:00:00\n"
+                   "I1126 training.py:580] Training done at global step 1316 in 600.0 s\n")
+    parsed = bench.parse_runner_log(str(log), 32)
+    assert parsed["train_loss_mean"] == pytest.approx((1000 * 0.2 + 316 * 0.1) / 1316)
+    assert parsed["train_steps_done"] == 1316
+
+
 def test_a_row_records_which_generation_of_a_cpu_it_ran_on(bench):
     zen3 = ("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 1\nmodel name\t: AMD EPYC\n"
             "flags\t\t: fpu sse2 avx avx2 fma\n\nprocessor\t: 1\nmodel name\t: other\n")
@@ -355,7 +367,6 @@ def test_run_squad_training_takes_the_matched_hf_rows_steps_on_the_same_batches(
     import run_squad
     import runner
     import training
-    from tests.test_training import summary_scalars
 
     steps, batch_size = 6, 16
     _, enc, starts, ends = _hf_squad_windows(bench, SQUAD_RECIPE)
@@ -377,7 +388,7 @@ def test_run_squad_training_takes_the_matched_hf_rows_steps_on_the_same_batches(
                                            init_checkpoint=prefix, train_batch_size=batch_size, learning_rate=1e-4,
                                            num_train_steps=60, num_warmup_steps=steps - 1, iterations_per_loop=1,
                                            save_checkpoints_steps=1000))
-    ours_losses = [value for _, value in summary_scalars(output_dir)["loss"]]
+    ours_losses = [value for _, value in training.summary_scalars(output_dir)["loss"]]
     start = checkpoints.load_checkpoint(os.path.join(output_dir, "model.ckpt-0"))
     end = checkpoints.load_checkpoint(os.path.join(output_dir, f"model.ckpt-{steps}"))
 
@@ -600,6 +611,48 @@ def test_squad_swapped_batches_trains_each_side_on_the_others_batches(tmp_path):
     result = json.loads((hf / "swapped_result.json").read_text())
     assert result["questions_scored"] == 8 and len(result["loss_means_every_50_steps"]) == 1
     assert result["seed"] == 3 and result["shuffle_buffer_size"] == 100 and result["dropout_seed"] == 3
+
+
+@pytest.mark.slow
+def test_squad_swapped_batches_repeats_the_hf_matched_rows_own_step(bench, tmp_path):
+    """--hf_on_hf_seed=S takes the hf_matched row's own windows, output layer, batch order and dropout draws for
+    seed S: its first training loss is the row's (hf_child, cut to one step); --dropout_seed changes only the
+    draws, and so the loss."""
+    pytest.importorskip("transformers")
+    import json
+    from types import SimpleNamespace
+    train_file = shared_path(bench.RECIPES["squad"]["train_file"])
+    data = json.load(open(shared_path(bench.RECIPES["squad"]["predict_file"]), encoding="utf-8"))
+    paragraph = data["data"][0]["paragraphs"][0]
+    data["data"] = [{"title": data["data"][0]["title"], "paragraphs": [dict(paragraph, qas=paragraph["qas"][:4])]}]
+    predict_file = tmp_path / "four_questions.json"
+    predict_file.write_text(json.dumps(data), encoding="utf-8")
+
+    row = tmp_path / "row"
+    row.mkdir()
+    recipe = bench.effective_recipe("squad", SimpleNamespace(epochs=None, max_train_examples=None,
+                                                             max_eval_examples=None), None, "hf_matched")
+    one_step = 1.5 * recipe["train_batch_size"] / len(bench.read_squad(train_file))  # int() of the steps: 1
+    spec = dict(impl="hf_matched", task="squad", recipe=recipe, model_dir=minilm_dir(), run_dir=str(row), seed=3,
+                epochs=one_step, data=dict(train_file=train_file, predict_file=str(predict_file)))
+    (row / "hf_spec.json").write_text(json.dumps(spec))
+    bench.hf_child(str(row / "hf_spec.json"))
+    row_result = json.loads((row / "hf_result.json").read_text())
+    assert row_result["train_steps_done"] == 1
+
+    swapped = load_benchmark("squad_swapped_batches")
+    common = [f"--shared_dir={shared_path()}", f"--hf_model_dir={minilm_dir()}", "--max_steps=1",
+              "--max_eval_questions=4"]
+    first = {}
+    for dropout_seed in (None, 4):
+        out = tmp_path / f"hf_on_hf_dropout{dropout_seed}"
+        swapped.main(["--hf_on_hf_seed=3", f"--output_dir={out}"] + common +
+                     ([f"--dropout_seed={dropout_seed}"] if dropout_seed else []))
+        result = json.loads((out / "swapped_result.json").read_text())
+        assert result["hf_on_hf_seed"] == 3 and result["dropout_seed"] == (dropout_seed or 3)
+        first[dropout_seed] = result["loss_means_every_50_steps"][0]
+    assert first[None] == pytest.approx(row_result["train_loss_mean"], abs=6e-5)  # the row's step, to rounding
+    assert abs(first[4] - first[None]) > 1e-3
 
 
 @pytest.mark.slow

@@ -1,5 +1,4 @@
 """training.py: config and flags, gradient accumulation, LAMB, mixed precision, summaries, eval, predict."""
-import glob
 import os
 
 import keras
@@ -40,17 +39,6 @@ def tiny_config(dropout=0.0):
 
 def pretraining_input_fn(masker=None):
     return rp.pretraining_input_fn(records(), 128, 20, is_training=True, seed=5, masker=masker)
-
-
-def summary_scalars(output_dir):
-    """{tag: [(step, value), ...]} from the TensorBoard event files."""
-    out = {}
-    for path in sorted(glob.glob(os.path.join(output_dir, "events.out.tfevents.*"))):
-        for raw in tf.data.TFRecordDataset(path):
-            event = tf.compat.v1.Event.FromString(raw.numpy())
-            for value in event.summary.value:
-                out.setdefault(value.tag, []).append((event.step, float(tf.make_ndarray(value.tensor))))
-    return out
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -159,7 +147,7 @@ def test_gradient_accumulation_4x8_equals_batch_32(tmp_path):
 
 def _loss_falls(output_dir, **kwargs):
     result = _train(output_dir, steps=30, iterations_per_loop=10, save_checkpoints_steps=30, **kwargs)
-    losses = [value for _, value in summary_scalars(output_dir)["loss"]]
+    losses = [value for _, value in training.summary_scalars(output_dir)["loss"]]
     assert len(losses) == 3 and all(np.isfinite(losses))
     assert losses[0] > losses[1] > losses[2] and losses[2] < losses[0] - 0.2, losses
     assert result["global_step"] == 30
@@ -207,7 +195,7 @@ def test_summaries_checkpoints_resume_and_init(tmp_path):
     output_dir = str(tmp_path / "run")
     _train(output_dir, steps=4, train_batch_size=8, save_checkpoints_steps=2, iterations_per_loop=1,
            keep_checkpoint_max=2)
-    scalars = summary_scalars(output_dir)
+    scalars = training.summary_scalars(output_dir)
     for tag in ("loss", "masked_lm_loss", "next_sentence_loss", "learning_rate", "examples_per_sec"):
         assert [step for step, _ in scalars[tag]] == [1, 2, 3, 4], tag
     assert [round(v, 7) for _, v in scalars["learning_rate"]] == [7.5e-4, 5e-4, 2.5e-4, 0.0]
