@@ -652,7 +652,7 @@ def test_squad_swapped_batches_repeats_the_hf_matched_rows_own_step(bench, tmp_p
         assert result["hf_on_hf_seed"] == 3 and result["dropout_seed"] == (dropout_seed or 3)
         first[dropout_seed] = result["loss_means_every_50_steps"][0]
     assert first[None] == pytest.approx(row_result["train_loss_mean"], abs=6e-5)  # the row's step, to rounding
-    assert abs(first[4] - first[None]) > 1e-3
+    assert abs(first[4] - first[None]) > 2e-4  # four times the rounding: the first step, a head near 0
 
 
 @pytest.mark.slow
