@@ -300,10 +300,12 @@ def parse_runner_log(path, train_batch_size):
         if loops:
             out.update(train_loop_s=seconds, train_steps_done=previous,
                        train_examples_per_sec=previous * train_batch_size / max(seconds, 1e-9))
-    loops = [(int(step), float(loss)) for step, loss in re.findall(r"step (\d+)/\d+: loss = ([\d.eE+-]+)", text)]
-    if loops:  # each line is the mean loss of the steps since the line before
-        spans = [step - before for (step, _), before in zip(loops, [0] + [step for step, _ in loops])]
-        out["train_loss_mean"] = sum(n * loss for n, (_, loss) in zip(spans, loops)) / max(sum(spans), 1)
+    loss_sum, previous = 0.0, 0
+    for step, loss in re.findall(r"step (\d+)/\d+: loss = ([\d.eE+-]+)", text):
+        loss_sum += (int(step) - previous) * float(loss)  # each line: the mean loss since the line before
+        previous = int(step)
+    if previous:
+        out["train_loss_mean"] = loss_sum / previous
     return out
 
 
@@ -747,14 +749,32 @@ def squad_window_labels(examples, enc):
     return starts, ends
 
 
+SQUAD_FEATURE_NAMES = {"input_ids": "input_ids", "input_mask": "attention_mask", "segment_ids": "token_type_ids",
+                       "start_positions": "start_positions", "end_positions": "end_positions"}  # ours: HF's
+
+
+def squad_feature_arrays(enc, starts, ends):
+    """HF tokenizer windows (enc) and their labels as int32 arrays named as the runners' SQuAD features
+    (input_ids, input_mask, segment_ids, start_positions, end_positions)."""
+    import numpy as np
+    columns = dict(enc, start_positions=starts, end_positions=ends)
+    return {ours: np.asarray(columns[hf], np.int32) for ours, hf in SQUAD_FEATURE_NAMES.items()}
+
+
+def hf_squad_batch(arrays):
+    """Arrays named as the runners' SQuAD features (squad_feature_arrays, or a batch read from a train.tf_record)
+    as the keyword tensors of HF's BertForQuestionAnswering: int64, the positions flattened to [batch]."""
+    import numpy as np
+    import torch
+    return {hf: torch.tensor(np.asarray(arrays[ours]).reshape(-1) if ours.endswith("_positions") else arrays[ours],
+                             dtype=torch.long) for ours, hf in SQUAD_FEATURE_NAMES.items()}
+
+
 def squad_short_windows(enc, starts, ends, length, count):
     """The first `count` windows whose tokens and answer lie within `length` tokens, cut there (so the loss is that
-    of the whole window): int32 arrays named as the runners' features (input_ids, input_mask, segment_ids,
-    start_positions, end_positions); fewer rows where fewer windows fit."""
+    of the whole window): squad_feature_arrays' arrays; fewer rows where fewer windows fit."""
     import numpy as np
-    arrays = {"input_ids": enc["input_ids"], "input_mask": enc["attention_mask"], "segment_ids": enc["token_type_ids"],
-              "start_positions": starts, "end_positions": ends}
-    arrays = {name: np.asarray(value, np.int32) for name, value in arrays.items()}
+    arrays = squad_feature_arrays(enc, starts, ends)
     short = np.flatnonzero((arrays["input_mask"][:, length:].sum(axis=1) == 0)
                            & (arrays["end_positions"] < length))[:count]
     return {name: value[short][:, :length] if value.ndim == 2 else value[short] for name, value in arrays.items()}

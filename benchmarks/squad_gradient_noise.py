@@ -149,9 +149,7 @@ def main(argv=None):
     if args.train_pad_embedding:
         bench.train_pad_embedding_like_original(hf)
     parameters = dict(hf.named_parameters())
-    hf_batch = {name: torch.tensor(value, dtype=torch.long) for name, value in {
-        "input_ids": batch["input_ids"], "attention_mask": batch["input_mask"], "token_type_ids": batch["segment_ids"],
-        "start_positions": batch["start_positions"], "end_positions": batch["end_positions"]}.items()}
+    hf_batch = bench.hf_squad_batch(batch)
 
     def hf_numpy(training):
         hf.train(training)

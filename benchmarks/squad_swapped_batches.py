@@ -96,13 +96,10 @@ def hf_matched_batches(bench, recipe, hf_dir, tokenizer, train_examples, seed, t
     import torch
     enc = bench._squad_encode(recipe, tokenizer, train_examples)
     starts, ends = bench.squad_window_labels(train_examples, enc)
-    batch_size = recipe["train_batch_size"]
     generator = torch.Generator().manual_seed(seed)
     head = bench.original_head_weights((2, _hidden_size(hf_dir)), generator)
-    order = np.concatenate(bench.original_batches(len(starts), batch_size, total, generator)[:steps])
-    arrays = {"input_ids": enc["input_ids"], "input_mask": enc["attention_mask"], "segment_ids": enc["token_type_ids"],
-              "start_positions": starts, "end_positions": ends}
-    return {name: np.asarray(value, np.int32)[order] for name, value in arrays.items()}, head.numpy()
+    order = np.concatenate(bench.original_batches(len(starts), recipe["train_batch_size"], total, generator)[:steps])
+    return {name: value[order] for name, value in bench.squad_feature_arrays(enc, starts, ends).items()}, head.numpy()
 
 
 def _hidden_size(hf_dir):
@@ -153,7 +150,7 @@ def ours_on_hf_batches(bench, args, recipe, hf_dir, train_examples, predict_exam
     return (enc, *squad_cross_scoring.ours_window_logits(task, enc, config, checkpoint), loss_means)
 
 
-def _ours_run_batches(bench, args, recipe, train_examples, steps):
+def _ours_run_batches(args, recipe, steps):
     """The batches of a run_squad.py run kept with its train.tf_record and model.ckpt-0, read as
     runner.record_input_fn reads them for that run; returns (those batches, the run's starting checkpoint)."""
     import keras
@@ -187,7 +184,7 @@ def hf_loop(bench, args, recipe, hf_dir, train_examples, predict_examples):
     batch_size = recipe["train_batch_size"]
     tokenizer = bench.hf_tokenizer(os.path.join(hf_dir, "vocab.txt"))
     if args.hf_on_ours_run is not None:
-        batches, start_checkpoint = _ours_run_batches(bench, args, recipe, train_examples, steps)
+        batches, start_checkpoint = _ours_run_batches(args, recipe, steps)
         start = checkpoints.load_checkpoint(start_checkpoint)
         head, bias = start["cls/squad/output_weights"], start["cls/squad/output_bias"]
     else:
@@ -210,10 +207,7 @@ def hf_loop(bench, args, recipe, hf_dir, train_examples, predict_examples):
     model.train()
     losses, began = [], time.time()
     for step, batch in enumerate(batches):
-        inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["input_mask"],
-                  "token_type_ids": batch["segment_ids"], "start_positions": batch["start_positions"].reshape(-1),
-                  "end_positions": batch["end_positions"].reshape(-1)}
-        loss = model(**{name: torch.tensor(value, dtype=torch.long) for name, value in inputs.items()}).loss
+        loss = model(**bench.hf_squad_batch(batch)).loss
         loss.backward()
         optimizer.step(schedule(step))
         optimizer.zero_grad()

@@ -372,9 +372,7 @@ def test_run_squad_training_takes_the_matched_hf_rows_steps_on_the_same_batches(
     _, enc, starts, ends = _hf_squad_windows(bench, SQUAD_RECIPE)
     assert len(starts) >= steps * batch_size
     take = np.random.default_rng(3).permutation(len(starts))[:steps * batch_size]
-    arrays = {"input_ids": enc["input_ids"], "input_mask": enc["attention_mask"], "segment_ids": enc["token_type_ids"],
-              "start_positions": starts, "end_positions": ends}
-    arrays = {name: np.asarray(value, np.int32)[take] for name, value in arrays.items()}
+    arrays = {name: value[take] for name, value in bench.squad_feature_arrays(enc, starts, ends).items()}
 
     prefix = conversions.hf_to_original(minilm_dir(), str(tmp_path / "minilm"))
     with open(os.path.join(minilm_dir(), "config.json")) as f:
@@ -407,11 +405,7 @@ def test_run_squad_training_takes_the_matched_hf_rows_steps_on_the_same_batches(
         losses = []
         for k in range(steps):
             rows = slice(k * batch_size, (k + 1) * batch_size)
-            batch = {"input_ids": arrays["input_ids"][rows], "attention_mask": arrays["input_mask"][rows],
-                     "token_type_ids": arrays["segment_ids"][rows],
-                     "start_positions": arrays["start_positions"][rows],
-                     "end_positions": arrays["end_positions"][rows]}
-            loss = model(**{name: torch.tensor(value, dtype=torch.long) for name, value in batch.items()}).loss
+            loss = model(**bench.hf_squad_batch({name: value[rows] for name, value in arrays.items()})).loss
             loss.backward()
             optimizer.step(rate(k))
             optimizer.zero_grad()
@@ -464,10 +458,7 @@ def test_dropout_under_training_costs_what_hfs_costs(bench, tmp_path):
     # Windows whose tokens and answer fit in `length`, cut there: the loss is that of the whole window.
     arrays = bench.squad_short_windows(enc, starts, ends, length, rows)
     assert len(arrays["input_ids"]) == rows and arrays["start_positions"].any()
-    batch = {"input_ids": arrays["input_ids"], "attention_mask": arrays["input_mask"],
-             "token_type_ids": arrays["segment_ids"], "start_positions": arrays["start_positions"],
-             "end_positions": arrays["end_positions"]}
-    batch = {name: torch.tensor(value, dtype=torch.long) for name, value in batch.items()}
+    batch = bench.hf_squad_batch(arrays)
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -620,7 +611,6 @@ def test_squad_swapped_batches_repeats_the_hf_matched_rows_own_step(bench, tmp_p
     draws, and so the loss."""
     pytest.importorskip("transformers")
     import json
-    from types import SimpleNamespace
     train_file = shared_path(bench.RECIPES["squad"]["train_file"])
     data = json.load(open(shared_path(bench.RECIPES["squad"]["predict_file"]), encoding="utf-8"))
     paragraph = data["data"][0]["paragraphs"][0]
@@ -630,8 +620,7 @@ def test_squad_swapped_batches_repeats_the_hf_matched_rows_own_step(bench, tmp_p
 
     row = tmp_path / "row"
     row.mkdir()
-    recipe = bench.effective_recipe("squad", SimpleNamespace(epochs=None, max_train_examples=None,
-                                                             max_eval_examples=None), None, "hf_matched")
+    recipe = bench.effective_recipe("squad", bench.parse_args(["--report"]), None, "hf_matched")
     one_step = 1.5 * recipe["train_batch_size"] / len(bench.read_squad(train_file))  # int() of the steps: 1
     spec = dict(impl="hf_matched", task="squad", recipe=recipe, model_dir=minilm_dir(), run_dir=str(row), seed=3,
                 epochs=one_step, data=dict(train_file=train_file, predict_file=str(predict_file)))
