@@ -13,8 +13,9 @@ set TF_CPP_MIN_LOG_LEVEL, it sets it to 2 (TensorFlow's C++ INFO and WARNING lin
 start-up noise no log level hides (the cuInit error on machines without a GPU, absl's "before InitializeLog"
 warning, XLA's "Compiled cluster" line) unless that level is 0 or 1. A `UserError` (a flag value, a missing or
 malformed file, bad data), an operating-system error on a named file, or TensorFlow's error on one (a missing
-gs:// object) becomes one line `error: ...` on stderr with exit status 2. Internal errors keep their traceback;
-`--verbosity=1` or BERT_TRACEBACK=1 shows it for user errors too.
+gs:// object) becomes one line `error: ...` on stderr with exit status 2; a run `Stopped` early (preempted, a
+worker lost) one line with its own exit status. Internal errors keep their traceback; `--verbosity=1` or
+BERT_TRACEBACK=1 shows it for user errors too.
 
 This module never imports TensorFlow (create_pretraining_data.py and build_vocab.py run without it), except
 for a path with a scheme (gs://, s3://, hdfs://, ram://), which it reads and writes through tf.io.gfile
@@ -45,7 +46,11 @@ EXIT_USER_ERROR = 2
 
 # TensorFlow lines that TF_CPP_MIN_LOG_LEVEL=2 does not hide and that say nothing to the user.
 _NOISE = re.compile(rb"failed call to cuInit|All log messages before absl::InitializeLog\(\)|"
-                    rb"Compiled cluster using XLA!|oneDNN supports DT_INT64 only on platforms with AVX-512")
+                    rb"Compiled cluster using XLA!|oneDNN supports DT_INT64 only on platforms with AVX-512|"
+                    rb"grpc_server_lib\.cc:\d+\] Started server with target")
+# The collectives' report of a lost worker (several lines each), which preemption.WorkerLost says in one line.
+_NOISE_BLOCK = re.compile(rb"^\S+ \S+: E tensorflow/core/common_runtime/(base_collective_executor|ring_alg)\.cc")
+_LOG_RECORD = re.compile(rb"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d|[IWEF]\d{4} |[A-Za-z]+: |[A-Z]+:\w|Traceback )")
 
 
 class UserError(ValueError):
@@ -54,6 +59,15 @@ class UserError(ValueError):
 
 class MissingFileError(UserError, FileNotFoundError):
     """A file or folder named by a flag does not exist."""
+
+
+class Stopped(Exception):
+    """The run stopped before its end for a reason outside the program (a preemption notice, a lost worker),
+    with what it kept; rerunning the same command resumes. A script prints `prefix: message` as one line and exits
+    with `exit_status`."""
+
+    prefix = "error"
+    exit_status = 1
 
 
 def main(options_class, run_options):
@@ -81,6 +95,11 @@ def _guarded(main):
             logging.set_verbosity(logging.INFO)
         try:
             return main(argv)
+        except Stopped as err:
+            if _show_traceback():
+                raise
+            print(f"{err.prefix}: {one_line(err)}", file=sys.stderr, flush=True)
+            sys.exit(err.exit_status)
         except Exception as err:  # pylint: disable=broad-except
             if not _is_user_error(err) or _show_traceback():
                 raise
@@ -126,6 +145,15 @@ def _filter_stderr_noise():
     except (OSError, ValueError):
         return
 
+    in_block = False
+
+    def shown(line):
+        nonlocal in_block
+        if in_block and not _LOG_RECORD.match(line):
+            return False
+        in_block = bool(_NOISE_BLOCK.search(line))
+        return not in_block and not _NOISE.search(line)
+
     def pump():
         pending = b""
         while True:
@@ -136,13 +164,13 @@ def _filter_stderr_noise():
             if not chunk:
                 break
             *lines, pending = (pending + chunk).split(b"\n")
-            kept = b"".join(line + b"\n" for line in lines if not _NOISE.search(line))
-            if pending and not _NOISE.search(pending):
+            kept = b"".join(line + b"\n" for line in lines if shown(line))
+            if pending and not _NOISE.search(pending) and not in_block:
                 kept += pending
                 pending = b""
             if kept:
                 os.write(original, kept)
-        if pending and not _NOISE.search(pending):
+        if pending and shown(pending):
             os.write(original, pending)
         os.close(read_fd)
 

@@ -19,15 +19,20 @@ Public API (stable):
   create_variable(layer, original_name, shape, initializer_range=0.02, initializer=None): one named weight
     with the original initializer on any Keras layer/model; returns the variable.
   get_activation(name), gelu(x), gelu_exact(x), layer_norm(x, gamma, beta), gather_indexes(seq, positions).
+  dropout_seed(seed): a context in which the dropout masks of the model calls traced inside are drawn from
+    `seed` (int [2]) and each mask's place in the model; elsewhere dropout draws from TensorFlow's stateful
+    random streams.
 
 Mixed precision: layers follow the Keras dtype policy (e.g. "mixed_bfloat16"); variables stay float32,
 matmuls run in the compute dtype, and softmax, LayerNorm, dropout, residual sums, log-softmax and losses run
 in float32 (under bfloat16 also the dense layers' bias and activation).
 """
 import collections
+import contextlib
 import copy
 import json
 import math
+import threading
 
 import keras
 import numpy as np
@@ -286,10 +291,32 @@ class LayerNorm(NamedLayer):
         return layer_norm(x, self.gamma, self.beta)
 
 
+_DROPOUT_SEED = threading.local()
+
+
+@contextlib.contextmanager
+def dropout_seed(seed):
+    """Within: every dropout mask traced draws from `seed` (int [2] tensor) folded with the mask's place in the
+    order of the model's dropout calls, with stateless random ops. The masks of a training step are then a
+    function of its seed alone (training.py derives it from --seed and the global step), whatever ran before:
+    a run resumed at any step draws what an uninterrupted one draws, also under XLA."""
+    previous = getattr(_DROPOUT_SEED, "state", None)
+    _DROPOUT_SEED.state = [seed, 0]
+    try:
+        yield
+    finally:
+        _DROPOUT_SEED.state = previous
+
+
 def _dropout(x, rate, training):
-    if training and rate > 0.0:
+    if not training or not rate:
+        return x
+    state = getattr(_DROPOUT_SEED, "state", None)
+    if state is None:
         return tf.nn.dropout(x, rate=rate)
-    return x
+    seed = tf.random.experimental.stateless_fold_in(state[0], state[1])
+    state[1] += 1
+    return tf.nn.experimental.stateless_dropout(x, rate=rate, seed=seed)
 
 
 class Embeddings(NamedLayer):
@@ -606,8 +633,7 @@ class OutputLayer(NamedLayer):
 
     def call(self, hidden, training=False):
         """[..., hidden] -> float32 logits [..., num_outputs]."""
-        if training and self.dropout:
-            hidden = tf.nn.dropout(hidden, rate=self.dropout)
+        hidden = _dropout(hidden, self.dropout, training)
         shape = tf.shape(hidden)
         flat = tf.reshape(tf.cast(hidden, self.compute_dtype), [-1, self.hidden_size])
         logits = tf.matmul(flat, tf.cast(self.output_weights, self.compute_dtype), transpose_b=True)

@@ -287,6 +287,9 @@ def run(options, strategy=None, max_steps=None):
         raise cli.UserError(f"--max_predictions_per_seq={o.max_predictions_per_seq}: expected 1..max_seq_length")
     if config.init_checkpoint:
         checkpoints.resolve_checkpoint(config.init_checkpoint, flag="--init_checkpoint")
+    # Before the first TensorFlow op (the record checks below): a multi-worker strategy must configure the
+    # runtime's collectives at start-up.
+    strategy = strategy or training.create_strategy(config)
     input_files = expand_input_files(o.input_file)
     masker = None
     if o.do_train and o.dynamic_masking:
@@ -294,7 +297,6 @@ def run(options, strategy=None, max_steps=None):
     train_input = pretraining_input_fn(input_files, o.max_seq_length, o.max_predictions_per_seq, True,
                                        seed=config.seed, masker=masker)
     runner.make_output_dir(config)
-    strategy = strategy or training.create_strategy(config)
     task = PretrainingTask(bert_config)
     result = {}
     if o.do_train:

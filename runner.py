@@ -203,10 +203,12 @@ class Job:
         if not any(enabled for _, _, enabled, _ in steps):
             names = [f"`{flag}`" for _, flag, _, _ in steps]
             raise cli.UserError(f"At least one of {', '.join(names[:-1])} or {names[-1]} must be set.")
-        self.read_data()
-        make_output_dir(self.config)
+        # Before the first TensorFlow op (reading the data may run some): a multi-worker strategy must configure
+        # the runtime's collectives at start-up.
         self.strategy = training.create_strategy(self.config)
         self.chief = training.is_chief(self.strategy)
+        self.read_data()
+        make_output_dir(self.config)
         self.start()
         results = {}
         for name, _, enabled, step in steps:

@@ -32,10 +32,13 @@ Usage:
     for example in training.predict(MyTask(), predict_input_fn, config, strategy, checkpoint_path=checkpoint): ...
 
 Resume: the input function must be deterministic (seeded); on restart the loop skips the batches already
-consumed (one per global step). With `deterministic=True` (--deterministic) it also enables TensorFlow op
-determinism and restarts the random streams (dropout) at every checkpoint from the global step, so a run
-killed and restarted with the same command ends with exactly the weights of an uninterrupted run (CPU, no
-XLA: XLA's random numbers are not reproducible).
+consumed (one per global step). Each step's dropout masks are drawn from --seed and the global step
+(modeling.dropout_seed), so a resumed run draws what an uninterrupted one draws. With `deterministic=True`
+(--deterministic) it also enables TensorFlow op determinism, so a run killed (or preempted: preemption.py) and
+restarted with the same command ends with exactly the weights of an uninterrupted run (on CPU).
+
+Stopping early: a SIGTERM during training saves a checkpoint after the step in progress and ends the run with
+preemption.Preempted; under a multi-worker strategy a lost worker ends the others with preemption.WorkerLost.
 """
 import dataclasses
 import math
@@ -48,7 +51,9 @@ from absl import logging
 
 import checkpoints
 import cli
+import modeling
 import optimization
+import preemption
 from cli import UserError
 
 DISTRIBUTION_STRATEGIES = ("default", "mirrored", "multi_worker_mirrored", "tpu")
@@ -169,7 +174,13 @@ def end_together(strategy):
     """Under a multi-worker strategy, waits until every worker gets here (the chief runs inference after
     training while the others wait), so that no worker leaves the cluster while another still needs it."""
     if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
-        strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(lambda: tf.constant(1.0)), axis=None)
+        try:
+            strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(lambda: tf.constant(1.0)), axis=None)
+        except tf.errors.OpError as err:
+            lost = preemption.lost_worker(err, strategy, "at the end of the job")
+            if lost is None:
+                raise
+            raise lost from None
 
 
 def set_precision_policy(dtype):
@@ -325,12 +336,23 @@ def _format_eta(seconds):
     return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
 
 
+def _dropout_seed(seed, global_step, micro_batch):
+    """The seed of one micro-batch's dropout masks on this replica (modeling.dropout_seed): --seed, the step
+    being taken, the replica and the micro-batch, so that every step draws its own masks whatever ran before."""
+    context = tf.distribute.get_replica_context()
+    replica = context.replica_id_in_sync_group if context is not None else 0
+    step = tf.stack([tf.constant(seed, tf.int64), tf.cast(global_step, tf.int64) + 1])
+    step = tf.random.experimental.stateless_fold_in(step, tf.cast(replica, tf.int64))
+    return tf.random.experimental.stateless_fold_in(step, tf.cast(micro_batch, tf.int64))
+
+
 def _build_replica_step(task, model, optimizer, config, loss_scale, num_replicas):
     k = config.gradient_accumulation_steps
     variables = [v for v in model.variables_by_name().values() if getattr(v, "trainable", True)]
 
-    def micro_grads(features):
-        with tf.GradientTape() as tape:
+    def micro_grads(features, micro_batch=0):
+        with tf.GradientTape() as tape, \
+                modeling.dropout_seed(_dropout_seed(config.seed, optimizer.global_step, micro_batch)):
             loss, logs = task.compute_loss(model, features, training=True)
             loss = tf.cast(loss, tf.float32)
             scaled = loss * loss_scale.scale if loss_scale is not None else loss
@@ -351,7 +373,7 @@ def _build_replica_step(task, model, optimizer, config, loss_scale, num_replicas
             present = [i for i, g in enumerate(grads) if g is not None]
 
             def accumulate(i, sums, logs):
-                micro_logs, micro = micro_grads(_split_micro_batches(features, k, i))
+                micro_logs, micro = micro_grads(_split_micro_batches(features, k, i), i)
                 return (i + 1, [s + micro[j] for s, j in zip(sums, present)],
                         {name: logs[name] + micro_logs[name] for name in logs})
 
@@ -374,39 +396,40 @@ def _build_replica_step(task, model, optimizer, config, loss_scale, num_replicas
     return replica_step
 
 
-def _make_train_loop(strategy, replica_step, use_xla, autograph=False):
-    """tf.function running n steps from the iterator; returns the mean of the logged values.
+def _make_train_loop(strategy, replica_step, use_xla, notice, autograph=False):
+    """tf.function running at most n steps from the iterator; returns (steps run, the mean of the logged values
+    over them, the preemption notice the workers agreed on).
 
-    Every step runs through the one call site inside the while loop: a stateful random op (dropout) gets one
-    kernel per call site, all seeded alike, so a step called before the loop would repeat the masks of a step
-    inside it. The loop starts from zeros shaped by a trace of one step that never runs (the step function
-    itself is traced once and reused).
+    After every step the workers agree on the preemption notice (PreemptionNotice.agreed), and the loop ends after
+    the first step at which a worker has one: every worker stops at the same step. The loop starts from zeros
+    shaped by a trace of one step that never runs (the step function itself is traced once and reused).
     """
     # Autograph is off (Task.autograph) as it triples the tracing time.
     step_fn = tf.function(replica_step, jit_compile=bool(use_xla), autograph=autograph)
 
     def one_step(iterator):
         logs = strategy.run(step_fn, args=(next(iterator),))
-        return {name: strategy.reduce(tf.distribute.ReduceOp.MEAN, value, axis=None)
-                for name, value in logs.items()}
+        return ({name: strategy.reduce(tf.distribute.ReduceOp.MEAN, value, axis=None) for name, value in logs.items()},
+                notice.agreed(strategy))
 
     def more_steps(i, total, iterator):
-        logs = one_step(iterator)
-        return i + 1, {name: total[name] + logs[name] for name in total}
+        logs, noticed = one_step(iterator)
+        return i + 1, {name: total[name] + logs[name] for name in total}, noticed
 
     log_specs = {}
 
     @tf.function(autograph=False)
     def loop(iterator, n):
         zeros = {name: tf.zeros(shape, dtype) for name, (shape, dtype) in log_specs.items()}
-        _, total = tf.while_loop(lambda i, _: i < n, lambda i, t: more_steps(i, t, iterator),
-                                 (tf.constant(0), zeros))
-        return {name: value / tf.cast(n, tf.float32) for name, value in total.items()}
+        steps, total, noticed = tf.while_loop(
+            lambda i, _, noticed: tf.logical_and(i < n, tf.reduce_all(noticed == 0.0)),
+            lambda i, t, _: more_steps(i, t, iterator), (tf.constant(0), zeros, notice.none()))
+        return steps, {name: value / tf.cast(steps, tf.float32) for name, value in total.items()}, noticed
 
     def train_loop(iterator, n):
         if not log_specs:
             probe = tf.function(one_step, autograph=False).get_concrete_function(iterator)
-            log_specs.update({name: (t.shape, t.dtype) for name, t in probe.structured_outputs.items()})
+            log_specs.update({name: (t.shape, t.dtype) for name, t in probe.structured_outputs[0].items()})
         return loop(iterator, n)
 
     return train_loop
@@ -458,43 +481,49 @@ def train(task, input_fn, config, strategy=None, max_steps=None):
     replica_step = _build_replica_step(task, model, optimizer, config, loss_scale, replicas)
     writer = tf.summary.create_file_writer(config.output_dir) if chief else tf.summary.create_noop_writer()
 
+    notice = preemption.PreemptionNotice(strategy)
+    train_loop = _make_train_loop(strategy, replica_step, config.use_xla, notice, task.autograph)
     step = start_step
     logs = {}
     examples_per_sec = None
-    train_loop = None
     loops = 0
     run_start = time.time()
-    while step < total_steps:
-        if train_loop is None or (config.deterministic and step % config.save_checkpoints_steps == 0):
-            # Deterministic runs restart the random streams (dropout) at every checkpoint from the global
-            # step, so that a resumed run draws what an uninterrupted one draws.
-            tf.random.set_seed(config.seed + step)
-            train_loop = _make_train_loop(strategy, replica_step, config.use_xla, task.autograph)
-        next_save = (step // config.save_checkpoints_steps + 1) * config.save_checkpoints_steps
-        n = min(config.iterations_per_loop, next_save - step, total_steps - step)
-        loops += 1
-        profiling, first_step = chief and loops == config.profile_loop, step
-        if profiling:
-            tf.profiler.experimental.start(config.output_dir)
-        loop_start = time.time()
-        try:
-            logs = train_loop(iterator, tf.constant(n, tf.int32))
-            logs = {name: float(value) for name, value in logs.items()}
-            elapsed = time.time() - loop_start
-        except tf.errors.OutOfRangeError:
-            logging.warning("Training input ended at global step %d before num_train_steps %d",
-                            int(global_step.numpy()), total_steps)
-            step = int(global_step.numpy())
-            break
-        finally:
+    with notice.watch():
+        while step < total_steps:
+            next_save = (step // config.save_checkpoints_steps + 1) * config.save_checkpoints_steps
+            n = min(config.iterations_per_loop, next_save - step, total_steps - step)
+            loops += 1
+            profiling, first_step = chief and loops == config.profile_loop, step
             if profiling:
-                _stop_profiler(config.output_dir, loops, first_step, n)
-        step = int(global_step.numpy())
-        examples_per_sec = _log_loop(writer, step, total_steps, logs, _learning_rate(optimizer, step), n,
-                                     elapsed, config.train_batch_size)
-        if chief and (step % config.save_checkpoints_steps == 0 or step >= total_steps):
-            manager.save(state, step)
-            saved_step = step
+                tf.profiler.experimental.start(config.output_dir)
+            loop_start = time.time()
+            try:
+                ran, logs, noticed = train_loop(iterator, tf.constant(n, tf.int32))
+                logs = {name: float(value) for name, value in logs.items()}
+                elapsed = time.time() - loop_start
+            except tf.errors.OutOfRangeError:
+                logging.warning("Training input ended at global step %d before num_train_steps %d",
+                                int(global_step.numpy()), total_steps)
+                step = int(global_step.numpy())
+                break
+            except tf.errors.OpError as err:
+                newest = f"model.ckpt-{saved_step}" if chief and saved_step is not None else None
+                lost = preemption.lost_worker(err, strategy, f"after global step {step}", newest)
+                if lost is None:
+                    raise
+                raise lost from None
+            finally:
+                if profiling:
+                    _stop_profiler(config.output_dir, loops, first_step, n)
+            step = int(global_step.numpy())
+            examples_per_sec = _log_loop(writer, step, total_steps, logs, _learning_rate(optimizer, step),
+                                         int(ran), elapsed, config.train_batch_size)
+            noticed = noticed.numpy()
+            if chief and (step % config.save_checkpoints_steps == 0 or step >= total_steps or noticed.any()):
+                manager.save(state, step)
+                saved_step = step
+            if noticed.any():
+                raise preemption.preempted(noticed, strategy, step, saved=chief)
     if chief and saved_step != step:
         manager.save(state, step)
     if chief and config.profile_loop > loops:

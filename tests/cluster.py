@@ -1,5 +1,8 @@
-"""Multi-worker tests: a cluster of worker processes on this machine."""
+"""Multi-worker tests: a cluster of worker processes of a script's command line on this machine."""
+import json
+import os
 import socket
+import subprocess
 
 
 def free_ports(n):
@@ -11,3 +14,31 @@ def free_ports(n):
     for s in sockets:
         s.close()
     return ports
+
+
+def worker_env(tf_config=None, root=None):
+    """The environment of a script's process: quiet TensorFlow, TF_CONFIG as given (none: one worker)."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    env.pop("TF_CONFIG", None)
+    if root:
+        env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    if tf_config:
+        env["TF_CONFIG"] = json.dumps(tf_config)
+    return env
+
+
+def start_workers(command, n=2, cwd=None):
+    """Starts `command --distribution_strategy=multi_worker_mirrored` as workers 0 (the chief) .. n-1 of a cluster
+    on 127.0.0.1, each with its own TF_CONFIG; returns the processes (stdout and stderr together, as text)."""
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in free_ports(n)]}
+    return [subprocess.Popen(list(command) + ["--distribution_strategy=multi_worker_mirrored"], cwd=cwd,
+                             env=worker_env({"cluster": cluster, "task": {"type": "worker", "index": index}}, cwd),
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            for index in range(n)]
+
+
+def run_workers(command, n=2, cwd=None, timeout=600):
+    """Runs start_workers(command, n) to the end; returns (exit statuses, logs)."""
+    procs = start_workers(command, n, cwd)
+    logs = [p.communicate(timeout=timeout)[0] for p in procs]
+    return [p.returncode for p in procs], logs

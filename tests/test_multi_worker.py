@@ -2,7 +2,7 @@
 are written once, by the chief, and its evaluation and predictions are those of one worker with the same model.
 
 Each runner trains, evaluates, predicts and exports with two worker processes of its command line; then one
-process evaluates and predicts from the checkpoint the two wrote. The files must be equal (the chief evaluates on
+process (mirrored on its one device) evaluates and predicts from the checkpoint the two wrote. The files must be equal (the chief evaluates on
 its own devices, over the whole data), and every write the logs report ("Wrote", "Saved checkpoint",
 "Exported") must come from the chief, the other worker's feature records going to a scratch folder of its own.
 """
@@ -14,21 +14,13 @@ import sys
 
 import pytest
 
-from tests.cluster import free_ports
+from tests.cluster import run_workers, worker_env
 from tests.shared_data import shared_path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY_CONFIG = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                    intermediate_size=64, max_position_embeddings=128)
 WRITES = re.compile(r"(?:Wrote \d+ records to|Wrote|Saved checkpoint|Exported \S+ to) (\S+)")
-
-
-def _env(tf_config=None):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    env.pop("TF_CONFIG", None)
-    if tf_config:
-        env["TF_CONFIG"] = json.dumps(tf_config)
-    return env
 
 
 def _head(src, dst, lines):
@@ -40,14 +32,9 @@ def _head(src, dst, lines):
 
 def _two_workers(command):
     """Runs command as workers 0 (the chief) and 1 of a two-worker cluster; returns their logs."""
-    cluster = {"worker": [f"127.0.0.1:{port}" for port in free_ports(2)]}
-    procs = [subprocess.Popen(command + ["--distribution_strategy=multi_worker_mirrored"], cwd=ROOT,
-                              env=_env({"cluster": cluster, "task": {"type": "worker", "index": index}}),
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for index in range(2)]
-    logs = [p.communicate(timeout=600)[0] for p in procs]
-    for p, log in zip(procs, logs):
-        assert p.returncode == 0, log[-3000:]
+    statuses, logs = run_workers(command, 2, cwd=ROOT)
+    for status, log in zip(statuses, logs):
+        assert status == 0, log[-3000:]
     return logs
 
 
@@ -81,8 +68,8 @@ def _check(tmp_path, script, data_flags, train_flags, inference_flags, outputs):
     state = open(os.path.join(multi, "checkpoint")).readline().split('"')[1]
     single = str(tmp_path / "single")
     one = subprocess.run(common + inference_flags + [f"--init_checkpoint={os.path.join(multi, state)}",
-                                                     f"--output_dir={single}"],
-                         cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=600)
+                                                     f"--output_dir={single}", "--distribution_strategy=mirrored"],
+                         cwd=ROOT, env=worker_env(), capture_output=True, text=True, timeout=600)
     assert one.returncode == 0, one.stderr[-3000:]
     assert _files(single, outputs) == _files(multi, outputs)
 

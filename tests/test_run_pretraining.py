@@ -1,6 +1,5 @@
 """run_pretraining: input pipeline, the original's losses and update, convergence, resume, multi-worker."""
 import dataclasses
-import json
 import os
 import shutil
 import signal
@@ -16,7 +15,7 @@ import checkpoints
 import modeling
 import run_pretraining as rp
 import training
-from tests.cluster import free_ports
+from tests.cluster import run_workers
 from tests.shared_data import shared_path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -262,64 +261,28 @@ def test_killed_run_resumes_to_the_same_weights(tmp_path):
         np.testing.assert_array_equal(a[name], b[name], err_msg=name)
 
 
-class _RecordingTask(rp.PretrainingTask):
-    def build_model(self):
-        self.model = super().build_model()
-        return self.model
-
-
-def _worker_main(argv):
-    """Entry point of one training process: `test_run_pretraining.py worker OUT_NPZ OUTPUT_DIR INIT STRATEGY RECORDS`."""
-    out_npz, output_dir, init, strategy_name, records = argv
-    config = training.TrainingConfig(output_dir=output_dir, init_checkpoint=init, train_batch_size=8,
-                                     learning_rate=1e-3, num_train_steps=4, num_warmup_steps=0,
-                                     iterations_per_loop=2, distribution_strategy=strategy_name)
-    strategy = training.create_strategy(config)
-    task = _RecordingTask(tiny_config(dropout=0.0))
-    input_fn = rp.pretraining_input_fn([records], 128, 20, is_training=True, seed=config.seed)
-    result = training.train(task, input_fn, config, strategy)
-    weights = {name: np.asarray(var.numpy()) for name, var in task.model.variables_by_name().items()}
-    weights["__replicas__"] = np.array(strategy.num_replicas_in_sync)
-    weights["__global_step__"] = np.array(result["global_step"])
-    np.savez(out_npz, **weights)
-
-
 @pytest.mark.slow
 def test_two_workers_equal_one_worker_with_the_same_global_batch(tmp_path):
-    records = sample_records()  # skips here, not in the workers, without the shared data
+    """run_pretraining.py's command line as two workers (multi_worker_mirrored, TF_CONFIG) and as one (mirrored on
+    its one device): the same weights for the same global batch, checkpoints written by the chief alone."""
+    config_file = _write_tiny_config(str(tmp_path / "bert_config.json"), dropout=0.0)
     init_dir = str(tmp_path / "init")
     with tf.device("/cpu:0"):
         model = modeling.PretrainingModel(tiny_config(dropout=0.0))
     checkpoints.CheckpointManager(init_dir).save(model.variables_by_name(), 0)
-    init = os.path.join(init_dir, "model.ckpt-0")
-    script = os.path.abspath(__file__)
-    single = subprocess.run([PYTHON, script, "worker", str(tmp_path / "single.npz"), str(tmp_path / "single"),
-                             init, "default", records], env=_env(), capture_output=True, text=True, timeout=300)
+    flags = [f"--init_checkpoint={os.path.join(init_dir, 'model.ckpt-0')}", "--num_warmup_steps=0"]
+    single = subprocess.run(_pretraining_command(config_file, str(tmp_path / "single"), steps=4,
+                                                 extra=flags + ["--distribution_strategy=mirrored"]),
+                            env=_env(), capture_output=True, text=True, timeout=300)
     assert single.returncode == 0, single.stderr[-3000:]
-    ports = free_ports(2)
-    cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
-    procs = []
-    for index in range(2):
-        env = _env()
-        env["TF_CONFIG"] = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
-        procs.append(subprocess.Popen(
-            [PYTHON, script, "worker", str(tmp_path / f"worker{index}.npz"), str(tmp_path / "multi"), init,
-             "multi_worker_mirrored", records], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    outputs = [p.communicate(timeout=300)[0] for p in procs]
-    for p, out in zip(procs, outputs):
-        assert p.returncode == 0, out[-3000:]
-    one = np.load(tmp_path / "single.npz")
-    w0, w1 = np.load(tmp_path / "worker0.npz"), np.load(tmp_path / "worker1.npz")
-    assert int(w0["__replicas__"]) == 2 and int(one["__replicas__"]) == 1
-    assert int(w0["__global_step__"]) == int(one["__global_step__"]) == 4
-    names = [name for name in one.files if not name.startswith("__")]
-    assert len(names) == len(modeling.PretrainingModel(tiny_config()).variables_by_name())
-    for name in names:
-        np.testing.assert_array_equal(w0[name], w1[name], err_msg=name)
-        np.testing.assert_allclose(w0[name], one[name], rtol=1e-5, atol=1e-6, err_msg=name)
-    # Only the chief wrote checkpoints.
-    assert checkpoints.CheckpointManager(str(tmp_path / "multi")).latest_checkpoint().endswith("model.ckpt-4")
-
-
-if __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] == "worker":
-    _worker_main(sys.argv[2:])
+    statuses, logs = run_workers(_pretraining_command(config_file, str(tmp_path / "multi"), steps=4, extra=flags),
+                                 cwd=ROOT, timeout=300)
+    assert statuses == [0, 0], [log[-3000:] for log in logs]
+    assert "Saved checkpoint" in logs[0] and "Saved checkpoint" not in logs[1]
+    one = checkpoints.load_checkpoint(os.path.join(tmp_path / "single", "model.ckpt-4"))
+    two = checkpoints.load_checkpoint(os.path.join(tmp_path / "multi", "model.ckpt-4"))
+    assert sorted(one) == sorted(two) and int(two["global_step"]) == 4
+    assert len([name for name in one if "adam" not in name and name != "global_step"]) == len(
+        model.variables_by_name())
+    for name in one:
+        np.testing.assert_allclose(two[name], one[name], rtol=1e-5, atol=1e-6, err_msg=name)

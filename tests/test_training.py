@@ -9,6 +9,7 @@ from absl import flags
 
 import checkpoints
 import modeling
+import preemption
 import run_pretraining as rp
 import run_squad
 import runner
@@ -250,25 +251,39 @@ def test_predict_yields_examples_in_order_and_evaluate_is_deterministic(tmp_path
 # Train loop.
 
 
-def test_every_step_draws_new_dropout_masks_and_logs_are_means():
-    """No two steps (within a loop or across loops) repeat a dropout mask, as in the original's train_op."""
-    keras.utils.set_random_seed(12345)
-    masks = tf.Variable(tf.zeros([0, 64]), shape=[None, 64])
+def test_each_step_draws_its_own_dropout_masks_from_the_seed_and_the_step():
+    """A training step's masks are a function of --seed, the global step, the replica and the micro-batch (so
+    a run resumed at any step draws what an uninterrupted one draws); each dropout call of a step has its own."""
+    x = tf.ones([4, 64])
+
+    def masks(seed, step, micro_batch=0):
+        with modeling.dropout_seed(training._dropout_seed(seed, tf.constant(step, tf.int64), micro_batch)):
+            return [(modeling._dropout(x, 0.5, training=True).numpy() > 0).tobytes() for _ in range(2)]
+
+    first = masks(1, 5)
+    assert masks(1, 5) == first and first[0] != first[1]
+    others = masks(1, 6) + masks(2, 5) + masks(1, 5, micro_batch=1)
+    assert len(set(first + others)) == 8
+    assert (modeling._dropout(x, 0.5, training=False).numpy() == 1).all()
+    assert modeling._dropout(x, 0.5, training=True).numpy().tobytes() not in first  # outside: stateful draws
+
+
+def test_the_loop_logs_means_and_a_preemption_notice_ends_it_after_the_step_in_progress():
+    strategy = tf.distribute.get_strategy()
+    counter = tf.Variable(0.0)
 
     def replica_step(features):
-        dropped = tf.nn.dropout(features, rate=0.5)
-        masks.assign(tf.concat([masks, tf.cast(dropped > 0, tf.float32)], 0))
-        return {"kept": tf.reduce_sum(tf.cast(dropped > 0, tf.float32))}
+        counter.assign_add(1.0)
+        return {"count": tf.identity(counter)}
 
-    loop = training._make_train_loop(tf.distribute.get_strategy(), replica_step, use_xla=False)
-    iterator = iter(tf.data.Dataset.from_tensors(tf.ones([1, 64])).repeat())
-    first = loop(iterator, tf.constant(3))
-    second = loop(iterator, tf.constant(4))
-    drawn = masks.numpy()
-    assert drawn.shape == (7, 64)
-    assert len({row.tobytes() for row in drawn}) == 7
-    np.testing.assert_allclose(float(first["kept"]), drawn[:3].sum() / 3, rtol=1e-6)
-    np.testing.assert_allclose(float(second["kept"]), drawn[3:].sum() / 4, rtol=1e-6)
+    notice = preemption.PreemptionNotice(strategy)
+    loop = training._make_train_loop(strategy, replica_step, False, notice)
+    iterator = iter(tf.data.Dataset.from_tensors(tf.ones([1])).repeat())
+    steps, logs, noticed = loop(iterator, tf.constant(4))
+    assert int(steps) == 4 and float(logs["count"]) == (1 + 2 + 3 + 4) / 4 and not noticed.numpy().any()
+    notice._notice()
+    steps, logs, noticed = loop(iterator, tf.constant(4))
+    assert int(steps) == 1 and float(logs["count"]) == 5 and noticed.numpy().tolist() == [1.0]
 
 
 @pytest.mark.parametrize("iterations_per_loop", [1, 4])

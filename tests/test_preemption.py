@@ -1,0 +1,154 @@
+"""A run stopped from outside, through run_pretraining.py's command line: a preemption notice (SIGTERM) saves the
+step reached and the rerun ends bit-identical to an uninterrupted run (one worker and two); a lost worker ends the
+other within TensorFlow's heartbeat timeout with one line, and the same commands resume."""
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import checkpoints
+import modeling
+import preemption
+from tests.cluster import start_workers, worker_env
+from tests.shared_data import shared_path
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PREEMPTED = re.compile(r"^preempted: .*stopped at global step (\d+) and (?:the chief )?saved model\.ckpt-(\d+) in "
+                       r"--output_dir \(no step lost\): run the same command again to resume$", re.M)
+
+
+def _command(tmp_path, output_dir, steps):
+    config = tmp_path / "bert_config.json"
+    if not config.exists():
+        modeling.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                            intermediate_size=64).to_json_file(str(config))
+    records = shared_path("reference", "pretraining_data", "sample_text_default.tfrecord")
+    return [sys.executable, os.path.join(ROOT, "run_pretraining.py"), f"--bert_config_file={config}",
+            f"--input_file={records}", f"--output_dir={output_dir}", "--do_train", "--train_batch_size=8",
+            f"--num_train_steps={steps}", "--num_warmup_steps=10", "--learning_rate=1e-3",
+            "--save_checkpoints_steps=1000", "--iterations_per_loop=1000", "--deterministic"]
+
+
+def _wait_for_training(output_dir, procs, timeout=240):
+    """Waits until the chief has saved its first checkpoint (training starts right after), plus a little."""
+    state = os.path.join(output_dir, "checkpoint")
+    deadline = time.time() + timeout
+    while time.time() < deadline and all(p.poll() is None for p in procs):
+        if os.path.exists(state) and "model.ckpt-0" in open(state).read():
+            time.sleep(1.5)
+            return
+        time.sleep(0.05)
+    raise AssertionError("training did not start: " + " | ".join(p.stdout.read()[-2000:] for p in procs
+                                                                  if p.poll() is not None))
+
+
+def _assert_same_weights(a_dir, b_dir, step):
+    a = checkpoints.load_checkpoint(os.path.join(a_dir, f"model.ckpt-{step}"))
+    b = checkpoints.load_checkpoint(os.path.join(b_dir, f"model.ckpt-{step}"))
+    assert sorted(a) == sorted(b) and int(a["global_step"]) == step
+    for name in a:
+        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+
+
+def _saved_step(log, output_dir):
+    """The step a preempted run says it stopped at, checked against the checkpoint it saved."""
+    found = PREEMPTED.findall(log)
+    assert len(found) == 1, log[-3000:]
+    step, saved = map(int, found[0])
+    assert step == saved and 0 < step
+    latest = checkpoints.CheckpointManager(output_dir).latest_checkpoint()
+    assert latest.endswith(f"model.ckpt-{step}")
+    assert int(checkpoints.load_checkpoint(latest)["global_step"]) == step
+    return step
+
+
+@pytest.mark.slow
+def test_sigterm_saves_the_step_reached_and_the_rerun_ends_as_an_uninterrupted_run(tmp_path):
+    steps = 300
+    straight, stopped = str(tmp_path / "straight"), str(tmp_path / "stopped")
+    subprocess.run(_command(tmp_path, straight, steps), check=True, env=worker_env(), cwd=ROOT,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300)
+    proc = subprocess.Popen(_command(tmp_path, stopped, steps), env=worker_env(), cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _wait_for_training(stopped, [proc])
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == preemption.PREEMPTED_EXIT_STATUS == 143, err[-3000:]
+    assert err.strip().splitlines()[-1].startswith("preempted: a preemption notice (SIGTERM) arrived; ")
+    step = _saved_step(err, stopped)
+    assert step < steps  # inside a loop of 1000 steps: the loop stopped after the step in progress
+    resumed = subprocess.run(_command(tmp_path, stopped, steps), env=worker_env(), cwd=ROOT, capture_output=True,
+                             text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"Resumed from {os.path.join(stopped, f'model.ckpt-{step}')}" in resumed.stderr
+    _assert_same_weights(straight, stopped, steps)
+
+
+@pytest.mark.slow
+def test_sigterm_on_one_of_two_workers_stops_both_after_one_step_and_the_rerun_ends_as_an_uninterrupted_run(
+        tmp_path):
+    steps = 100
+    straight, stopped = str(tmp_path / "straight"), str(tmp_path / "stopped")
+    procs = start_workers(_command(tmp_path, straight, steps), cwd=ROOT)
+    for p in procs:
+        assert p.wait(timeout=300) == 0, p.stdout.read()[-3000:]
+    procs = start_workers(_command(tmp_path, stopped, steps), cwd=ROOT)
+    _wait_for_training(stopped, procs)
+    procs[1].send_signal(signal.SIGTERM)
+    logs = [p.communicate(timeout=120)[0] for p in procs]
+    assert [p.returncode for p in procs] == [143, 143], [log[-3000:] for log in logs]
+    for log in logs:
+        assert "a preemption notice (SIGTERM) reached worker 1;" in log
+    assert "; stopped at global step" in logs[1] and "the chief saved model.ckpt-" in logs[1]
+    step = _saved_step(logs[0], stopped)
+    assert PREEMPTED.findall(logs[1]) == [(str(step), str(step))]  # both workers stopped at one step
+    assert step < steps
+    procs = start_workers(_command(tmp_path, stopped, steps), cwd=ROOT)
+    for p in procs:
+        assert p.wait(timeout=300) == 0, p.stdout.read()[-3000:]
+    _assert_same_weights(straight, stopped, steps)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["killed", "frozen"])
+def test_a_lost_worker_ends_the_other_with_one_line_and_the_same_commands_resume(tmp_path, how):
+    """Killed (SIGKILL: its connections close) or frozen (SIGSTOP: a machine gone, no heartbeat)."""
+    steps = 3000
+    output_dir = str(tmp_path / "out")
+    command = _command(tmp_path, output_dir, steps) + ["--save_checkpoints_steps=20", "--iterations_per_loop=5"]
+    procs = start_workers(command, cwd=ROOT)
+    _wait_for_training(output_dir, procs)
+    procs[1].send_signal(signal.SIGKILL if how == "killed" else signal.SIGSTOP)
+    lost_at = time.time()
+    try:
+        log = procs[0].communicate(timeout=120)[0]
+    finally:
+        procs[1].kill()
+        procs[1].wait()
+    took = time.time() - lost_at
+    print(f"{how}: the chief exited {took:.1f} s after the worker was lost")
+    assert procs[0].returncode == preemption.WORKER_LOST_EXIT_STATUS == 75, log[-3000:]
+    # A killed worker's connections close at once, unless the chief had none open to it yet (then, as for a
+    # frozen one, its heartbeats stop).
+    why = "its connection broke|it stopped sending heartbeats" if how == "killed" else "it stopped sending heartbeats"
+    last = log.strip().splitlines()[-1]
+    assert re.fullmatch(rf"error: lost worker 1 of the cluster after global step \d+ \(({why})\); the checkpoints in "
+                        r"--output_dir up to model\.ckpt-\d+ are kept: start the same command on every worker "
+                        r"again to resume", last), log[-3000:]
+    assert "Traceback" not in log and "CollectiveReduce" not in log
+    assert took < 10 + 20  # TensorFlow's heartbeat timeout (10 s), then the step in progress and the exit
+    latest = checkpoints.CheckpointManager(output_dir).latest_checkpoint()
+    assert latest.endswith(re.search(r"up to (model\.ckpt-\d+)", last).group(1))
+    if how == "frozen":
+        return
+    short = [arg for arg in command if not arg.startswith("--num_train_steps")] + [
+        f"--num_train_steps={checkpoints.global_step_of(latest) + 10}"]
+    procs = start_workers(short, cwd=ROOT)
+    logs = [p.communicate(timeout=300)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [log[-3000:] for log in logs]
+    assert f"Resumed from {latest}" in logs[0]
