@@ -34,7 +34,7 @@ Sharding a corpus across K machines: give every machine the same --input_file li
 ranges, so the K machines together write exactly the shards that one machine with --num_workers=K*N would.
 Use one --output_file PATH on every machine (shard names carry the global worker number), or per-machine paths.
 
-Bad input: invalid UTF-8 is an error naming the file and line (the original fails on it too); input without
+Bad input: invalid UTF-8 is an error naming the file, line and byte (the original fails on it too); input without
 any document is an error (no output file is left); lines that give no tokens are skipped and counted in the
 log, as the original skips them; a corpus (or fast-mode window) of one document draws its random next
 sentences from that document, with a warning, as the original does.
@@ -220,12 +220,33 @@ def expand_input_files(input_file):
     return cli.input_files(input_file, "--input_file")
 
 
-def _decode_line(raw, path, line_number):
+def _read_lines(path, start=0):
+    """Yields (byte offset, raw line) for the lines of `path` from byte `start` on (snapped forward to the next
+    line start): the one reader of the corpus, for both modes."""
+    with cli.open_file(path, "rb") as reader:
+        pos = 0
+        if start > 0:
+            reader.seek(start - 1)
+            pos = start - 1
+            previous = reader.read(1)
+            pos += len(previous)
+            if previous != b"\n":
+                pos += len(reader.readline())
+        for raw in reader:
+            yield pos, raw
+            pos += len(raw)
+
+
+def _text(raw, path, offset):
+    """A corpus line as text; invalid UTF-8 is an error naming the file, line and byte (the line's number is
+    counted only then: a fast-mode worker starts in the middle of a file)."""
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise cli.UserError("%s:%d: invalid UTF-8 at byte %d of the line (%s); input files must be UTF-8 text"
-                         % (path, line_number, err.start, err.reason)) from err
+        with cli.open_file(path, "rb") as reader:
+            line_number = reader.read(offset).count(b"\n") + 1
+        raise cli.UserError(f"{path} line {line_number}: not valid UTF-8 ({err.reason} at byte {offset + err.start}); "
+                            f"input files must be UTF-8 text") from None
 
 
 class Corpus:
@@ -272,41 +293,23 @@ def read_corpus_exact(input_files, tokenizer, progress=None):
     corpus = Corpus()
     stats = ReadStats()
     for path in input_files:
-        with cli.open_file(path, "rb") as reader:
-            for line_number, raw in enumerate(reader, 1):
-                stats.lines += 1
-                stats.bytes += len(raw)
-                line = _decode_line(raw, path, line_number).strip()
-                if not line:
-                    corpus.end_document()
-                    continue
-                ids = tokenizer.ids(line)
-                if ids:
-                    corpus.add_sentence(ids)
-                else:
-                    stats.tokenless_lines += 1
-                if progress is not None:
-                    progress(stats, corpus)
+        for offset, raw in _read_lines(path):
+            stats.lines += 1
+            stats.bytes += len(raw)
+            line = _text(raw, path, offset).strip()
+            if not line:
+                corpus.end_document()
+                continue
+            ids = tokenizer.ids(line)
+            if ids:
+                corpus.add_sentence(ids)
+            else:
+                stats.tokenless_lines += 1
+            if progress is not None:
+                progress(stats, corpus)
     corpus.end_document()
     _log_tokenless(stats, "input")
     return corpus, stats
-
-
-def _iter_range_lines(path, start):
-    """Yields (line start offset, raw line) for the lines of `path` from byte `start` on, snapped forward to
-    the next line start."""
-    with cli.open_file(path, "rb") as reader:
-        pos = 0
-        if start > 0:
-            reader.seek(start - 1)
-            pos = start - 1
-            previous = reader.read(1)
-            pos += len(previous)
-            if previous != b"\n":
-                pos += len(reader.readline())
-        for raw in reader:
-            yield pos, raw
-            pos += len(raw)
 
 
 def read_documents_in_range(path, start, end, tokenizer, stats):
@@ -316,7 +319,7 @@ def read_documents_in_range(path, start, end, tokenizer, stats):
     skips to just after the first blank line at or after `start`, and stops at the first blank line at or after
     `end` (where the next worker begins), so every document is read by exactly one worker.
     """
-    lines = _iter_range_lines(path, start)
+    lines = _read_lines(path, start)
     if start > 0:
         for pos, raw in lines:
             stats.bytes += len(raw)
@@ -330,11 +333,7 @@ def read_documents_in_range(path, start, end, tokenizer, stats):
     for pos, raw in lines:
         stats.lines += 1
         stats.bytes += len(raw)
-        try:
-            line = raw.decode("utf-8").strip()
-        except UnicodeDecodeError as err:
-            raise cli.UserError("%s: invalid UTF-8 in the line at byte offset %d (position %d of the line, %s); "
-                             "input files must be UTF-8 text" % (path, pos, err.start, err.reason)) from err
+        line = _text(raw, path, pos).strip()
         if not line:
             if document:
                 yield document

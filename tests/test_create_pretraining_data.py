@@ -357,12 +357,12 @@ def test_one_sentence_documents(tmp_path, caplog):
     assert counts[out] == 1 and "only one document" in caplog.text
 
 
-def test_invalid_utf8_names_file_and_line(tmp_path):
-    with pytest.raises(ValueError, match=r"input.txt:2: invalid UTF-8"):
-        _run(tmp_path, b"good line\nbad \xff\xfe line\n")
-    with pytest.raises(ValueError, match=r"input.txt: invalid UTF-8 in the line at byte offset 10"):
-        _run(tmp_path, b"good line\nbad \xff\xfe line\n", num_workers=1)
-    with pytest.raises(ValueError, match=r"input.txt: invalid UTF-8 in the line at byte offset 2109"):
+def test_invalid_utf8_names_file_line_and_byte_in_both_modes(tmp_path):
+    """One message, as the runners': the file, its line and the byte, also from a worker starting mid-file."""
+    for num_workers in (0, 1):
+        with pytest.raises(ValueError, match=r"input.txt line 2: not valid UTF-8 \(invalid start byte at byte 14\); "):
+            _run(tmp_path, b"good line\nbad \xff\xfe line\n", num_workers=num_workers)
+    with pytest.raises(ValueError, match=r"input.txt line 204: not valid UTF-8 \(invalid start byte at byte 2113\)"):
         _run(tmp_path, b"first document line\n\n" * 100 + b"xx\n" * 3 + b"bad \xff line\n\n", num_workers=2)
     assert not [p for p in os.listdir(tmp_path) if p.startswith("out")]
 

@@ -175,7 +175,7 @@ def test_extract_features_and_create_pretraining_data_bad_input(tmp_path):
                                                          b"Text should be \xc3\x28 per line"))
     proc = run_script("create_pretraining_data.py", f"--input_file={broken}", f"--output_file={tmp_path / 'x'}",
                       f"--vocab_file={vocab()}", "--num_workers=2", "--dupe_factor=1")
-    assert_user_error(proc, "broken.txt", "invalid UTF-8")
+    assert_user_error(proc, "broken.txt line 2: not valid UTF-8 (invalid continuation byte at byte 125)")
 
 
 # ---------------------------------------------------------------------------------------------------------
