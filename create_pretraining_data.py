@@ -65,7 +65,8 @@ import tokenization
 NUM_EXAMPLES_TO_LOG = 20
 PROGRESS_SECONDS = 10.0
 BATCH_SIZE = 4096
-FEATURE_NAMES = records.names(records.pretraining(None, None))
+PRETRAINING_FORMAT = records.pretraining(None, None)
+FEATURE_NAMES = records.names(PRETRAINING_FORMAT)
 
 
 @dataclasses.dataclass
@@ -604,7 +605,7 @@ def mask_batch(input_ids, lengths, len_a, settings, vocab, rng):
 
 
 # ----------------------------------------------------------------------------------------------------------
-# Features, tf.train.Example serialization and TFRecord framing (numpy, no TensorFlow).
+# Features of a batch of instances (records.py serializes and frames them).
 
 def assemble_input_ids(tokens, a_lo, a_hi, b_lo, b_hi, max_seq_length, cls_id, sep_id):
     """[CLS] A [SEP] B [SEP] + zero padding for a batch of spans -> (ids [B, L], lengths, len_a)."""
@@ -644,301 +645,6 @@ def build_features(ids, lengths, len_a, is_random_next, positions, replacements,
         "masked_lm_weights": valid.astype(np.float32),
         "next_sentence_labels": np.asarray(is_random_next, np.int64)[:, None],
     }
-
-
-_VARINT_TABLE = {}
-
-
-def _varint_table(size):
-    """Varint bytes (3 slots) and slot validity of every value below `size` (<= 2**21), for gathers."""
-    size = max(1 << 16, 1 << (int(size) - 1).bit_length())
-    if size not in _VARINT_TABLE:
-        values = np.arange(size, dtype=np.uint32)[:, None]
-        shifts = np.array([0, 7, 14], np.uint32)[None, :]
-        valid = np.ones((size, 3), bool)
-        valid[:, 1:] = values >= (np.uint32(1) << shifts[:, 1:])
-        more = np.zeros((size, 3), bool)
-        more[:, :2] = valid[:, 1:]
-        data = (((values >> shifts) & 0x7F) | (more * 0x80)).astype(np.uint8)
-        _VARINT_TABLE[size] = (data, valid)
-    return _VARINT_TABLE[size]
-
-
-def _varint_slots(values):
-    """Protobuf varints of a [B, K] array of non-negative ints as byte slots.
-
-    Returns (bytes [B, K * slots] uint8, valid [B, K * slots] bool, or None when every slot is used,
-    encoded length per row).
-    """
-    values = np.asarray(values)
-    batch, width = values.shape
-    if values.size and values.min() < 0:
-        raise ValueError("negative value in an int64 feature; expected token ids, positions or labels")
-    top = int(values.max()) if values.size else 0
-    slots = 1
-    while top >= 1 << (7 * slots):
-        slots += 1
-    if slots == 1:
-        return values.astype(np.uint8), None, np.full(batch, width, np.int64)
-    if slots == 3 and width > 1:
-        table, table_valid = _varint_table(top + 1)
-        out = table[values]
-        valid = table_valid[values]
-    else:
-        values = values.astype(np.uint64 if slots > 4 else np.uint32)
-        out = np.empty((batch, width, slots), np.uint8)
-        valid = np.empty((batch, width, slots), bool)
-        valid[..., 0] = True
-        for k in range(slots):
-            if k + 1 < slots:
-                valid[..., k + 1] = values >= (1 << (7 * (k + 1)))
-                out[..., k] = ((values >> (7 * k)) & 0x7F) | (valid[..., k + 1] * np.uint8(0x80))
-            else:
-                out[..., k] = (values >> (7 * k)) & 0x7F
-    valid = valid.reshape(batch, width * slots)
-    if valid.all():
-        return out.reshape(batch, width * slots), None, np.full(batch, width * slots, np.int64)
-    return out.reshape(batch, width * slots), valid, valid.sum(axis=1)
-
-
-def _varint_len(values):
-    values = np.asarray(values, np.int64)
-    out = np.ones(values.shape, np.int64)
-    for k in range(1, 10):
-        more = values >= (1 << (7 * k))
-        if not more.any():
-            break
-        out += more
-    return out
-
-
-def _fixed(piece):
-    return isinstance(piece, bytes) or piece[1] is None
-
-
-def _block(piece, batch):
-    if isinstance(piece, bytes):
-        return np.broadcast_to(np.frombuffer(piece, np.uint8), (batch, len(piece)))
-    return piece[0]
-
-
-# Serialized records sit in their matrix rows after DATA_OFFSET bytes left free for the TFRecord header
-# (length and its CRC), with at least DATA_PAD free bytes after them (the data CRC, rounding for the CRC).
-DATA_OFFSET = 12
-DATA_PAD = 8
-
-
-def serialize_examples(features):
-    """tf.train.Example wire bytes of a batch of feature arrays.
-
-    Returns (matrix [B, W] uint8, lengths): record i is matrix[i, DATA_OFFSET:DATA_OFFSET + lengths[i]].
-    Map entries whose bytes have the same length in every row go first (a protobuf map's order is free), so
-    only the rest needs compacting row by row.
-    """
-    batch = len(features["input_ids"])
-    entries = []
-    body_len = np.zeros(batch, np.int64)
-    record_format = records.pretraining(None, None)
-    for name in FEATURE_NAMES:
-        values = features[name]
-        if record_format[name][1] == records.FLOAT:
-            payload = (values.astype("<f4").view(np.uint8).reshape(batch, -1), None,
-                       np.full(batch, 4 * values.shape[1], np.int64))
-            kind_tag = b"\x12"  # Feature.float_list
-        else:
-            payload = _varint_slots(values)
-            kind_tag = b"\x1a"  # Feature.int64_list
-        packed_len = payload[2]
-        list_len = 1 + _varint_len(packed_len) + packed_len                    # Int64List / FloatList
-        feature_len = 1 + _varint_len(list_len) + list_len                      # Feature
-        key = name.encode("ascii")
-        entry_len = 2 + len(key) + 1 + _varint_len(feature_len) + feature_len  # map entry <string, Feature>
-        body_len += 1 + _varint_len(entry_len) + entry_len
-        entries.append([
-            b"\x0a", _varint_slots(entry_len[:, None]),
-            b"\x0a" + bytes([len(key)]) + key + b"\x12", _varint_slots(feature_len[:, None]),
-            kind_tag, _varint_slots(list_len[:, None]),
-            b"\x0a", _varint_slots(packed_len[:, None]),
-            payload,
-        ])
-    header = [b"\x0a", _varint_slots(body_len[:, None])]
-    lead, tail = [], []
-    if all(_fixed(piece) for piece in header):
-        lead.extend(header)
-        for entry in entries:
-            (lead if all(_fixed(piece) for piece in entry) else tail).extend(entry)
-    else:
-        tail = header + [piece for entry in entries for piece in entry]
-    lead_blocks = [_block(piece, batch) for piece in lead]
-    lead_width = sum(block.shape[1] for block in lead_blocks)
-    if tail:
-        tail_big = np.concatenate([_block(piece, batch) for piece in tail], axis=1)
-        tail_valid = np.concatenate([np.ones((batch, len(piece)), bool) if isinstance(piece, bytes) else
-                                     (np.ones(piece[0].shape, bool) if piece[1] is None else piece[1])
-                                     for piece in tail], axis=1)
-        tail_len = tail_valid.sum(axis=1)
-    else:
-        tail_len = np.zeros(batch, np.int64)
-    lengths = lead_width + tail_len
-    width = DATA_OFFSET + -(-(int(lengths.max()) + DATA_PAD) // 4) * 4
-    matrix = np.zeros((batch, width), np.uint8)
-    if lead_blocks:
-        matrix[:, DATA_OFFSET:DATA_OFFSET + lead_width] = np.concatenate(lead_blocks, axis=1)
-    if tail:
-        start = DATA_OFFSET + lead_width
-        keep = np.arange(width - start)[None, :] < tail_len[:, None]
-        matrix[:, start:][keep] = tail_big[tail_valid]
-    return matrix, lengths
-
-
-_CRC_TABLES = None
-
-
-def _crc_tables():
-    """CRC32C (Castagnoli) tables: the byte table and two 16-bit tables for 4-bytes-at-a-time steps."""
-    global _CRC_TABLES
-    if _CRC_TABLES is None:
-        table = np.arange(256, dtype=np.uint32)
-        for _ in range(8):
-            table = np.where(table & 1, (table >> 1) ^ np.uint32(0x82F63B78), table >> 1).astype(np.uint32)
-        t1 = (table >> 8) ^ table[table & 0xFF]
-        t2 = (t1 >> 8) ^ table[t1 & 0xFF]
-        t3 = (t2 >> 8) ^ table[t2 & 0xFF]
-        low = np.arange(1 << 16, dtype=np.uint32)
-        table_low = t3[low & 0xFF] ^ t2[low >> 8]
-        table_high = t1[low & 0xFF] ^ table[low >> 8]
-        _CRC_TABLES = (table, table_low, table_high)
-    return _CRC_TABLES
-
-
-def crc32c_rows(matrix, lengths, offset=0):
-    """CRC32C of bytes offset .. offset + lengths[i] of each row of a [B, W] uint8 matrix (vectorized over rows)."""
-    table, table_low, table_high = _crc_tables()
-    lengths = np.asarray(lengths, np.int64)
-    batch = len(lengths)
-    if batch == 0:
-        return np.zeros(0, np.uint32)
-    order = np.argsort(-lengths, kind="stable")
-    sorted_len = lengths[order]
-    width = -(-max(int(sorted_len[0]), 1) // 4) * 4
-    rows = np.zeros((batch, width), np.uint8)
-    available = min(width, matrix.shape[1] - offset)
-    rows[:, :available] = matrix[order, offset:offset + available]
-    words = np.ascontiguousarray(rows.view("<u4").T)
-    num_words = sorted_len // 4
-    crc = np.full(batch, 0xFFFFFFFF, np.uint32)
-    active_counts = np.searchsorted(-num_words, -np.arange(int(num_words[0])), side="left")
-    for w, active in enumerate(active_counts.tolist()):
-        if active == batch:
-            c = crc ^ words[w]
-            crc = table_low[c & 0xFFFF] ^ table_high[c >> 16]
-        else:
-            c = crc[:active] ^ words[w, :active]
-            crc[:active] = table_low[c & 0xFFFF] ^ table_high[c >> 16]
-    tail_start = num_words * 4
-    for t in range(3):
-        tail_rows = np.nonzero(sorted_len - tail_start > t)[0]
-        if tail_rows.size == 0:
-            break
-        byte = rows[tail_rows, tail_start[tail_rows] + t].astype(np.uint32)
-        c = crc[tail_rows]
-        crc[tail_rows] = table[(c ^ byte) & 0xFF] ^ (c >> 8)
-    crc ^= np.uint32(0xFFFFFFFF)
-    out = np.empty(batch, np.uint32)
-    out[order] = crc
-    return out
-
-
-def _masked_crc(crc):
-    crc = crc.astype(np.uint64)
-    return (((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF).astype(np.uint32)
-
-
-def frame_records(matrix, lengths):
-    """TFRecord framing, in place: length (uint64) and its masked CRC32C go in the DATA_OFFSET bytes before
-    each record, the masked CRC32C of the data right after it. Returns (matrix, framed lengths)."""
-    lengths = np.asarray(lengths, np.int64)
-    batch = len(lengths)
-    length_bytes = lengths.astype("<u8").view(np.uint8).reshape(batch, 8)
-    matrix[:, :8] = length_bytes
-    matrix[:, 8:12] = _masked_crc(crc32c_rows(length_bytes, np.full(batch, 8))).astype("<u4").view(
-        np.uint8).reshape(batch, 4)
-    data_crc = _masked_crc(crc32c_rows(matrix, lengths, DATA_OFFSET))
-    at = DATA_OFFSET + lengths[:, None] + np.arange(4)[None, :]
-    np.put_along_axis(matrix, at, data_crc.astype("<u4").view(np.uint8).reshape(batch, 4), axis=1)
-    return matrix, lengths + DATA_OFFSET + 4
-
-
-def record_bytes(framed, lengths, rows=None):
-    """The framed records (all, or the given rows in order) as one bytes object."""
-    if rows is not None:
-        framed = framed[rows]
-        lengths = lengths[rows]
-    keep = np.arange(framed.shape[1])[None, :] < lengths[:, None]
-    return framed[keep].tobytes()
-
-
-class RecordWriters:
-    """Output files, opened up front; records go round-robin over them, as in the original."""
-
-    def __init__(self, paths):
-        if not paths:
-            raise cli.UserError("--output_file is required: comma-separated TFRecord paths")
-        self.paths = list(paths)
-        self.counts = [0] * len(self.paths)
-        self._files = []
-        self._opened = []
-        self._next = 0
-        for path in self.paths:
-            try:
-                cli.make_parent_dir(path, "--output_file")
-                self._files.append(cli.open_file(path, "wb"))
-                self._opened.append(path)
-            except Exception as err:  # OSError locally, tf errors remotely, cli.UserError for a bad folder
-                self.abort()
-                if isinstance(err, cli.UserError):
-                    raise
-                raise cli.UserError("--output_file %s cannot be opened for writing: %s" % (path, cli.one_line(err))) \
-                    from None
-
-    def write(self, framed, lengths):
-        """Writes framed records ([B, W] rows with lengths) in order, round-robin over the files."""
-        lengths = np.asarray(lengths, np.int64)
-        batch = len(lengths)
-        if batch == 0:
-            return
-        num_files = len(self._files)
-        if num_files == 1:
-            self._files[0].write(record_bytes(framed, lengths))
-            self.counts[0] += batch
-            return
-        which = (self._next + np.arange(batch)) % num_files
-        for f in range(num_files):
-            rows = np.nonzero(which == f)[0]
-            if rows.size:
-                self._files[f].write(record_bytes(framed, lengths, rows))
-                self.counts[f] += rows.size
-        self._next = (self._next + batch) % num_files
-
-    def close(self):
-        for handle in self._files:
-            handle.close()
-        self._files = []
-
-    def abort(self):
-        """Closes and deletes the files written so far (after an error), so no partial output is left."""
-        for handle in self._files:
-            try:
-                handle.close()
-            except Exception:  # pylint: disable=broad-except
-                pass
-        self._files = []
-        for path in self._opened:
-            try:
-                if cli.remove_file(path):
-                    logging.info("removed incomplete output %s", path)
-            except Exception:  # pylint: disable=broad-except
-                logging.warning("could not remove incomplete output %s", path)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -1023,7 +729,7 @@ def _write_batches(tokens, spans, masker, writers, settings, vocab, log_limit, p
         if logged < log_limit:
             log_examples(features, vocab, log_limit - logged)
             logged = min(log_limit, logged + len(batch))
-        writers.write(*frame_records(*serialize_examples(features)))
+        writers.write(*records.frame_records(*records.serialize(features, PRETRAINING_FORMAT)))
         if progress is not None:
             progress(start + len(batch))
     return logged
@@ -1038,7 +744,7 @@ def run_exact(input_files, output_files, vocab_file, do_lower_case, settings, ca
     vocab = Vocab(vocab_dict)
     tokenizer = CachedTokenizer(vocab_dict, do_lower_case, cache_size)
     total_bytes = sum(cli.file_size(path) for path in input_files)
-    writers = RecordWriters(output_files)
+    writers = records.RecordWriters(output_files)
     try:
         read_log = ProgressLog("read", "bytes")
         corpus, stats = read_corpus_exact(
@@ -1149,7 +855,7 @@ class _FastWorker:
         self.worker = job["worker"]
         self.label = "worker %d/%d" % (self.worker, job["total_workers"])
         self.tokenizer = CachedTokenizer(self.vocab_dict, job["do_lower_case"], job["cache_size"])
-        self.writers = RecordWriters(job["paths"])
+        self.writers = records.RecordWriters(job["paths"])
         self.stats = ReadStats()
         self.range_bytes = sum(hi - lo for _, lo, hi in job["parts"])
         self.documents = self.instances = self.windows = self.logged = 0

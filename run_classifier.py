@@ -539,7 +539,7 @@ def file_based_convert_examples_to_features(examples, label_list, max_seq_length
     num_workers > 1 tokenizes in that many processes; the file is the same byte for byte.
     """
     arrays = examples_to_arrays(examples, label_list, max_seq_length, tokenizer, num_workers)
-    runner.write_records(output_file, arrays, records.classifier(max_seq_length, label_list is None))
+    records.write_file(output_file, arrays, records.classifier(max_seq_length, label_list is None))
     return arrays
 
 

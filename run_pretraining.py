@@ -59,41 +59,11 @@ def expand_input_files(input_file):
     return files
 
 
-def check_record_file(path, max_seq_length, max_predictions_per_seq):
-    """Checks the first record of `path` against the flags (cli.UserError naming file and feature); returns
-    whether the file holds a record."""
-    spec = records.pretraining(max_seq_length, max_predictions_per_seq)
-    flag_of = {"masked_lm_positions": "--max_predictions_per_seq", "masked_lm_ids": "--max_predictions_per_seq",
-               "masked_lm_weights": "--max_predictions_per_seq", "next_sentence_labels": None}
-    try:
-        first = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
-    except tf.errors.OpError as e:
-        raise cli.UserError(f"{path}: cannot read TFRecords ({runner.tf_error_message(e)})") from None
-    if first is None:
-        logging.warning("%s holds no records", path)
-        return False
-    example = tf.train.Example.FromString(first.numpy())
-    feats = example.features.feature
-    for name, (length, value_kind) in spec.items():
-        if name not in feats:
-            raise cli.UserError(f"{path}: record has no feature {name!r} (expected {length} x {value_kind}); "
-                                f"is it a pre-training file written by create_pretraining_data.py?")
-        feat = feats[name]
-        kind = feat.WhichOneof("kind")
-        values = feat.float_list.value if kind == "float_list" else feat.int64_list.value
-        want_kind = "float_list" if value_kind == records.FLOAT else "int64_list"
-        if kind != want_kind:
-            raise cli.UserError(f"{path}: feature {name!r} is {kind}, expected {want_kind}")
-        if len(values) != length:
-            flag = flag_of.get(name, "--max_seq_length")
-            hint = f" (does {flag}={length} match the data generation?)" if flag else ""
-            raise cli.UserError(f"{path}: feature {name!r} has {len(values)} values, expected {length}{hint}")
-    return True
-
-
-def decode_record(record, max_seq_length, max_predictions_per_seq):
-    """Parses one serialized example; int64 features become int32 (as the original)."""
-    return runner.decode_record(record, records.pretraining(max_seq_length, max_predictions_per_seq))
+# The flag that sets each feature's length (next_sentence_labels: always one value).
+FLAG_OF_FEATURE = {"input_ids": "--max_seq_length", "input_mask": "--max_seq_length",
+                   "segment_ids": "--max_seq_length", "masked_lm_positions": "--max_predictions_per_seq",
+                   "masked_lm_ids": "--max_predictions_per_seq", "masked_lm_weights": "--max_predictions_per_seq",
+                   "next_sentence_labels": None}
 
 
 def unmask_input_ids(features):
@@ -155,13 +125,14 @@ def pretraining_input_fn(input_files, max_seq_length, max_predictions_per_seq, i
     shards when there are at least as many files as input pipelines; otherwise every worker builds the same
     global batches and takes its slice. Eval: one deterministic pass in file order, last batch kept.
     """
-    holding = [path for path in input_files if check_record_file(path, max_seq_length, max_predictions_per_seq)]
+    record_format = records.pretraining(max_seq_length, max_predictions_per_seq)
+    holding = [path for path in input_files if records.check_first_record(path, record_format, FLAG_OF_FEATURE)]
     if not holding:
         raise cli.UserError(f"--input_file: no records in {', '.join(input_files)}")
     input_files = holding
 
     def decode(record):
-        return decode_record(record, max_seq_length, max_predictions_per_seq)
+        return records.decode(record, record_format)
 
     def input_fn(batch_size, input_context=None):
         pipelines = input_context.num_input_pipelines if input_context else 1
@@ -302,14 +273,14 @@ def run(options, strategy=None, max_steps=None):
     if o.do_train:
         logging.info("***** Running training *****")
         logging.info("  Batch size = %d", config.train_batch_size)
-        result["train"] = runner.naming_corrupt_records(
+        result["train"] = records.naming_corrupt_records(
             input_files, lambda: training.train(task, train_input, config, strategy, max_steps=max_steps))
     if o.do_eval:
         logging.info("***** Running evaluation *****")
         logging.info("  Batch size = %d", config.eval_batch_size)
         input_fn = pretraining_input_fn(input_files, o.max_seq_length, o.max_predictions_per_seq, False)
         checkpoint = checkpoints.checkpoint_for_inference(config.output_dir, config.init_checkpoint, required=False)
-        result["eval"] = runner.naming_corrupt_records(
+        result["eval"] = records.naming_corrupt_records(
             input_files, lambda: training.evaluate(task, input_fn, config, strategy, max_steps=o.max_eval_steps,
                                                    checkpoint_path=checkpoint))
     return result

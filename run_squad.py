@@ -683,7 +683,7 @@ class FeatureWriter:
     def __init__(self, filename, is_training):
         self.filename = filename
         self.is_training = is_training
-        self._writer = runner.RecordWriter(filename, records.squad(None, is_training))
+        self._writer = records.RecordFile(filename, records.squad(None, is_training))
 
     @property
     def num_features(self):

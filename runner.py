@@ -6,16 +6,14 @@
     config, sequence length, vocab and its special tokens, casing, init_checkpoint; then the runner's data),
     --output_dir made once, then train / evaluate / predict / export, outputs written once by the chief, and
     the one inference checkpoint (Job.inference_checkpoint).
-  Training: finetuning_config() (the original's step counts), write_records() / record_input_fn() (feature
-    TFRecords with the original's feature names), array_input_fn() (in-memory features),
-    tokenize_in_processes().
+  Training: finetuning_config() (the original's step counts), Job.train_input_fn() (feature TFRecords through
+    records.py), array_input_fn() (in-memory features), tokenize_in_processes().
   Inference: predict_arrays() runs a Task over in-memory features with real-length batches.
 """
 import collections
 import dataclasses
 import multiprocessing
 import os
-import re
 import shutil
 import tempfile
 
@@ -33,7 +31,6 @@ import tokenization
 import training
 
 STEP_COUNT_FLAGS = ("num_train_steps", "num_warmup_steps")
-ORIGINAL_SHUFFLE_BUFFER = 100  # training records the original's input functions shuffle among
 TrainingConfig = training.TrainingConfig
 
 
@@ -67,7 +64,7 @@ class FinetuningOptions:
 class RecordFinetuningOptions(FinetuningOptions):
     """The flags of the runners that train from a feature TFRecord file (run_classifier.py, run_squad.py)."""
     shuffle_buffer_size: int = cli.option(
-        ORIGINAL_SHUFFLE_BUFFER, "Training records the input draws from at random (the original's 100). A "
+        records.ORIGINAL_SHUFFLE_BUFFER, "Training records the input draws from at random (the original's 100). A "
         "training file in an order, e.g. by source, label or length (CoLA's train.tsv is sorted by source), "
         "trains worse with a small buffer: 0 shuffles all training records anew every pass (they are held in "
         "memory).")
@@ -254,7 +251,7 @@ class Job:
         buffer = self.options.shuffle_buffer_size
         if buffer == 0:
             logging.info("Shuffling all %d training records anew every pass (--shuffle_buffer_size=0)", num_records)
-        return record_input_fn(path, record_format, is_training=True, drop_remainder=True, seed=seed,
+        return records.input_fn(path, record_format, is_training=True, drop_remainder=True, seed=seed,
                                shuffle_buffer=buffer, num_records=num_records)
 
     def inference_checkpoint(self):
@@ -302,55 +299,7 @@ class Job:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Feature records (tf.train.Example, the original's feature names).
-
-
-class RecordWriter:
-    """Writes tf.train.Example records of a record format (records.py): write({name: values}) with the format's
-    features in its order, each an int64 or float list as the format says."""
-
-    def __init__(self, path, record_format):
-        self.path = path
-        self.record_format = record_format
-        self.count = 0
-        self._writer = tf.io.TFRecordWriter(path)
-
-    def write(self, features):
-        records.check(self.record_format, features, self.path)
-        proto = collections.OrderedDict()
-        for name, values in features.items():
-            values = np.ravel(values).tolist()
-            if self.record_format[name][1] == records.FLOAT:
-                proto[name] = tf.train.Feature(float_list=tf.train.FloatList(value=values))
-            else:
-                proto[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=values))
-        example = tf.train.Example(features=tf.train.Features(feature=proto))
-        self._writer.write(example.SerializeToString(deterministic=True))
-        self.count += 1
-
-    def close(self):
-        self._writer.close()
-        logging.info("Wrote %d records to %s", self.count, self.path)
-
-
-def write_records(path, arrays, record_format):
-    """Writes one record of record_format per row of `arrays` ({name: array [rows, ...]}); returns the number of
-    records."""
-    writer = RecordWriter(path, record_format)
-    rows = len(next(iter(arrays.values()))) if arrays else 0
-    for i in range(rows):
-        writer.write({name: values[i] for name, values in arrays.items()})
-    writer.close()
-    return rows
-
-
-def decode_record(record, record_format):
-    """Parses one serialized tf.train.Example of a record format (records.py); int64 -> int32."""
-    parsed = tf.io.parse_single_example(
-        record, {name: tf.io.FixedLenFeature([length] if length else [], tf.float32 if kind == records.FLOAT
-                                             else tf.int64)
-                 for name, (length, kind) in record_format.items()})
-    return {name: tf.cast(value, tf.int32) if value.dtype == tf.int64 else value for name, value in parsed.items()}
+# In-memory input and parallel tokenization.
 
 
 def array_input_fn(arrays, is_training, seed=None, trim=True):
@@ -371,66 +320,6 @@ def array_input_fn(arrays, is_training, seed=None, trim=True):
         return d.prefetch(tf.data.AUTOTUNE)
 
     return input_fn
-
-
-def record_input_fn(path, record_format, is_training, drop_remainder, seed=None,
-                    shuffle_buffer=ORIGINAL_SHUFFLE_BUFFER, num_records=None):
-    """An input function for training.py over a feature TFRecord file: records sharded across input
-    pipelines, decoded, batched; when training, repeated and shuffled: drawn from a buffer of shuffle_buffer
-    records over the repeated file (the original), or with shuffle_buffer 0 a new permutation of all
-    num_records records every pass."""
-    if is_training and shuffle_buffer == 0 and not num_records:
-        raise ValueError("a full shuffle (shuffle_buffer 0) needs num_records")
-
-    def input_fn(batch_size, input_context=None):
-        d = tf.data.TFRecordDataset(path)
-        if input_context is not None and input_context.num_input_pipelines > 1:
-            d = d.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
-        if is_training and shuffle_buffer == 0:
-            d = d.shuffle(num_records, seed=seed, reshuffle_each_iteration=True).repeat()
-        elif is_training:
-            d = d.repeat().shuffle(buffer_size=shuffle_buffer, seed=seed)
-        d = d.map(lambda record: decode_record(record, record_format), num_parallel_calls=tf.data.AUTOTUNE)
-        return d.batch(batch_size, drop_remainder=drop_remainder).prefetch(tf.data.AUTOTUNE)
-
-    return input_fn
-
-
-def tf_error_message(err):
-    """A TensorFlow error's message without the op and function names TensorFlow wraps it in."""
-    message = getattr(err, "message", str(err))
-    message = re.sub(r"\{\{function_node [^}]*\}\}\s*", "", message)
-    message = re.sub(r"\s*\[Op:[^\]]*\].*$", "", message, flags=re.S)
-    message = re.sub(r"\b(truncated|corrupted) record at (\d+)'?( failed with)?", r"\1 record at byte \2:", message)
-    return " ".join(message.split()).rstrip(":")
-
-
-def find_corrupt_record(files):
-    """(file, number of records read before the damage, TensorFlow's message) of the first damaged TFRecord
-    file, or None."""
-    for path in files:
-        count = 0
-        try:
-            for _ in tf.data.TFRecordDataset(path):
-                count += 1
-        except tf.errors.DataLossError as err:
-            return path, count, tf_error_message(err)
-    return None
-
-
-def naming_corrupt_records(files, action):
-    """Runs action(); a DataLossError of the TFRecord input becomes a cli.UserError naming the file and
-    record (training stops there; its checkpoints so far are kept)."""
-    try:
-        return action()
-    except tf.errors.DataLossError:
-        damaged = find_corrupt_record(files)
-        if damaged is None:
-            raise
-        path, count, message = damaged
-        raise cli.UserError(f"{path}: corrupt or truncated TFRecord data after record {count} ({message}); "
-                            f"stopped, checkpoints written so far are kept: repair or remove the file and run "
-                            f"again to resume") from None
 
 
 _WORKER_TOKENIZER = []

@@ -143,7 +143,7 @@ def test_tfrecord_round_trip_on_mrpc_dev(tokenizer, tmp_path):
     padded = rc.pad_examples(examples, 7)
     assert len(padded) == 413 and isinstance(padded[-1], rc.PaddingInputExample)
     rc.file_based_convert_examples_to_features(padded, processor.get_labels(), 64, tokenizer, path)
-    batches = list(runner.record_input_fn(path, records.classifier(64, False), False, False)(100).as_numpy_iterator())
+    batches = list(records.input_fn(path, records.classifier(64, False), False, False)(100).as_numpy_iterator())
     ids = np.concatenate([b["input_ids"] for b in batches])
     real = np.concatenate([b["is_real_example"] for b in batches])
     labels = np.concatenate([b["label_ids"] for b in batches])
@@ -161,7 +161,7 @@ def test_regression_tfrecord_keeps_float_scores(tokenizer, tmp_path):
     examples = rc.StsbProcessor().get_dev_examples(glue("STS-B"))[:10]
     path = str(tmp_path / "eval.tf_record")
     rc.file_based_convert_examples_to_features(examples, None, 32, tokenizer, path)
-    batch = next(runner.record_input_fn(path, records.classifier(32, True), False, False)(10).as_numpy_iterator())
+    batch = next(records.input_fn(path, records.classifier(32, True), False, False)(10).as_numpy_iterator())
     np.testing.assert_allclose(batch["label_ids"], [e.label for e in examples], rtol=1e-6)
 
 
@@ -311,7 +311,7 @@ def test_fine_tune_tiny_model_on_mrpc_end_to_end(tmp_path):
     # The written metrics equal the ones recomputed from the model's predictions on the dev set.
     dev = rc.MrpcProcessor().get_dev_examples(data_dir)
     task = rc.ClassifierTask(__import__("modeling").BertConfig.from_json_file(config.bert_config_file), 2)
-    eval_input = runner.record_input_fn(os.path.join(output_dir, "eval.tf_record"), records.classifier(32, False),
+    eval_input = records.input_fn(os.path.join(output_dir, "eval.tf_record"), records.classifier(32, False),
                                         False, False)
     probs = np.array([p["probabilities"] for p in training.predict(
         task, eval_input, config, checkpoint_path=os.path.join(output_dir, "model.ckpt-6"))])
@@ -352,7 +352,7 @@ def test_fine_tune_tiny_regression_on_stsb(tmp_path):
     task = rc.ClassifierTask(__import__("modeling").BertConfig.from_json_file(config.bert_config_file), 1,
                              is_regression=True)
     # Recomputed from eval.tf_record the way evaluation predicts (real-length batches of eval_batch_size).
-    eval_input = runner.record_input_fn(os.path.join(output_dir, "eval.tf_record"), records.classifier(32, True),
+    eval_input = records.input_fn(os.path.join(output_dir, "eval.tf_record"), records.classifier(32, True),
                                         False, False)
     arrays = {k: np.concatenate([b[k] for b in eval_input(100).as_numpy_iterator()]) for k in rc.FEATURE_NAMES}
     scores = runner.predict_arrays(task, arrays, config, checkpoint_path=os.path.join(output_dir, "model.ckpt-3"),

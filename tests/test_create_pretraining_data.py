@@ -13,6 +13,7 @@ import tensorflow as tf
 
 import cli
 import create_pretraining_data as cpd
+import records
 import tokenization
 from tests.shared_data import shared_path
 
@@ -169,25 +170,26 @@ def test_writer_bytes_equal_tensorflow_writer(tmp_path):
         "masked_lm_weights": rng.random((batch, pred)).astype(np.float32),
         "next_sentence_labels": rng.integers(0, 2, (batch, 1)),
     }
-    matrix, lengths = cpd.serialize_examples(features)
-    records = [matrix[row, cpd.DATA_OFFSET:cpd.DATA_OFFSET + lengths[row]].tobytes() for row in range(batch)]
+    matrix, lengths = records.serialize(features, records.pretraining(None, None))
+    serialized = [matrix[row, records.DATA_OFFSET:records.DATA_OFFSET + lengths[row]].tobytes()
+                  for row in range(batch)]
     path = str(tmp_path / "tf.tfrecord")
     with tf.io.TFRecordWriter(path) as writer:
         for row in range(batch):
-            example = tf.train.Example.FromString(records[row])
+            example = tf.train.Example.FromString(serialized[row])
             for name in NAMES:
                 feature = example.features.feature[name]
                 got = feature.float_list.value if name == "masked_lm_weights" else feature.int64_list.value
                 np.testing.assert_array_equal(np.array(got), features[name][row])
-            writer.write(records[row])
+            writer.write(serialized[row])
     with open(path, "rb") as f:
-        assert f.read() == cpd.record_bytes(*cpd.frame_records(matrix, lengths))
+        assert f.read() == records.record_bytes(*records.frame_records(matrix, lengths))
 
 
 def test_crc32c_known_values():
     data = np.frombuffer(b"123456789" + b"\0" * 3, np.uint8).reshape(1, 12)
-    assert int(cpd.crc32c_rows(data, [9])[0]) == 0xE3069283
-    assert int(cpd.crc32c_rows(np.zeros((1, 4), np.uint8), [0])[0]) == 0
+    assert int(records.crc32c_rows(data, [9])[0]) == 0xE3069283
+    assert int(records.crc32c_rows(np.zeros((1, 4), np.uint8), [0])[0]) == 0
 
 
 # ----------------------------------------------------------------------------------------------------------

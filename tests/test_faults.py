@@ -209,7 +209,7 @@ def test_empty_and_corrupt_pretraining_records(tmp_path):
     proc = run_script("run_pretraining.py", *_pretraining_args(config, tmp_path / "out3", truncated, steps=40))
     last = assert_user_error(proc, "truncated.tfrecord", "truncated record")
     assert re.search(r"\(truncated record at byte \d+: Read less bytes than requested\)", last), last
-    assert rp.runner.find_corrupt_record([records(), str(truncated)])[:2] == (str(truncated), 58)
+    assert rp.records.find_corrupt_record([records(), str(truncated)])[:2] == (str(truncated), 58)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -92,12 +92,12 @@ def test_a_record_format_is_what_its_writer_writes_and_its_reader_reads(tmp_path
     row = {"input_ids": [101, 7, 102, 0], "input_mask": [1, 1, 1, 0], "segment_ids": [0, 0, 0, 0],
            "label_ids": [2.5], "is_real_example": [1]}
     path = str(tmp_path / "x.tf_record")
-    writer = runner.RecordWriter(path, record_format)
+    writer = records.RecordFile(path, record_format)
     writer.write(row)
     with pytest.raises(ValueError, match="are not the record format's"):
         writer.write({name: row[name] for name in reversed(row)})
     writer.close()
-    parsed = next(iter(tf.data.TFRecordDataset(path).map(lambda r: runner.decode_record(r, record_format))))
+    parsed = next(iter(tf.data.TFRecordDataset(path).map(lambda r: records.decode(r, record_format))))
     assert parsed["label_ids"].dtype == tf.float32 and float(parsed["label_ids"]) == 2.5
     assert parsed["input_ids"].dtype == tf.int32 and parsed["input_ids"].numpy().tolist() == row["input_ids"]
     example = tf.train.Example.FromString(next(iter(tf.data.TFRecordDataset(path))).numpy()).features.feature
@@ -105,10 +105,41 @@ def test_a_record_format_is_what_its_writer_writes_and_its_reader_reads(tmp_path
         "float_list" if kind == records.FLOAT else "int64_list" for _, kind in record_format.values()]
 
 
+@pytest.mark.parametrize("record_format", [records.classifier(32, False), records.classifier(32, True),
+                                           records.squad(64, True), records.squad(64, False)])
+def test_record_files_are_the_bytes_of_tensorflows_writer(tmp_path, record_format):
+    """records.RecordFile (numpy) writes what tf.io.TFRecordWriter writes for tf.train.Example with TensorFlow's
+    deterministic serialization, record by record and by columns, over several blocks."""
+    rng = np.random.default_rng(0)
+    rows = 2 * records.RecordFile.BLOCK + 3
+    arrays = {}
+    for name, (length, kind) in record_format.items():
+        shape = (rows, length) if length else (rows,)
+        arrays[name] = (rng.standard_normal(shape).astype(np.float32) if kind == records.FLOAT else
+                        rng.integers(0, 1 << 40 if name == "unique_ids" else 30522, shape))
+    expected = str(tmp_path / "tf.tf_record")
+    with tf.io.TFRecordWriter(expected) as writer:
+        for i in range(rows):
+            feature = {name: tf.train.Feature(float_list=tf.train.FloatList(value=np.ravel(values[i]).tolist()))
+                       if record_format[name][1] == records.FLOAT else
+                       tf.train.Feature(int64_list=tf.train.Int64List(value=np.ravel(values[i]).tolist()))
+                       for name, values in arrays.items()}
+            writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString(
+                deterministic=True))
+    by_columns = str(tmp_path / "columns.tf_record")
+    assert records.write_file(by_columns, arrays, record_format) == rows
+    by_rows = records.RecordFile(str(tmp_path / "rows.tf_record"), record_format)
+    for i in range(rows):
+        by_rows.write({name: values[i] for name, values in arrays.items()})
+    by_rows.close()
+    want = open(expected, "rb").read()
+    assert open(by_columns, "rb").read() == want and open(by_rows.path, "rb").read() == want
+
+
 def _training_order(path, record_format, rows, **shuffle):
     """The rows (input_ids[0]) of the first two passes' training batches of 32 over `rows` records, as one list."""
     batches = 2 * rows // 32 + 1
-    dataset = runner.record_input_fn(path, record_format, True, True, seed=1, **shuffle)(32).take(batches)
+    dataset = records.input_fn(path, record_format, True, True, seed=1, **shuffle)(32).take(batches)
     return [row for batch in dataset.as_numpy_iterator() for row in batch["input_ids"][:, 0].tolist()]
 
 
@@ -121,7 +152,7 @@ def test_shuffle_buffer_0_mixes_a_sorted_training_file(tmp_path):
     assert len(set(sources)) == 17
     record_format = records.classifier(2, is_regression=False)
     path = str(tmp_path / "train.tf_record")
-    writer = runner.RecordWriter(path, record_format)
+    writer = records.RecordFile(path, record_format)
     for row in range(n):
         writer.write({"input_ids": [row, 0], "input_mask": [1, 0], "segment_ids": [0, 0], "label_ids": [0],
                       "is_real_example": [1]})
@@ -136,7 +167,7 @@ def test_shuffle_buffer_0_mixes_a_sorted_training_file(tmp_path):
     first, second = shuffled[:n], shuffled[n:2 * n]
     assert sorted(first) == sorted(second) == list(range(n)) and first != second  # a new permutation each pass
     with pytest.raises(ValueError, match="needs num_records"):
-        runner.record_input_fn(path, record_format, True, True, shuffle_buffer=0)
+        records.input_fn(path, record_format, True, True, shuffle_buffer=0)
 
 
 def test_shuffle_buffer_size_flag(tmp_path):

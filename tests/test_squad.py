@@ -261,14 +261,14 @@ def test_tfrecord_round_trip(tokenizer, tmp_path):
         writer.process_feature(feature)
     writer.close()
     assert writer.num_features == len(features)
-    input_fn = runner.record_input_fn(writer.filename, records.squad(128, False), is_training=False,
+    input_fn = records.input_fn(writer.filename, records.squad(128, False), is_training=False,
                                       drop_remainder=False)
     batches = list(input_fn(5))
     got = {k: np.concatenate([b[k].numpy() for b in batches]) for k in batches[0]}
     assert got["input_ids"].dtype == np.int32 and "start_positions" not in got
     np.testing.assert_array_equal(got["input_ids"], [f.input_ids for f in features])
     np.testing.assert_array_equal(got["unique_ids"], [f.unique_id for f in features])
-    train_fn = runner.record_input_fn(writer.filename, records.squad(128, True), is_training=True,
+    train_fn = records.input_fn(writer.filename, records.squad(128, True), is_training=True,
                                       drop_remainder=True, seed=1)
     batch = next(iter(train_fn(4)))
     assert batch["start_positions"].shape == (4,) and batch["segment_ids"].shape == (4, 128)
