@@ -12,6 +12,7 @@ import dataclasses
 from absl import logging
 
 import cli
+import filesystem
 import tokenization
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -97,15 +98,15 @@ def write_vocab(tokens, output_file):
     """Writes tokens one per line, UTF-8, as the original vocab.txt."""
     if len(set(tokens)) != len(tokens):
         raise cli.UserError("duplicate tokens in the vocabulary for %s" % output_file)
-    with cli.open_file(output_file, "w", newline="") as writer:
+    with filesystem.open_file(output_file, "w", newline="") as writer:
         writer.write("".join(token + "\n" for token in tokens))
 
 
 def read_lines(input_file):
     """Yields the lines (str) of the comma-separated files/globs in `input_file`."""
-    for path in cli.input_files(input_file, "--input_file"):
+    for path in filesystem.input_files(input_file, "--input_file"):
         logging.info("Reading %s", path)
-        with cli.open_file(path, "rb") as reader:
+        with filesystem.open_file(path, "rb") as reader:
             for line in reader:
                 yield tokenization.convert_to_unicode(line)
 
@@ -129,7 +130,7 @@ def run(options):
         max_unique_chars=o.max_unique_chars, max_token_length=o.max_token_length,
         max_input_words=o.max_input_words, lower_thresh=o.lower_thresh, num_iterations=o.num_iterations,
         slack_ratio=o.slack_ratio)
-    cli.make_parent_dir(o.output_file, "--output_file")
+    filesystem.make_parent_dir(o.output_file, "--output_file")
     write_vocab(tokens, o.output_file)
     logging.info("Wrote %d tokens to %s", len(tokens), o.output_file)
     if o.unk_report_lines > 0:

@@ -26,6 +26,7 @@ import tensorflow as tf
 from absl import logging
 
 import cli
+import filesystem
 from cli import MissingFileError, UserError
 
 
@@ -221,9 +222,9 @@ class CheckpointManager:
 
     def _listed(self):
         latest, paths = _read_state(self.output_dir)
-        listed = [p if os.path.isabs(p) or cli.is_remote(p) else os.path.join(self.output_dir, p)
+        listed = [p if os.path.isabs(p) or filesystem.is_remote(p) else os.path.join(self.output_dir, p)
                   for p in paths + [latest] if p]
-        return set(cli.normpath(p) for p in listed)
+        return set(filesystem.normpath(p) for p in listed)
 
     def _candidates(self):
         """Prefixes of this manager's checkpoints in the folder (with an index or a data file), by step."""
@@ -233,7 +234,7 @@ class CheckpointManager:
         for path in tf.io.gfile.glob(pattern):
             m = name.match(os.path.basename(path))
             if m:
-                prefixes.add(cli.normpath(os.path.join(self.output_dir, m.group(1))))
+                prefixes.add(filesystem.normpath(os.path.join(self.output_dir, m.group(1))))
         return sorted(prefixes, key=_step_of)
 
     def has_checkpoints(self):
@@ -274,7 +275,7 @@ class CheckpointManager:
         """Writes every variable under its name as `model.ckpt-STEP`, then updates the state file."""
         step = int(step.numpy() if hasattr(step, "numpy") else step)
         tf.io.gfile.makedirs(self.output_dir)
-        prefix = cli.normpath(os.path.join(self.output_dir, f"{self.checkpoint_name}-{step}"))
+        prefix = filesystem.normpath(os.path.join(self.output_dir, f"{self.checkpoint_name}-{step}"))
         if prefix in self._candidates() and not self._readable(prefix):
             aside = f"{prefix}.broken-{int(time.time())}"
             for path in tf.io.gfile.glob(prefix + ".*"):

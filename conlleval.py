@@ -17,7 +17,7 @@ import dataclasses
 import re
 import sys
 
-import cli
+import filesystem
 
 BOUNDARY = "-X-"
 
@@ -251,7 +251,7 @@ def format_report(counts, latex=False):
 
 def evaluate_file(path, delimiter=" ", raw=False, o_tag="O"):
     """Counts chunks in a file, read byte for byte as the perl script reads it."""
-    with cli.open_file(path, "r", encoding="latin-1", newline="\n") as f:  # gs://... through tf.io.gfile
+    with filesystem.open_file(path, "r", encoding="latin-1", newline="\n") as f:  # gs://... through tf.io.gfile
         return evaluate_lines(f, delimiter=delimiter, raw=raw, o_tag=o_tag, source=path)
 
 

@@ -58,6 +58,7 @@ import numpy as np
 from absl import logging
 
 import cli
+import filesystem
 import records
 import tokenization
 
@@ -132,7 +133,7 @@ def _load_vocab(vocab_file):
     """The original's vocab: token -> line index, in file order."""
     if not vocab_file:
         raise cli.UserError("--vocab_file is required: the vocab.txt the BERT model was trained with")
-    if not cli.exists(vocab_file) or cli.isdir(vocab_file):
+    if not filesystem.exists(vocab_file) or filesystem.isdir(vocab_file):
         raise cli.UserError("--vocab_file %s does not exist: expected a vocab.txt file, one token per line"
                          % vocab_file)
     return tokenization.load_vocab(vocab_file)
@@ -218,13 +219,13 @@ class CachedTokenizer:
 
 def expand_input_files(input_file):
     """Comma-separated files or globs -> file list (each glob sorted); errors name the flag and pattern."""
-    return cli.input_files(input_file, "--input_file")
+    return filesystem.input_files(input_file, "--input_file")
 
 
 def _read_lines(path, start=0):
     """Yields (byte offset, raw line) for the lines of `path` from byte `start` on (snapped forward to the next
     line start): the one reader of the corpus, for both modes."""
-    with cli.open_file(path, "rb") as reader:
+    with filesystem.open_file(path, "rb") as reader:
         pos = 0
         if start > 0:
             reader.seek(start - 1)
@@ -244,7 +245,7 @@ def _text(raw, path, offset):
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as err:
-        with cli.open_file(path, "rb") as reader:
+        with filesystem.open_file(path, "rb") as reader:
             line_number = reader.read(offset).count(b"\n") + 1
         raise cli.UserError(f"{path} line {line_number}: not valid UTF-8 ({err.reason} at byte {offset + err.start}); "
                             f"input files must be UTF-8 text") from None
@@ -743,7 +744,7 @@ def run_exact(input_files, output_files, vocab_file, do_lower_case, settings, ca
     vocab_dict = _load_vocab(vocab_file)
     vocab = Vocab(vocab_dict)
     tokenizer = CachedTokenizer(vocab_dict, do_lower_case, cache_size)
-    total_bytes = sum(cli.file_size(path) for path in input_files)
+    total_bytes = sum(filesystem.file_size(path) for path in input_files)
     writers = records.RecordWriters(output_files)
     try:
         read_log = ProgressLog("read", "bytes")
@@ -966,7 +967,7 @@ def run_fast(input_files, output_files, vocab_file, do_lower_case, settings, num
         raise cli.UserError("--window_tokens=%d: expected a number of tokens in 1 .. 2**30" % window_tokens)
     vocab_dict = _load_vocab(vocab_file)
     _FAST_SHARED["vocab"] = (vocab_dict, Vocab(vocab_dict))
-    sizes = [cli.file_size(path) for path in input_files]
+    sizes = [filesystem.file_size(path) for path in input_files]
     total_workers = num_workers * num_tasks
     paths = fast_output_paths(output_files, num_workers, num_tasks, task_index)
     ranges = byte_ranges(sizes, total_workers)
@@ -990,7 +991,7 @@ def run_fast(input_files, output_files, vocab_file, do_lower_case, settings, num
             raise _no_documents_error(input_files)
     except BaseException:
         for path in (path for worker_paths in paths for path in worker_paths):
-            if cli.remove_file(path):
+            if filesystem.remove_file(path):
                 logging.info("removed incomplete output %s", path)
         raise
     result = {}

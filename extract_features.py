@@ -22,6 +22,7 @@ import tensorflow as tf
 from absl import logging
 
 import checkpoints
+import filesystem
 import modeling
 import runner
 import tokenization
@@ -74,7 +75,7 @@ class InputFeatures:
 
 def read_examples(input_file):
     """Reads `InputExample`s, one per line; `a ||| b` splits a pair (at the last separator, as the original)."""
-    cli.require_file(input_file, "--input_file")
+    filesystem.require_file(input_file, "--input_file")
     with tf.io.gfile.GFile(input_file, "rb") as reader:
         data = reader.read()
     examples = []
@@ -236,7 +237,7 @@ def run(options):
     layer_indexes = parse_layers(o.layers, bert_config.num_hidden_layers)
     examples = read_examples(o.input_file)
     features = convert_examples_to_features(examples, o.max_seq_length, tokenizer)
-    cli.make_parent_dir(o.output_file, "--output_file")
+    filesystem.make_parent_dir(o.output_file, "--output_file")
     written = 0
     with tf.io.gfile.GFile(o.output_file, "w") as writer:
         for feature, result in predict_features(features, bert_config, o.init_checkpoint, layer_indexes,

@@ -27,7 +27,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-import cli
+import filesystem
 import fast_tokenization
 import packing
 import tokenization
@@ -259,7 +259,7 @@ def custom_ops(model):
 
 def export(path, export_dir, vocab_file, do_lower_case, max_seq_length, is_pair, quantize=False):
     """Writes the LiteRT model of the SavedModel in export_dir to `path`; returns path."""
-    cli.make_parent_dir(path, "--export_tflite")
+    filesystem.make_parent_dir(path, "--export_tflite")
     model = convert(export_dir, vocab_file, do_lower_case, max_seq_length, is_pair, quantize)
     with tf.io.gfile.GFile(path, "wb") as f:
         f.write(model)

@@ -25,6 +25,8 @@ import types
 
 from absl import logging
 
+import filesystem
+
 # Packages whose docstring sentences form the built-in classification task (all pure Python, always shipped).
 DEFAULT_LABELS = ("asyncio", "email", "importlib", "logging", "unittest")
 
@@ -184,7 +186,7 @@ def write_corpus(documents, path, exclude=()):
 
 def read_corpus(path):
     """Reads a corpus file (one sentence per line, blank line between documents) into a list of documents."""
-    cli.require_file(path, "--corpus_file")
+    filesystem.require_file(path, "--corpus_file")
     documents, current = [], []
     with tf_gfile().GFile(path, "r") as f:
         for line in f:
@@ -531,10 +533,10 @@ def run_main_job(options):
 def make_output_dir(output_dir):
     """--output_dir made, as an absolute local path: the job keeps its log file there and answers from a fresh
     process started in it (its inputs may be on any file system TensorFlow reads)."""
-    if cli.is_remote(output_dir):
+    if filesystem.is_remote(output_dir):
         raise cli.UserError(f"--output_dir={output_dir}: the main job writes its log and runs its last stage in a "
                             "local folder; give a local path (its input flags may name gs://... files)")
-    return os.path.abspath(cli.make_dir(output_dir, "--output_dir"))
+    return os.path.abspath(filesystem.make_dir(output_dir, "--output_dir"))
 
 
 def tf_gfile():
@@ -549,14 +551,14 @@ def check_inputs(corpus_file=None, vocab_file=None, bert_config_file=None, init_
     for path, flag in ((corpus_file, "--corpus_file"), (vocab_file, "--vocab_file"),
                        (bert_config_file, "--bert_config_file")):
         if path:
-            cli.require_file(path, flag)
+            filesystem.require_file(path, flag)
     if init_checkpoint:
         import checkpoints
         checkpoints.resolve_checkpoint(init_checkpoint, "--init_checkpoint")
     if task_data_dir:
-        cli.require_dir(task_data_dir, "--task_data_dir")
+        filesystem.require_dir(task_data_dir, "--task_data_dir")
         for name in ("train.tsv", "dev.tsv", "test.tsv"):
-            cli.require_file(os.path.join(task_data_dir, name), "--task_data_dir")
+            filesystem.require_file(os.path.join(task_data_dir, name), "--task_data_dir")
 
 
 def _corpus_stage(job, out, progress):

@@ -23,6 +23,7 @@ import numpy as np
 from absl import logging
 
 import cli
+import filesystem
 
 INT64 = "int64"
 FLOAT = "float"
@@ -326,8 +327,8 @@ class RecordWriters:
         self._next = 0
         for path in self.paths:
             try:
-                cli.make_parent_dir(path, "--output_file")
-                self._files.append(cli.open_file(path, "wb"))
+                filesystem.make_parent_dir(path, "--output_file")
+                self._files.append(filesystem.open_file(path, "wb"))
                 self._opened.append(path)
             except Exception as err:  # OSError locally, tf errors remotely, cli.UserError for a bad folder
                 self.abort()
@@ -370,7 +371,7 @@ class RecordWriters:
         self._files = []
         for path in self._opened:
             try:
-                if cli.remove_file(path):
+                if filesystem.remove_file(path):
                     logging.info("removed incomplete output %s", path)
             except Exception:  # pylint: disable=broad-except
                 logging.warning("could not remove incomplete output %s", path)
@@ -388,7 +389,7 @@ class RecordFile:
         self.record_format = record_format
         self.count = 0
         self._rows = []
-        self._file = cli.open_file(path, "wb")
+        self._file = filesystem.open_file(path, "wb")
 
     def write(self, features):
         check(self.record_format, features, self.path)

@@ -32,6 +32,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+import filesystem
 import glue_evaluation
 import litert
 import modeling
@@ -650,7 +651,7 @@ class Job(runner.Job):
     def __init__(self, options):
         super().__init__(options)
         if options.do_train or options.do_eval or options.do_predict:
-            cli.require_dir(options.data_dir, "--data_dir")
+            filesystem.require_dir(options.data_dir, "--data_dir")
         self.processor = options.processor()
         self.label_list = self.processor.get_labels()
         self.labels = self.label_list
@@ -676,7 +677,7 @@ class Job(runner.Job):
                 self.splits[split] = runner.require_examples(read(o.data_dir), f"--data_dir={o.data_dir}",
                                                              split + " examples")
         if o.predict_input and o.predict_input != "-":
-            cli.require_file(o.predict_input, "--predict_input")
+            filesystem.require_file(o.predict_input, "--predict_input")
 
     def features(self, examples, name):
         """Writes the feature records `name`.tf_record of `examples` (record_path); returns the feature arrays."""

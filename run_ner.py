@@ -54,6 +54,7 @@ import tensorflow as tf
 from absl import logging
 
 import conlleval
+import filesystem
 import modeling
 import packing
 import runner
@@ -464,7 +465,7 @@ class Job(runner.Job):
 
     def __init__(self, options):
         super().__init__(options)
-        cli.require_dir(options.data_dir, "--data_dir")
+        filesystem.require_dir(options.data_dir, "--data_dir")
         self.word_tokenizer = WordTokenizer(self.tokenizer)
         self.splits = {}
 

@@ -17,6 +17,7 @@ import tensorflow as tf
 from absl import logging
 
 import checkpoints
+import filesystem
 import modeling
 import records
 import runner
@@ -52,7 +53,7 @@ class PretrainingOptions:
 
 def expand_input_files(input_file):
     """Comma-separated globs -> sorted file list per pattern; a pattern matching nothing is an error."""
-    files = cli.input_files(input_file, "--input_file")
+    files = filesystem.input_files(input_file, "--input_file")
     logging.info("*** Input Files ***")
     for name in files:
         logging.info("  %s", name)

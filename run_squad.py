@@ -23,13 +23,13 @@ import collections
 import dataclasses
 import json
 import math
-import os
 import random
 
 import numpy as np
 import tensorflow as tf
 from absl import logging
 
+import filesystem
 import modeling
 import packing
 import records
@@ -828,7 +828,7 @@ class Job(runner.Job):
                 if not path:
                     raise cli.UserError("If `%s` is True, then `%s` must be specified." % (
                         "do_train" if flag == "--train_file" else "do_predict", flag[2:]))
-                cli.require_file(path, flag)
+                filesystem.require_file(path, flag)
         self.task = SquadTask(self.bert_config)
         self.scores = None
 

@@ -23,6 +23,7 @@ from absl import logging
 
 import checkpoints
 import cli
+import filesystem
 import modeling
 import packing
 import records
@@ -107,7 +108,7 @@ def check_model_inputs(bert_config_file, vocab_file, do_lower_case, max_seq_leng
 
 def load_bert_config(path, max_seq_length=None, min_seq_length=1):
     """The BertConfig of --bert_config_file, checked against --max_seq_length."""
-    cli.require_file(path, "--bert_config_file")
+    filesystem.require_file(path, "--bert_config_file")
     bert_config = modeling.BertConfig.from_json_file(path)
     if max_seq_length is not None:
         check_seq_length(bert_config, max_seq_length, min_seq_length, path)
@@ -126,7 +127,7 @@ def check_seq_length(bert_config, max_seq_length, min_seq_length=1, source="--be
 
 def make_output_dir(config):
     """Creates --output_dir (after the checks: a failed check leaves no folder behind)."""
-    return cli.make_dir(config.output_dir, "--output_dir")
+    return filesystem.make_dir(config.output_dir, "--output_dir")
 
 
 def finetuning_config(config, num_examples, num_train_epochs, warmup_proportion, what="examples"):

@@ -22,7 +22,7 @@ import tensorflow_text as tf_text
 from absl import logging
 
 import checkpoints
-import cli
+import filesystem
 import fast_tokenization
 import packing
 import tokenization
@@ -48,7 +48,7 @@ def export_saved_model(export_dir, build_model, checkpoint_path, make_module, la
     saves it with the module's signatures; writes assets.extra/labels.txt (one label per line) when given."""
     parent = os.path.dirname(export_dir.rstrip("/"))
     if parent:
-        cli.make_dir(parent, "--export_dir")
+        filesystem.make_dir(parent, "--export_dir")
     with float32_policy():
         model = build_model()
         checkpoints.init_from_checkpoint(model.variables_by_name(), checkpoint_path)

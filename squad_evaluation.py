@@ -15,7 +15,7 @@ import re
 import string
 import sys
 
-import cli
+import filesystem
 
 _PUNCTUATION = frozenset(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
@@ -249,7 +249,7 @@ def _stderr(message):
 def load_json(path, what):
     """Reads a JSON file; errors name the file and what it should hold."""
     try:
-        with cli.open_file(path) as reader:  # a path with a scheme (gs://...) through tf.io.gfile
+        with filesystem.open_file(path) as reader:  # a path with a scheme (gs://...) through tf.io.gfile
             return json.load(reader)
     except OSError as e:
         raise SquadEvaluationError("cannot read %s file %s: %s" % (what, path, e)) from e
@@ -353,7 +353,7 @@ def main(argv=None):
         _stderr("squad_evaluation: error: %s" % e)
         return 2
     if args.out_file:
-        with cli.open_file(args.out_file, "w") as writer:
+        with filesystem.open_file(args.out_file, "w") as writer:
             json.dump(result, writer)
     else:
         print(text)

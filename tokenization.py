@@ -9,7 +9,7 @@ import unicodedata
 
 from absl import logging
 
-import cli
+import filesystem
 from cli import MissingFileError, UserError
 
 UNK_TOKEN = "[UNK]"
@@ -89,10 +89,10 @@ def load_vocab(vocab_file):
     """Loads a vocab.txt (one token per line) into an OrderedDict token -> index."""
     if not vocab_file:
         raise UserError("--vocab_file is required: the path of a vocab.txt file")
-    if not cli.exists(vocab_file) or cli.isdir(vocab_file):
+    if not filesystem.exists(vocab_file) or filesystem.isdir(vocab_file):
         raise MissingFileError("vocab_file %s does not exist: expected a vocab.txt file, one token per line"
                                % vocab_file)
-    with cli.open_file(vocab_file, "rb") as reader:  # a path with a scheme (gs://...) through tf.io.gfile
+    with filesystem.open_file(vocab_file, "rb") as reader:  # a path with a scheme (gs://...) through tf.io.gfile
         data = reader.read()
     try:
         text = data.decode("utf-8")

@@ -7,6 +7,7 @@ import textwrap
 import pytest
 
 import cli
+import filesystem
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -82,21 +83,21 @@ def test_files_and_folders_named_by_flags(tmp_path):
     (tmp_path / "a.txt").write_text("x")
     (tmp_path / "b.txt").write_text("x")
     (tmp_path / "sub").mkdir()
-    assert cli.input_files(f"{tmp_path}/*.txt, {tmp_path / 'a.txt'}") == [
+    assert filesystem.input_files(f"{tmp_path}/*.txt, {tmp_path / 'a.txt'}") == [
         str(tmp_path / "a.txt"), str(tmp_path / "b.txt"), str(tmp_path / "a.txt")]
     with pytest.raises(cli.MissingFileError, match=r"--input_file pattern '.*nothing\*' matches no file"):
-        cli.input_files(f"{tmp_path}/nothing*")
+        filesystem.input_files(f"{tmp_path}/nothing*")
     with pytest.raises(cli.UserError, match="--input_file is required"):
-        cli.input_files("")
+        filesystem.input_files("")
     with pytest.raises(FileNotFoundError, match="--vocab_file=.*sub: is a folder, expected a file"):
-        cli.require_file(str(tmp_path / "sub"), "--vocab_file")
-    assert cli.make_dir(str(tmp_path / "new" / "deeper"), "--output_dir") and (tmp_path / "new" / "deeper").is_dir()
+        filesystem.require_file(str(tmp_path / "sub"), "--vocab_file")
+    assert filesystem.make_dir(str(tmp_path / "new" / "deeper"), "--output_dir") and (tmp_path / "new" / "deeper").is_dir()
     with pytest.raises(cli.UserError, match=r"--output_dir=.*a.txt/out: cannot create the folder: .*a.txt is a file"):
-        cli.make_dir(str(tmp_path / "a.txt" / "out"), "--output_dir")
-    assert cli.make_parent_dir(str(tmp_path / "p" / "q" / "f.tfrecord"), "--output_file")
+        filesystem.make_dir(str(tmp_path / "a.txt" / "out"), "--output_dir")
+    assert filesystem.make_parent_dir(str(tmp_path / "p" / "q" / "f.tfrecord"), "--output_file")
     assert (tmp_path / "p" / "q").is_dir()
     with pytest.raises(cli.UserError, match="--output_file=.*sub: is a folder, expected a file name"):
-        cli.make_parent_dir(str(tmp_path / "sub"), "--output_file")
+        filesystem.make_parent_dir(str(tmp_path / "sub"), "--output_file")
 
 
 def test_scripts_that_need_no_tensorflow_do_not_load_it():

@@ -18,7 +18,6 @@ import modeling
 import packing
 import records
 import run_squad
-import runner
 import serving
 import squad_evaluation
 import tokenization

@@ -1,0 +1,184 @@
+"""Files and folders named by flags, on any file system: local paths through the operating system, a path with a
+scheme (gs://, s3://, hdfs://, ram://) through tf.io.gfile. TensorFlow is imported for such a path only, so the
+modules that run without it (tokenization.py, create_pretraining_data.py, build_vocab.py, the evaluators) use
+open_file and the rest for every path; modules that import TensorFlow may use tf.io.gfile themselves.
+
+A missing or unusable file named by a flag is a cli.MissingFileError or cli.UserError naming the flag.
+"""
+import errno
+import glob
+import io
+import os
+import posixpath
+
+from cli import MissingFileError, UserError
+
+
+def is_remote(path):
+    """Whether `path` names a file system by its scheme (gs://, s3://, hdfs://, ram://...)."""
+    return "://" in path
+
+
+def _gfile(path=""):
+    """tf.io.gfile, which reads and writes every file system TensorFlow knows; a UserError without TensorFlow."""
+    try:
+        import tensorflow as tf
+    except ImportError:
+        raise UserError(f"{path}: a path with a scheme is read through TensorFlow's file systems, and TensorFlow "
+                        f"is not installed (pip install tensorflow)") from None
+    return tf.io.gfile
+
+
+def normpath(path):
+    """os.path.normpath that keeps a scheme's `//` (gs://bucket/a/../b -> gs://bucket/b)."""
+    if is_remote(path):
+        scheme, rest = path.split("://", 1)
+        return scheme + "://" + posixpath.normpath(rest)
+    return os.path.normpath(path)
+
+
+def open_file(path, mode="r", encoding="utf-8", newline=None):
+    """open() for modules that run without TensorFlow: a path with a scheme goes through tf.io.gfile.
+
+    Text modes decode and encode with `encoding` and translate newlines as open() does, on every file system.
+    """
+    if not is_remote(path):
+        if "b" in mode:
+            return open(path, mode)
+        return open(path, mode, encoding=encoding, newline=newline)
+    gfile = _gfile(path)
+    if "r" in mode and not gfile.exists(path):  # as open(): an OSError naming the file
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+    if "b" in mode:
+        return gfile.GFile(path, mode)
+    if "r" in mode:
+        with gfile.GFile(path, "rb") as f:
+            data = f.read()
+        return io.TextIOWrapper(io.BytesIO(data), encoding=encoding, newline=newline)
+    return _RemoteTextWriter(gfile.GFile(path, mode.replace("t", "") + "b"), encoding)
+
+
+class _RemoteTextWriter:
+    """Text written to a tf.io.gfile.GFile opened in binary mode."""
+
+    def __init__(self, file, encoding):
+        self._file, self._encoding = file, encoding
+
+    def write(self, text):
+        self._file.write(text.encode(self._encoding))
+        return len(text)
+
+    def writelines(self, lines):
+        for line in lines:
+            self.write(line)
+
+    def flush(self):
+        self._file.flush()
+
+    def close(self):
+        self._file.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def file_size(path):
+    """Size in bytes of a file on any file system."""
+    return _gfile(path).stat(path).length if is_remote(path) else os.path.getsize(path)
+
+
+def remove_file(path):
+    """Removes a file if it exists, on any file system; returns whether there was one."""
+    if not exists(path):
+        return False
+    if is_remote(path):
+        _gfile(path).remove(path)
+    else:
+        os.remove(path)
+    return True
+
+
+def exists(path):
+    return _gfile(path).exists(path) if is_remote(path) else os.path.exists(path)
+
+
+def isdir(path):
+    return _gfile(path).isdir(path) if is_remote(path) else os.path.isdir(path)
+
+
+def require_file(path, flag):
+    """Returns `path` when it names a file; else a MissingFileError naming the flag."""
+    if not path:
+        raise UserError(f"{flag} is required")
+    if not exists(path) or isdir(path):
+        what = "is a folder, expected a file" if exists(path) else "no such file"
+        raise MissingFileError(f"{flag}={path}: {what}")
+    return path
+
+
+def require_dir(path, flag):
+    """Returns `path` when it names a folder; else a MissingFileError naming the flag."""
+    if not path:
+        raise UserError(f"{flag} is required")
+    if not isdir(path):
+        raise MissingFileError(f"{flag}={path}: no such folder")
+    return path
+
+
+def input_files(value, flag="--input_file"):
+    """Comma-separated files or globs -> the files (each glob sorted); a pattern matching nothing is an error."""
+    if not value:
+        raise UserError(f"{flag} is required: file names or globs, comma separated")
+    files = []
+    for pattern in value.split(","):
+        pattern = pattern.strip()
+        if not pattern:
+            continue
+        if is_remote(pattern):
+            matches = sorted(p for p in _gfile(pattern).glob(pattern) if not _gfile(pattern).isdir(p))
+        else:
+            matches = sorted(p for p in glob.glob(pattern) if os.path.isfile(p))
+        if not matches:
+            raise MissingFileError(f"{flag} pattern {pattern!r} matches no file")
+        files.extend(matches)
+    return files
+
+
+def make_dir(path, flag):
+    """Creates the folder `path` (and its parents) if needed; a clear error naming the flag otherwise."""
+    if not path:
+        raise UserError(f"{flag} is required")
+    return _make_dir(path, f"{flag}={path}")
+
+
+def _make_dir(path, named):
+    if is_remote(path):
+        _gfile(path).makedirs(path)
+        return path
+    if os.path.isdir(path):
+        return path
+    blocker = path
+    while blocker and not os.path.exists(blocker):
+        blocker = os.path.dirname(blocker.rstrip(os.sep))
+    if blocker and not os.path.isdir(blocker):
+        raise UserError(f"{named}: cannot create the folder: {blocker} is a file")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as err:
+        raise UserError(f"{named}: cannot create the folder: {err.strerror or err}") from None
+    return path
+
+
+def make_parent_dir(path, flag):
+    """Creates the folder an output file named by `flag` goes into."""
+    if not path:
+        raise UserError(f"{flag} is required")
+    parent = os.path.dirname(path)
+    if parent:
+        _make_dir(parent, f"{flag}={path}")
+    if not is_remote(path) and os.path.isdir(path):
+        raise UserError(f"{flag}={path}: is a folder, expected a file name")
+    return path
