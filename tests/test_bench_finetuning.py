@@ -1,8 +1,18 @@
-"""benchmarks/bench_finetuning.py's judgement: the verdict per task, the held-out seeds and every seed."""
+"""benchmarks/bench_finetuning.py and its modules: the report's verdicts (per task, held-out seeds, every seed),
+the command's checks, the original recipe in PyTorch against optimization.py, and the hf rows' SQuAD windows
+against run_squad.py's training."""
 import pytest
 
-from tests.benchmark_modules import load_benchmark
+from tests.benchmark_modules import load_benchmark  # first: puts benchmarks/ on sys.path for the imports below
 from tests.shared_data import minilm_dir, shared_path
+
+import finetuning_report as report
+from finetuning_hf import _squad_encode, hf_tokenizer, read_squad, squad_best_spans, squad_window_labels
+from finetuning_original_recipe import (OriginalAdamWeightDecay, OriginalSchedule, original_batches,
+                                        original_step_counts, train_pad_embedding_like_original)
+from finetuning_ours import parse_runner_log
+from finetuning_process import cpu_description
+from finetuning_recipe import IMPLS, RECIPES, SWEEP_LEARNING_RATES, effective_recipe, recipe_key, row_key
 
 
 @pytest.fixture(scope="module")
@@ -10,21 +20,21 @@ def bench():
     return load_benchmark("bench_finetuning")
 
 
-def _entry(bench, args, impl, task, rate=None, **scores):
-    return {"scores": scores, "recipe_key": bench.recipe_key(bench.effective_recipe(task, args, rate, impl))}
+def _entry(args, impl, task, rate=None, **scores):
+    return {"scores": scores, "recipe_key": recipe_key(effective_recipe(task, args, rate, impl))}
 
 
-def _rows(bench, args, rows):
+def _rows(args, rows):
     """{row_key: entry} from (impl, task, rate or None for the recipe's, seed, scores)."""
-    return {bench.row_key("full", impl, task, rate or bench.RECIPES[task]["learning_rate"], seed):
-            _entry(bench, args, impl, task, rate, **scores) for impl, task, rate, seed, scores in rows}
+    return {row_key("full", impl, task, rate or RECIPES[task]["learning_rate"], seed):
+            _entry(args, impl, task, rate, **scores) for impl, task, rate, seed, scores in rows}
 
 
-def test_seed_spread_is_the_widest_side(bench):
+def test_seed_spread_is_the_widest_side():
     entries = {"ours": [{"scores": {"accuracy": 58.8}}, {"scores": {"accuracy": 54.2}}],
                "hf": [{"scores": {"accuracy": 56.7}}, None]}
-    assert bench.seed_spread(entries, ["accuracy"])["accuracy"] == pytest.approx(4.6)
-    assert bench.seed_spread({"ours": [None], "hf": []}, ["accuracy"]) == {"accuracy": 0.0}
+    assert report.seed_spread(entries, ["accuracy"])["accuracy"] == pytest.approx(4.6)
+    assert report.seed_spread({"ours": [None], "hf": []}, ["accuracy"]) == {"accuracy": 0.0}
 
 
 @pytest.mark.parametrize("diff, spread, expected", [
@@ -33,8 +43,8 @@ def test_seed_spread_is_the_widest_side(bench):
     ({"accuracy": -4.4, "f1": 2.0}, {"accuracy": 4.4, "f1": 0.0}, "within the seed spread"),
     ({"accuracy": 3.0, "f1": -0.2}, {"accuracy": 4.4, "f1": 0.1}, "BELOW (F1 -0.2, spread 0.1)"),
 ])
-def test_verdict(bench, diff, spread, expected):
-    assert bench.verdict(diff, spread, ["accuracy", "f1"]) == expected
+def test_verdict(diff, spread, expected):
+    assert report.verdict(diff, spread, ["accuracy", "f1"]) == expected
 
 
 # RTE rows of seeds 0-2 for ours and the matched row, and an hf row that RTE (no sweep) never compares.
@@ -48,15 +58,15 @@ RTE_SEEDS_0_TO_2 = [
 
 def test_heldout_section_compares_only_other_seeds_against_the_table_spread(bench):
     args = bench.parse_args(["--report"])
-    cache = _rows(bench, args, RTE_SEEDS_0_TO_2 + [
+    cache = _rows(args, RTE_SEEDS_0_TO_2 + [
         ("ours", "mrpc", None, 2, dict(accuracy=80.0, f1=86.0)),
         ("hf_matched", "mrpc", None, 2, dict(accuracy=74.0, f1=83.0)),
         ("ours", "cola", None, 2, dict(mcc=20.0)),
     ])
-    cache[bench.row_key("full", "hf_matched", "stsb", 2e-5, 3)] = {"scores": {"pearson": 1.0, "spearman": 1.0},
+    cache[row_key("full", "hf_matched", "stsb", 2e-5, 3)] = {"scores": {"pearson": 1.0, "spearman": 1.0},
                                                                    "recipe_key": "another recipe"}
-    best, unswept = bench.best_rates(cache, "full", args)
-    text = "\n".join(bench.heldout_section(args, cache, "full", [0, 1], [2, 3], best, unswept))
+    best, unswept = report.best_rates(cache, "full", args)
+    text = "\n".join(report.heldout_section(args, cache, "full", [0, 1], [2, 3], best, unswept))
     assert ("| RTE | acc | 2 | same recipe: ours vs hf, original recipe | 50.0 (2e-05) | 56.0 (2e-05) | -6.0 | 4.6 "
             "| BELOW (acc -6.0, spread 4.6) |") in text
     assert ("| MRPC | acc / F1 | 2 | same recipe: ours vs hf, original recipe | 80.0 / 86.0 (2e-05) | "
@@ -65,39 +75,39 @@ def test_heldout_section_compares_only_other_seeds_against_the_table_spread(benc
     assert "CoLA same recipe seed 2 (hf, original recipe missing)" in text
     assert "STS-B" not in text  # its only held-out row was cached with another recipe
     assert "| RTE | acc | 0 |" not in text and "| RTE | acc | 1 |" not in text
-    empty = "\n".join(bench.heldout_section(args, {}, "full", [0, 1], [], best, unswept))
+    empty = "\n".join(report.heldout_section(args, {}, "full", [0, 1], [], best, unswept))
     assert "No run with a seed outside the table's (0,1) yet" in empty
 
 
 def test_every_seed_section_pools_the_table_and_heldout_seeds_with_twice_the_standard_error(bench):
     args = bench.parse_args(["--report"])
-    cache = _rows(bench, args, RTE_SEEDS_0_TO_2 + [
+    cache = _rows(args, RTE_SEEDS_0_TO_2 + [
         ("ours", "rte", None, 3, dict(accuracy=10.0)),  # one side only: not a seed of the comparison
         ("ours", "mrpc", None, 2, dict(accuracy=80.0, f1=86.0)),  # no more seeds than the table's
         ("hf_matched", "mrpc", None, 2, dict(accuracy=74.0, f1=83.0)),
     ])
-    best, unswept = bench.best_rates(cache, "full", args)
-    text = "\n".join(bench.every_seed_section(args, cache, "full", [0, 1], best, unswept))
+    best, unswept = report.best_rates(cache, "full", args)
+    text = "\n".join(report.every_seed_section(args, cache, "full", [0, 1], best, unswept))
     # Means 54.33 and 56.33; sample sds 4.40 and 0.35, so 2 x sqrt((4.40^2 + 0.35^2) / 3) = 5.1.
     assert ("| RTE | acc | same recipe: ours (2e-05) vs hf, original recipe (2e-05) | 0,1,2 | 54.3 | 56.3 | "
             "-2.0 ± 5.1 | 8.8 | within the seed spread |") in text
     assert "MRPC" not in text and "99.0" not in text and "10.0" not in text
-    assert bench.every_seed_section(args, _rows(bench, args, []), "full", [0, 1], best, unswept) == []
+    assert report.every_seed_section(args, _rows(args, []), "full", [0, 1], best, unswept) == []
 
 
 def test_best_learning_rate_needs_the_whole_sweep_and_maximises_the_metric_mean(bench):
     args = bench.parse_args(["--report"])
     rows = [("hf", "mrpc", 2e-5, 0, dict(accuracy=74.0, f1=83.0)),
             ("hf", "mrpc", 5e-5, 0, dict(accuracy=80.0, f1=85.0))]
-    cache = _rows(bench, args, rows)
-    assert bench.best_learning_rate(cache, "full", "hf", "mrpc", args)[0] is None
-    assert bench.best_rates(cache, "full", args)[0]["mrpc"]["hf"] == 2e-5  # incomplete: the recipe's rate
-    cache.update(_rows(bench, args, [("hf", "mrpc", 1e-4, 0, dict(accuracy=81.0, f1=83.0))]))
-    assert bench.best_learning_rate(cache, "full", "hf", "mrpc", args)[0] == 5e-5  # mean 82.5 beats 82.0
-    cache.update(_rows(bench, args, [("hf", "mrpc", 1e-4, 1, dict(accuracy=99.0, f1=99.0))]))
-    assert bench.best_learning_rate(cache, "full", "hf", "mrpc", args)[0] == 5e-5  # only the sweep seed counts
-    assert bench.best_learning_rate(cache, "full", "hf", "rte", args) == (None, {})  # no sweep for RTE
-    table = "\n".join(bench.sweep_table(cache, "full", args))
+    cache = _rows(args, rows)
+    assert report.best_learning_rate(cache, "full", "hf", "mrpc", args)[0] is None
+    assert report.best_rates(cache, "full", args)[0]["mrpc"]["hf"] == 2e-5  # incomplete: the recipe's rate
+    cache.update(_rows(args, [("hf", "mrpc", 1e-4, 0, dict(accuracy=81.0, f1=83.0))]))
+    assert report.best_learning_rate(cache, "full", "hf", "mrpc", args)[0] == 5e-5  # mean 82.5 beats 82.0
+    cache.update(_rows(args, [("hf", "mrpc", 1e-4, 1, dict(accuracy=99.0, f1=99.0))]))
+    assert report.best_learning_rate(cache, "full", "hf", "mrpc", args)[0] == 5e-5  # only the sweep seed counts
+    assert report.best_learning_rate(cache, "full", "hf", "rte", args) == (None, {})  # no sweep for RTE
+    table = "\n".join(report.sweep_table(cache, "full", args))
     assert "| MRPC | acc / F1 | hf, its defaults | 74.0 / 83.0 | **80.0 / 85.0** | 81.0 / 83.0 | 5e-05 |" in table
 
 
@@ -106,32 +116,32 @@ def test_comparison_table_judges_ours_against_the_named_row(bench):
     rows = [(impl, "rte", None, seed, dict(accuracy=value)) for impl, seed, value in
             (("ours", 0, 58.0), ("ours", 1, 56.0), ("hf_matched", 0, 59.0), ("hf_matched", 1, 58.0),
              ("hf", 0, 50.0), ("hf", 1, 52.0))]
-    looker = bench._Rows(_rows(bench, args, rows), "full", args)
-    rates = {"rte": {impl: 2e-5 for impl in bench.IMPLS}}
-    text = "\n".join(bench.comparison_table(looker, [0, 1], rates, "hf_matched"))
+    looker = report._Rows(_rows(args, rows), "full", args)
+    rates = {"rte": {impl: 2e-5 for impl in IMPLS}}
+    text = "\n".join(report.comparison_table(looker, [0, 1], rates, "hf_matched"))
     assert "| RTE | acc | hf, original recipe | 2e-05 | 59.0 | 58.0 | 58.5 | -1.5 | within the seed spread |" in text
     assert "| RTE | acc | hf, its defaults | 2e-05 | 50.0 | 52.0 | 51.0 | +6.0 |  |" in text  # no verdict
     assert not looker.missing
-    del looker.cache[bench.row_key("full", "hf_matched", "rte", 2e-5, 1)]
-    text = "\n".join(bench.comparison_table(looker, [0, 1], rates, "hf_matched"))
+    del looker.cache[row_key("full", "hf_matched", "rte", 2e-5, 1)]
+    text = "\n".join(report.comparison_table(looker, [0, 1], rates, "hf_matched"))
     assert "| RTE | acc | hf, original recipe | 2e-05 | 59.0 | missing | 59.0 | -2.0 | seeds missing |" in text
 
 
 def test_train_speed_marks_means_over_different_cpus_and_busy_runs(bench):
     args = bench.parse_args(["--report"])
-    rows = [(impl, "rte", None, seed, dict(accuracy=55.0)) for impl in bench.IMPLS for seed in (0, 1)]
-    cache = _rows(bench, args, rows)
+    rows = [(impl, "rte", None, seed, dict(accuracy=55.0)) for impl in IMPLS for seed in (0, 1)]
+    cache = _rows(args, rows)
     xeon, epyc = "2 CPU cores (Intel Xeon), 24 GiB RAM", "2 CPU cores (AMD EPYC), 24 GiB RAM"
     speeds = {"ours": (20.0, 22.0, xeon, xeon, 1.0), "hf_matched": (8.0, 6.0, xeon, epyc, 1.0),
               "hf": (10.0, 10.0, None, epyc, 9.0)}
     for impl, (first, second, machine0, machine1, load) in speeds.items():
         for seed, speed, machine in ((0, first, machine0), (1, second, machine1)):
-            entry = cache[bench.row_key("full", impl, "rte", 2e-5, seed)]
+            entry = cache[row_key("full", impl, "rte", 2e-5, seed)]
             entry.update(train_examples_per_sec=speed, load_mean=load)
             if machine:
                 entry["machine"] = machine
-    text = "\n".join(bench.comparison_table(bench._Rows(cache, "full", args), [0, 1],
-                                            {"rte": {impl: 2e-5 for impl in bench.IMPLS}}, "hf_matched"))
+    text = "\n".join(report.comparison_table(report._Rows(cache, "full", args), [0, 1],
+                                             {"rte": {impl: 2e-5 for impl in IMPLS}}, "hf_matched"))
     assert "| ours | 2e-05 | 55.0 | 55.0 | 55.0 |  |  | 21.0 |" in text  # one CPU: unmarked
     assert "| hf, original recipe | 2e-05 | 55.0 | 55.0 | 55.0 | +0.0 | at or above | 7.0\u2020 |" in text
     assert "| hf, its defaults | 2e-05 | 55.0 | 55.0 | 55.0 | +0.0 |  | 10.0* |" in text  # busy; one CPU recorded
@@ -146,7 +156,7 @@ def test_a_row_records_the_revision_it_started_at(bench, tmp_path, monkeypatch):
 
     monkeypatch.setattr(bench, "git_revision", lambda directory=None: head[0])
     monkeypatch.setattr(bench, "run_hf", run_while_a_commit_lands)
-    result = bench.run_row("hf", "rte", bench.RECIPES["rte"], None, None, None, str(tmp_path / "run"), 0,
+    result = bench.run_row("hf", "rte", RECIPES["rte"], None, None, None, str(tmp_path / "run"), 0,
                            bench.parse_args(["--report"]), "key", [])
     assert result["revision"] == "aaaaaaa"
 
@@ -154,37 +164,37 @@ def test_a_row_records_the_revision_it_started_at(bench, tmp_path, monkeypatch):
 def test_best_against_best_waits_for_the_whole_sweep(bench):
     args = bench.parse_args(["--report"])
     scores = {"ours": 80.0, "hf_matched": 78.0, "hf": 74.0}
-    cache = _rows(bench, args, [(impl, "mrpc", None, seed, dict(accuracy=value, f1=value))
-                                for impl, value in scores.items() for seed in (0, 1, 2)])
+    cache = _rows(args, [(impl, "mrpc", None, seed, dict(accuracy=value, f1=value))
+                         for impl, value in scores.items() for seed in (0, 1, 2)])
 
     def sections():
-        best, unswept = bench.best_rates(cache, "full", args)
-        table = "\n".join(bench.comparison_table(bench._Rows(cache, "full", args), [0, 1], {"mrpc": best["mrpc"]},
-                                                 "hf", unswept))
-        return table, "\n".join(bench.heldout_section(args, cache, "full", [0, 1], [2], best, unswept)), unswept
+        best, unswept = report.best_rates(cache, "full", args)
+        table = "\n".join(report.comparison_table(report._Rows(cache, "full", args), [0, 1], {"mrpc": best["mrpc"]},
+                                                  "hf", unswept))
+        return table, "\n".join(report.heldout_section(args, cache, "full", [0, 1], [2], best, unswept)), unswept
 
     # ours' own sweep is complete (best 5e-5), hf's is not: every row of the task keeps the recipe's rate.
-    cache.update(_rows(bench, args, [("ours", "mrpc", rate, 0, dict(accuracy=90.0, f1=90.0)) for rate in (5e-5, 1e-4)]))
-    assert bench.best_learning_rate(cache, "full", "ours", "mrpc", args)[0] == 5e-5
+    cache.update(_rows(args, [("ours", "mrpc", rate, 0, dict(accuracy=90.0, f1=90.0)) for rate in (5e-5, 1e-4)]))
+    assert report.best_learning_rate(cache, "full", "ours", "mrpc", args)[0] == 5e-5
     table, heldout, unswept = sections()
     assert unswept == ["mrpc", "squad"]
-    assert bench.best_rates(cache, "full", args)[0]["mrpc"] == {impl: 2e-5 for impl in bench.IMPLS}
+    assert report.best_rates(cache, "full", args)[0]["mrpc"] == {impl: 2e-5 for impl in IMPLS}
     assert "| ours | 2e-05 | 80.0 / 80.0 | 80.0 / 80.0 | 80.0 / 80.0 |" in table
     assert "| hf, its defaults | 2e-05 | 74.0 / 74.0 | 74.0 / 74.0 | 74.0 / 74.0 | +6.0 / +6.0 | sweep incomplete |" \
         in table
     assert "best vs best" not in heldout and "same recipe: ours vs hf, original recipe" in heldout
-    cache.update(_rows(bench, args, [(impl, "mrpc", rate, 0, dict(accuracy=50.0, f1=50.0))
-                                     for impl in scores for rate in (5e-5, 1e-4)]))
+    cache.update(_rows(args, [(impl, "mrpc", rate, 0, dict(accuracy=50.0, f1=50.0))
+                              for impl in scores for rate in (5e-5, 1e-4)]))
     table, heldout, unswept = sections()
     assert unswept == ["squad"]
     assert "| +6.0 / +6.0 | at or above |" in table
     assert "| MRPC | acc / F1 | 2 | best vs best: ours vs hf, its defaults |" in heldout
     # A row outside the verdict with an incomplete sweep keeps the recipe's rate and does not hold the verdict up.
-    del cache[bench.row_key("full", "hf_matched", "mrpc", 1e-4, 0)]
+    del cache[row_key("full", "hf_matched", "mrpc", 1e-4, 0)]
     table, heldout, unswept = sections()
-    assert unswept == ["squad"] and bench.best_rates(cache, "full", args)[0]["mrpc"]["hf_matched"] == 2e-5
+    assert unswept == ["squad"] and report.best_rates(cache, "full", args)[0]["mrpc"]["hf_matched"] == 2e-5
     assert "| +6.0 / +6.0 | at or above |" in table
-    assert bench.unswept_rows(cache, "full", args, unswept) == ["MRPC hf, original recipe"]
+    assert report.unswept_rows(cache, "full", args, unswept) == ["MRPC hf, original recipe"]
 
 
 @pytest.mark.parametrize("text, expected", [("{not json", "is not valid JSON"),
@@ -207,7 +217,7 @@ def test_results_written_before_the_sweep_are_keyed_by_their_learning_rate(bench
     assert list(bench.load_cache(str(path))) == ["full/ours/mrpc/2e-05/1"]
 
 
-def test_hf_matched_optimizer_equals_optimization_py(bench):
+def test_hf_matched_optimizer_equals_optimization_py():
     """OriginalAdamWeightDecay + OriginalSchedule (PyTorch) take the steps of optimization.py's AdamWeightDecay
     and LinearWarmupDecay from the same weights and gradients: clipping, no bias correction, the weight-decay
     exclusions, warm-up overriding the decay and the lr(k + 1) read."""
@@ -230,9 +240,9 @@ def test_hf_matched_optimizer_equals_optimization_py(bench):
     tf_opt = optimization.create_optimizer(lr, steps, warmup)
     tf_opt.build(tf_vars)
     params = {name: torch.nn.Parameter(torch.tensor(value)) for name, value in init.items()}
-    torch_opt = bench.OriginalAdamWeightDecay(list(params.items()), weight_decay_rate=0.01)
-    schedule = bench.OriginalSchedule(lr, steps, warmup)
-    assert bench.original_step_counts(3668, 32, 3.0) == (343, 34)
+    torch_opt = OriginalAdamWeightDecay(list(params.items()), weight_decay_rate=0.01)
+    schedule = OriginalSchedule(lr, steps, warmup)
+    assert original_step_counts(3668, 32, 3.0) == (343, 34)
     assert [schedule(k) for k in range(steps)] == pytest.approx(
         [float(tf_opt.learning_rate(k + 1)) for k in range(steps)], rel=1e-6, abs=1e-12)
     for k, step_grads in enumerate(grads):
@@ -261,9 +271,9 @@ def test_hf_matched_optimizer_equals_optimization_py(bench):
     apart = max(float(np.abs(adam_params[n].detach().numpy() - tf_vars[n].numpy()).max()) for n in shapes)
     assert apart > 1e-3
 
-def test_original_batches_pass_over_every_row_then_cross_the_pass_boundary(bench):
+def test_original_batches_pass_over_every_row_then_cross_the_pass_boundary():
     torch = pytest.importorskip("torch")
-    batches = bench.original_batches(10, 4, 5, torch.Generator().manual_seed(0))
+    batches = original_batches(10, 4, 5, torch.Generator().manual_seed(0))
     assert [len(b) for b in batches] == [4] * 5
     flat = [i for b in batches for i in b]
     assert sorted(flat[:10]) == list(range(10)) and sorted(flat[10:20]) == list(range(10))
@@ -292,8 +302,8 @@ def test_best_rate_runs_stop_before_any_run_when_a_sweep_is_missing(bench, tmp_p
                                                                      expected):
     args = bench.parse_args(["--report"])
     path = tmp_path / "results.json"
-    bench.save_cache(str(path), _rows(bench, args, [("ours", "mrpc", rate, 0, dict(accuracy=80.0, f1=85.0))
-                                                    for rate in bench.SWEEP_LEARNING_RATES]
+    bench.save_cache(str(path), _rows(args, [("ours", "mrpc", rate, 0, dict(accuracy=80.0, f1=85.0))
+                                             for rate in SWEEP_LEARNING_RATES]
                                       + [("hf", "mrpc", 2e-5, 0, dict(accuracy=74.0, f1=83.0))]))
     started = []
     monkeypatch.setattr(bench, "convert_minilm", lambda *a: started.append("convert"))
@@ -308,48 +318,79 @@ def test_best_rate_runs_stop_before_any_run_when_a_sweep_is_missing(bench, tmp_p
     assert started == [] and not (tmp_path / "doc.md").exists()
 
 
-def test_ours_training_loss_is_the_mean_over_every_step_of_the_run(bench, tmp_path):
+def test_ours_training_loss_is_the_mean_over_every_step_of_the_run(tmp_path):
     """training.py logs the mean loss of each loop (up to a checkpoint); the row's train_loss_mean weighs each loop
     by its steps, as the hf rows' mean over their per-step losses."""
     log = tmp_path / "run.log"
     log.write_text("I1126 training.py:549] step 1000/1316: loss = 0.2, lr = 1.2e-05, 72.4 examples/s, ETA 0:02:20\n"
                    "I1126 training.py:549] step 1316/1316: loss = 0.1, lr = 0, 71.6 examples/s, ETA 0:00:00\n"
                    "I1126 training.py:580] Training done at global step 1316 in 600.0 s\n")
-    parsed = bench.parse_runner_log(str(log), 32)
+    parsed = parse_runner_log(str(log), 32)
     assert parsed["train_loss_mean"] == pytest.approx((1000 * 0.2 + 316 * 0.1) / 1316)
     assert parsed["train_steps_done"] == 1316
 
 
-def test_a_row_records_which_generation_of_a_cpu_it_ran_on(bench):
+def test_a_row_records_which_generation_of_a_cpu_it_ran_on():
     zen3 = ("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 1\nmodel name\t: AMD EPYC\n"
             "flags\t\t: fpu sse2 avx avx2 fma\n\nprocessor\t: 1\nmodel name\t: other\n")
     zen4 = zen3.replace("model\t\t: 1\n", "model\t\t: 17\n").replace("avx2 fma", "avx2 avx512f fma")
-    assert bench.cpu_description(zen3) == "AMD EPYC family 25 model 1 AVX2"
-    assert bench.cpu_description(zen4) == "AMD EPYC family 25 model 17 AVX-512"  # same name, another speed
+    assert cpu_description(zen3) == "AMD EPYC family 25 model 1 AVX2"
+    assert cpu_description(zen4) == "AMD EPYC family 25 model 17 AVX-512"  # same name, another speed
     entry = {"machine": "2 CPU cores (Intel(R) Xeon(R) Processor), 24 GiB RAM, Linux x86_64"}
-    assert bench.cpu_model(entry) == "Intel(R) Xeon(R) Processor"  # was cut at the first ")"
-    assert bench.cpu_model({"machine": f"2 CPU cores ({bench.cpu_description(zen4)}), 24 GiB RAM"}) == \
+    assert report.cpu_model(entry) == "Intel(R) Xeon(R) Processor"  # was cut at the first ")"
+    assert report.cpu_model({"machine": f"2 CPU cores ({cpu_description(zen4)}), 24 GiB RAM"}) == \
         "AMD EPYC family 25 model 17 AVX-512"
-    assert bench.cpu_model({}) is None
+    assert report.cpu_model({}) is None
 
 
 SQUAD_RECIPE = dict(max_seq_length=256, doc_stride=128, n_best_size=20, max_answer_length=30)
 
 
-def _hf_squad_windows(bench, recipe):
+def _hf_squad_windows(recipe):
     """The hf rows' windows and labels of the first 300 questions of the SQuAD training file the table uses:
     (examples, encoding, starts, ends); their long contexts give several windows, some without the answer."""
     pytest.importorskip("transformers")
     import os
-    examples = bench.read_squad(shared_path("data", "squad", "v1.1", "dev-v1.1.articles00-37.json"))[:300]
-    enc = bench._squad_encode(recipe, bench.hf_tokenizer(os.path.join(minilm_dir(), "vocab.txt")), examples)
-    starts, ends = bench.squad_window_labels(examples, enc)
+    examples = read_squad(shared_path("data", "squad", "v1.1", "dev-v1.1.articles00-37.json"))[:300]
+    enc = _squad_encode(recipe, hf_tokenizer(os.path.join(minilm_dir(), "vocab.txt")), examples)
+    starts, ends = squad_window_labels(examples, enc)
     assert len(starts) > len(examples) and 0 < starts.count(0) < len(starts)
     return examples, enc, starts, ends
 
 
+SQUAD_FEATURE_NAMES = {"input_ids": "input_ids", "input_mask": "attention_mask", "segment_ids": "token_type_ids",
+                       "start_positions": "start_positions", "end_positions": "end_positions"}  # ours: HF's
+
+
+def squad_feature_arrays(enc, starts, ends):
+    """HF tokenizer windows (enc) and their labels as int32 arrays named as the runners' SQuAD features
+    (input_ids, input_mask, segment_ids, start_positions, end_positions)."""
+    import numpy as np
+    columns = dict(enc, start_positions=starts, end_positions=ends)
+    return {ours: np.asarray(columns[hf], np.int32) for ours, hf in SQUAD_FEATURE_NAMES.items()}
+
+
+def hf_squad_batch(arrays):
+    """Arrays named as the runners' SQuAD features (squad_feature_arrays) as the keyword tensors of HF's
+    BertForQuestionAnswering: int64, the positions flattened to [batch]."""
+    import numpy as np
+    import torch
+    return {hf: torch.tensor(np.asarray(arrays[ours]).reshape(-1) if ours.endswith("_positions") else arrays[ours],
+                             dtype=torch.long) for ours, hf in SQUAD_FEATURE_NAMES.items()}
+
+
+def squad_short_windows(enc, starts, ends, length, count):
+    """The first `count` windows whose tokens and answer lie within `length` tokens, cut there (so the loss is that
+    of the whole window): squad_feature_arrays' arrays; fewer rows where fewer windows fit."""
+    import numpy as np
+    arrays = squad_feature_arrays(enc, starts, ends)
+    short = np.flatnonzero((arrays["input_mask"][:, length:].sum(axis=1) == 0)
+                           & (arrays["end_positions"] < length))[:count]
+    return {name: value[short][:, :length] if value.ndim == 2 else value[short] for name, value in arrays.items()}
+
+
 @pytest.mark.slow
-def test_run_squad_training_takes_the_matched_hf_rows_steps_on_the_same_batches(bench, tmp_path):
+def test_run_squad_training_takes_the_matched_hf_rows_steps_on_the_same_batches(tmp_path):
     """SQuAD fine-tuning through training.py (SquadTask, the runners' real-length batches, AdamWeightDecay) and
     the hf_matched row's loop (BertForQuestionAnswering, OriginalAdamWeightDecay, OriginalSchedule), from the
     same MiniLM weights and output layer, on the same windows of real SQuAD questions, dropout off: the same loss
@@ -369,10 +410,10 @@ def test_run_squad_training_takes_the_matched_hf_rows_steps_on_the_same_batches(
     import training
 
     steps, batch_size = 6, 16
-    _, enc, starts, ends = _hf_squad_windows(bench, SQUAD_RECIPE)
+    _, enc, starts, ends = _hf_squad_windows(SQUAD_RECIPE)
     assert len(starts) >= steps * batch_size
     take = np.random.default_rng(3).permutation(len(starts))[:steps * batch_size]
-    arrays = {name: value[take] for name, value in bench.squad_feature_arrays(enc, starts, ends).items()}
+    arrays = {name: value[take] for name, value in squad_feature_arrays(enc, starts, ends).items()}
 
     prefix = conversions.hf_to_original(minilm_dir(), str(tmp_path / "minilm"))
     with open(os.path.join(minilm_dir(), "config.json")) as f:
@@ -396,23 +437,23 @@ def test_run_squad_training_takes_the_matched_hf_rows_steps_on_the_same_batches(
         """The hf_matched loop over the same batches; rate(k) is update k's learning rate."""
         model = transformers.BertForQuestionAnswering.from_pretrained(
             minilm_dir(), hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-        bench.train_pad_embedding_like_original(model)
+        train_pad_embedding_like_original(model)
         with torch.no_grad():
             model.qa_outputs.weight.copy_(torch.tensor(start["cls/squad/output_weights"]))
             model.qa_outputs.bias.copy_(torch.tensor(start["cls/squad/output_bias"]))
-        optimizer = bench.OriginalAdamWeightDecay(list(model.named_parameters()), weight_decay_rate=0.01)
+        optimizer = OriginalAdamWeightDecay(list(model.named_parameters()), weight_decay_rate=0.01)
         model.train()
         losses = []
         for k in range(steps):
             rows = slice(k * batch_size, (k + 1) * batch_size)
-            loss = model(**bench.hf_squad_batch({name: value[rows] for name, value in arrays.items()})).loss
+            loss = model(**hf_squad_batch({name: value[rows] for name, value in arrays.items()})).loss
             loss.backward()
             optimizer.step(rate(k))
             optimizer.zero_grad()
             losses.append(loss.item())
         return model, losses
 
-    schedule = bench.OriginalSchedule(1e-4, 60, steps - 1)
+    schedule = OriginalSchedule(1e-4, 60, steps - 1)
     model, hf_losses = hf_run(schedule)
     _, late_losses = hf_run(schedule.rate)  # lr(k) instead of lr(k + 1): one step late on the schedule
 
@@ -438,7 +479,7 @@ def test_run_squad_training_takes_the_matched_hf_rows_steps_on_the_same_batches(
 
 
 @pytest.mark.slow
-def test_dropout_under_training_costs_what_hfs_costs(bench, tmp_path):
+def test_dropout_under_training_costs_what_hfs_costs(tmp_path):
     """Dropout is the one part of a training step the same-batches test turns off. With the same MiniLM weights,
     an output layer fitted to real SQuAD windows (so that noise in the encoder costs loss), the training-mode loss
     of ours (SquadTask, the config's dropout 0.1) and of HF's BertForQuestionAnswering (train mode) have the same
@@ -454,11 +495,11 @@ def test_dropout_under_training_costs_what_hfs_costs(bench, tmp_path):
     import run_squad
 
     draws, rows, length = 100, 4, 128
-    _, enc, starts, ends = _hf_squad_windows(bench, SQUAD_RECIPE)
+    _, enc, starts, ends = _hf_squad_windows(SQUAD_RECIPE)
     # Windows whose tokens and answer fit in `length`, cut there: the loss is that of the whole window.
-    arrays = bench.squad_short_windows(enc, starts, ends, length, rows)
+    arrays = squad_short_windows(enc, starts, ends, length, rows)
     assert len(arrays["input_ids"]) == rows and arrays["start_positions"].any()
-    batch = bench.hf_squad_batch(arrays)
+    batch = hf_squad_batch(arrays)
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -526,159 +567,18 @@ def test_dropout_under_training_costs_what_hfs_costs(bench, tmp_path):
     assert gap(hf_double, hf) > 8.0
 
 
-def test_squad_window_labels_and_best_spans_round_trip_on_real_questions(bench):
+def test_squad_window_labels_and_best_spans_round_trip_on_real_questions():
     """The hf rows' SQuAD windows: a label inside a window spans exactly the answer's tokens, and logits that peak
     at the labels of a question's windows make the selection answer with the gold text."""
     import numpy as np
-    examples, enc, starts, ends = _hf_squad_windows(bench, SQUAD_RECIPE)
+    examples, enc, starts, ends = _hf_squad_windows(SQUAD_RECIPE)
     start_logits = np.zeros((len(starts), 256), np.float32)
     end_logits = np.zeros((len(starts), 256), np.float32)
     for i, (s, e) in enumerate(zip(starts, ends)):
         start_logits[i, s] = end_logits[i, e] = 10.0
-    predictions = bench.squad_best_spans(SQUAD_RECIPE, examples, enc, start_logits, end_logits)
+    predictions = squad_best_spans(SQUAD_RECIPE, examples, enc, start_logits, end_logits)
     exact = sum(predictions[qid].strip() == answer.strip() for qid, _, _, answer, _ in examples)
     assert exact >= 0.95 * len(examples), exact
     # The rest are gold answers that cut a word ("8" of "18"): the whole token's text holds them.
     assert all(answer.strip() in predictions[qid] for qid, _, _, answer, _ in examples)
 
-
-@pytest.mark.slow
-def test_squad_swapped_batches_trains_each_side_on_the_others_batches(tmp_path):
-    """benchmarks/squad_swapped_batches.py both ways, cut to 2 steps and 8 scored questions: ours on the
-    hf_matched row's batches of a seed (its output layer in the starting checkpoint), again with other dropout
-    draws (--dropout_seed: same start, other losses), then the hf_matched loop on
-    the batches of that run (given the train.tf_record of a run_squad.py run); a run folder without its records is
-    one line."""
-    pytest.importorskip("transformers")
-    import json
-    import os
-    import shutil
-    import tokenization
-    import run_squad
-    swapped = load_benchmark("squad_swapped_batches")
-    common = [f"--shared_dir={shared_path()}", f"--hf_model_dir={minilm_dir()}", "--max_steps=2",
-              "--max_eval_questions=8"]
-
-    ours = tmp_path / "ours_on_hf"
-    swapped.main(["--ours_on_hf_seed=3", f"--output_dir={ours}"] + common)
-    result = json.loads((ours / "swapped_result.json").read_text())
-    assert result["questions_scored"] == 8 and len(result["loss_means_every_50_steps"]) == 1
-    assert 0.0 <= result["exact_match"] <= result["f1"] <= 100.0
-    assert len(json.loads((ours / "predictions.json").read_text())) == 8
-    import checkpoints
-    import torch
-    generator = torch.Generator().manual_seed(3)
-    head = torch.empty(2, 384)
-    torch.nn.init.trunc_normal_(head, std=0.02, a=-0.04, b=0.04, generator=generator)
-    start = checkpoints.load_checkpoint(str(ours / "model.ckpt-0"))
-    assert (start["cls/squad/output_weights"] == head.numpy()).all()  # the hf_matched row's draw for seed 3
-    assert result["dropout_seed"] == 3
-
-    redrawn = tmp_path / "ours_on_hf_dropout_seed_4"  # the same batches and output layer, other dropout draws
-    swapped.main(["--ours_on_hf_seed=3", "--dropout_seed=4", f"--output_dir={redrawn}"] + common)
-    again = json.loads((redrawn / "swapped_result.json").read_text())
-    assert again["dropout_seed"] == 4 and again["ours_on_hf_seed"] == 3
-    redrawn_start = checkpoints.load_checkpoint(str(redrawn / "model.ckpt-0"))
-    assert (redrawn_start["cls/squad/output_weights"] == head.numpy()).all()
-    assert again["loss_means_every_50_steps"] != result["loss_means_every_50_steps"]
-
-    run = tmp_path / "run"
-    run.mkdir()
-    for name in ("model.ckpt-0.index", "model.ckpt-0.data-00000-of-00001"):
-        shutil.copy(ours / name, run / name)
-    with pytest.raises(SystemExit) as stop:
-        swapped.main([f"--hf_on_ours_run={run}", "--seed=3", f"--output_dir={tmp_path / 'refused'}"] + common)
-    assert "no train.tf_record" in str(stop.value) and "\n" not in str(stop.value)
-    examples = run_squad.read_squad_examples(
-        shared_path("data", "squad", "v1.1", "dev-v1.1.articles00-37.json"), is_training=True,
-        train_first_answer=True)[:80]
-    writer = run_squad.FeatureWriter(str(run / "train.tf_record"), is_training=True)
-    run_squad.convert_examples_to_features(
-        examples, tokenization.FullTokenizer(os.path.join(minilm_dir(), "vocab.txt"), do_lower_case=True),
-        256, 128, 64, True, writer.process_feature)
-    writer.close()
-    hf = tmp_path / "hf_on_ours"
-    swapped.main([f"--hf_on_ours_run={run}", "--seed=3", f"--output_dir={hf}"] + common)
-    result = json.loads((hf / "swapped_result.json").read_text())
-    assert result["questions_scored"] == 8 and len(result["loss_means_every_50_steps"]) == 1
-    assert result["seed"] == 3 and result["shuffle_buffer_size"] == 100 and result["dropout_seed"] == 3
-
-
-@pytest.mark.slow
-def test_squad_swapped_batches_repeats_the_hf_matched_rows_own_step(bench, tmp_path):
-    """--hf_on_hf_seed=S takes the hf_matched row's own windows, output layer, batch order and dropout draws for
-    seed S: its first training loss is the row's (hf_child, cut to one step); --dropout_seed changes only the
-    draws, and so the loss."""
-    pytest.importorskip("transformers")
-    import json
-    train_file = shared_path(bench.RECIPES["squad"]["train_file"])
-    data = json.load(open(shared_path(bench.RECIPES["squad"]["predict_file"]), encoding="utf-8"))
-    paragraph = data["data"][0]["paragraphs"][0]
-    data["data"] = [{"title": data["data"][0]["title"], "paragraphs": [dict(paragraph, qas=paragraph["qas"][:4])]}]
-    predict_file = tmp_path / "four_questions.json"
-    predict_file.write_text(json.dumps(data), encoding="utf-8")
-
-    row = tmp_path / "row"
-    row.mkdir()
-    recipe = bench.effective_recipe("squad", bench.parse_args(["--report"]), None, "hf_matched")
-    one_step = 1.5 * recipe["train_batch_size"] / len(bench.read_squad(train_file))  # int() of the steps: 1
-    spec = dict(impl="hf_matched", task="squad", recipe=recipe, model_dir=minilm_dir(), run_dir=str(row), seed=3,
-                epochs=one_step, data=dict(train_file=train_file, predict_file=str(predict_file)))
-    (row / "hf_spec.json").write_text(json.dumps(spec))
-    bench.hf_child(str(row / "hf_spec.json"))
-    row_result = json.loads((row / "hf_result.json").read_text())
-    assert row_result["train_steps_done"] == 1
-
-    swapped = load_benchmark("squad_swapped_batches")
-    common = [f"--shared_dir={shared_path()}", f"--hf_model_dir={minilm_dir()}", "--max_steps=1",
-              "--max_eval_questions=4"]
-    first = {}
-    for dropout_seed in (None, 4):
-        out = tmp_path / f"hf_on_hf_dropout{dropout_seed}"
-        swapped.main(["--hf_on_hf_seed=3", f"--output_dir={out}"] + common +
-                     ([f"--dropout_seed={dropout_seed}"] if dropout_seed else []))
-        result = json.loads((out / "swapped_result.json").read_text())
-        assert result["hf_on_hf_seed"] == 3 and result["dropout_seed"] == (dropout_seed or 3)
-        first[dropout_seed] = result["loss_means_every_50_steps"][0]
-    assert first[None] == pytest.approx(row_result["train_loss_mean"], abs=6e-5)  # the row's step, to rounding
-    assert abs(first[4] - first[None]) > 2e-4  # four times the rounding: the first step, a head near 0
-
-
-@pytest.mark.slow
-def test_squad_gradient_noise_finds_the_pad_row_hf_freezes(tmp_path):
-    """benchmarks/squad_gradient_noise.py at MiniLM's weights with an output layer, on real padded SQuAD windows:
-    without dropout the gradients of ours and HF differ in one place only, the [PAD] row of the word embeddings
-    (HF's padding_idx gives it none), and not at all once HF trains that row as the original does; a checkpoint
-    without the SQuAD output layer is one line."""
-    pytest.importorskip("transformers")
-    import json
-    import numpy as np
-    import checkpoints
-    import conversions
-    noise = load_benchmark("squad_gradient_noise")
-    prefix = conversions.hf_to_original(minilm_dir(), str(tmp_path / "minilm"))
-    common = [f"--shared_dir={shared_path()}", f"--hf_model_dir={minilm_dir()}", "--draws=3", "--batch_size=4",
-              f"--bert_config_file={tmp_path / 'minilm' / 'bert_config.json'}"]
-    with pytest.raises(SystemExit) as stop:
-        noise.main([f"--checkpoint={prefix}"] + common)
-    assert "no cls/squad/ output layer" in str(stop.value) and "\n" not in str(stop.value)
-
-    weights = checkpoints.load_checkpoint(prefix)
-    weights["cls/squad/output_weights"] = np.random.default_rng(0).normal(0, 0.02, (2, 384)).astype(np.float32)
-    weights["cls/squad/output_bias"] = np.zeros(2, np.float32)
-    checkpoint = str(tmp_path / "with_output_layer.ckpt")
-    checkpoints.save_checkpoint(checkpoint, weights)
-    for train_pad, expected_rows in ((False, ["0"]), (True, [])):
-        out = tmp_path / f"noise_{train_pad}.json"
-        noise.main([f"--checkpoint={checkpoint}", f"--output_file={out}"] + common
-                   + (["--train_pad_embedding"] if train_pad else []))
-        report = json.loads(out.read_text())
-        assert report["padded_positions"] > 0
-        assert sorted(report["clean_word_embedding_rows_that_differ"]) == expected_rows
-        if not train_pad:
-            ours_norm, hf_norm = report["clean_word_embedding_rows_that_differ"]["0"]
-            assert ours_norm > 1e-3 and hf_norm == 0.0
-        others = [r for name, r in report["clean_largest_relative_differences"]
-                  if name != "bert/embeddings/word_embeddings"]
-        assert max(others) < 1e-3  # every other tensor's gradient is the same up to rounding
-        assert set(report["dropout_per_group"]) >= {"embeddings", "layer_0", "layer_5", "squad"}
