@@ -24,6 +24,7 @@ from absl import logging
 import checkpoints
 import filesystem
 import modeling
+import packing
 import runner
 import tokenization
 import training
@@ -97,9 +98,9 @@ def convert_examples_to_features(examples, seq_length, tokenizer):
     """`[CLS] a [SEP] (b [SEP])`, zero padded to seq_length; truncation as the original (logged here)."""
     if seq_length < 3:
         raise cli.UserError(f"--max_seq_length must be at least 3, got {seq_length}")
-    ids = runner.tokenize_in_processes([e.text_a for e in examples] + [e.text_b or "" for e in examples], tokenizer)
+    ids = tokenization.tokenize_in_processes([e.text_a for e in examples] + [e.text_b or "" for e in examples], tokenizer)
     ids_a, ids_b = ids[:len(examples)], ids[len(examples):]
-    arrays = runner.pack_pairs(tokenizer, ids_a, ids_b, seq_length)
+    arrays = packing.pack_pairs(tokenizer, ids_a, ids_b, seq_length)
     lengths = arrays["input_mask"].sum(axis=1)
     n_truncated = int(sum(len(a) + len(b) + 2 + bool(b) > length for a, b, length in zip(ids_a, ids_b, lengths)))
     features = []

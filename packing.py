@@ -11,7 +11,8 @@ fast_tokenization.FastBertTokenizer, in the graph), so training and serving cann
   ner_windows(word_pieces, ...): windows over a sentence in which every word is scored exactly once.
 
 Inputs are ragged int tensors ([batch, (ids)] or [batch, (words), (pieces)]); ragged_ids and ragged_word_ids
-make them from Python lists. Outputs are dense int32 tensors, one row per packed sequence.
+make them from Python lists. Outputs are dense int32 tensors, one row per packed sequence; pack_pairs(tokenizer,
+ids_a, ids_b, max_seq_length) packs Python lists of ids into numpy arrays, chunk by chunk.
 """
 import itertools
 
@@ -298,3 +299,21 @@ def ner_windows(word_pieces, max_seq_length, doc_stride, cls_id, sep_id, unk_id,
         "scored_word": tf.cast(scored_word, tf.int32),
     }
     return {name: tf.boolean_mask(value, used) for name, value in out.items()}
+
+
+PACK_CHUNK = 8192  # rows packed per pack_pair call
+
+
+def pack_pairs(tokenizer, ids_a, ids_b, max_seq_length):
+    """{"input_ids", "input_mask", "segment_ids": int32 array [rows, max_seq_length]} of [CLS] a [SEP] (b [SEP])
+    (pack_pair) for lists of id lists (an empty b: a single sequence)."""
+    cls_id, sep_id = tokenizer.vocab["[CLS]"], tokenizer.vocab["[SEP]"]
+    parts = [[], [], []]
+    for start in range(0, len(ids_a), PACK_CHUNK):
+        end = start + PACK_CHUNK
+        tensors = pack_pair(ragged_ids(ids_a[start:end]), ragged_ids(ids_b[start:end]),
+                                    max_seq_length, cls_id, sep_id)
+        for part, tensor in zip(parts, tensors):
+            part.append(tensor.numpy())
+    return {name: np.concatenate(part) if part else np.zeros([0, max_seq_length], np.int32)
+            for name, part in zip(("input_ids", "input_mask", "segment_ids"), parts)}

@@ -465,8 +465,8 @@ def examples_to_arrays(examples, label_list, max_seq_length, tokenizer, num_work
     real = [not isinstance(example, PaddingInputExample) for example in examples]
     texts_a = [example.text_a if is_real else "" for example, is_real in zip(examples, real)]
     texts_b = [(example.text_b or "") if is_real else "" for example, is_real in zip(examples, real)]
-    ids = runner.tokenize_in_processes(texts_a + texts_b, tokenizer, num_workers)
-    arrays = runner.pack_pairs(tokenizer, ids[:len(examples)], ids[len(examples):], max_seq_length)
+    ids = tokenization.tokenize_in_processes(texts_a + texts_b, tokenizer, num_workers)
+    arrays = packing.pack_pairs(tokenizer, ids[:len(examples)], ids[len(examples):], max_seq_length)
     is_real = np.asarray(real, np.int64)
     for name in FEATURE_NAMES[:3]:
         arrays[name] = arrays[name] * is_real[:, np.newaxis].astype(np.int32)

@@ -7,12 +7,11 @@
     --output_dir made once, then train / evaluate / predict / export, outputs written once by the chief, and
     the one inference checkpoint (Job.inference_checkpoint).
   Training: finetuning_config() (the original's step counts), Job.train_input_fn() (feature TFRecords through
-    records.py), array_input_fn() (in-memory features), tokenize_in_processes().
+    records.py), array_input_fn() (in-memory features).
   Inference: predict_arrays() runs a Task over in-memory features with real-length batches.
 """
 import collections
 import dataclasses
-import multiprocessing
 import os
 import shutil
 import tempfile
@@ -300,7 +299,7 @@ class Job:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# In-memory input and parallel tokenization.
+# In-memory input.
 
 
 def array_input_fn(arrays, is_training, seed=None, trim=True):
@@ -321,47 +320,6 @@ def array_input_fn(arrays, is_training, seed=None, trim=True):
         return d.prefetch(tf.data.AUTOTUNE)
 
     return input_fn
-
-
-_WORKER_TOKENIZER = []
-
-
-def _tokenize_chunk(texts):
-    tokenizer = _WORKER_TOKENIZER[0]
-    return [tokenizer.convert_tokens_to_ids(tokenizer.tokenize(text)) if text else [] for text in texts]
-
-
-def tokenize_in_processes(texts, tokenizer, num_workers=1, chunk_size=2000):
-    """WordPiece ids of every text (None or "" -> []), in order; num_workers > 1 tokenizes chunks in that
-    many processes (forked: no TensorFlow ops run in them). The ids are the same for any number."""
-    texts = list(texts)
-    _WORKER_TOKENIZER[:] = [tokenizer]
-    if num_workers <= 1 or len(texts) <= chunk_size:
-        return _tokenize_chunk(texts)
-    chunks = [texts[i:i + chunk_size] for i in range(0, len(texts), chunk_size)]
-    logging.info("Tokenizing %d texts with %d worker processes", len(texts), num_workers)
-    methods = multiprocessing.get_all_start_methods()
-    context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
-    with context.Pool(num_workers) as pool:
-        return [ids for chunk in pool.map(_tokenize_chunk, chunks) for ids in chunk]
-
-
-PACK_CHUNK = 8192  # rows packed per packing.pack_pair call
-
-
-def pack_pairs(tokenizer, ids_a, ids_b, max_seq_length):
-    """{"input_ids", "input_mask", "segment_ids": int32 array [rows, max_seq_length]} of [CLS] a [SEP] (b [SEP])
-    (packing.pack_pair) for lists of id lists (an empty b: a single sequence)."""
-    cls_id, sep_id = tokenizer.vocab["[CLS]"], tokenizer.vocab["[SEP]"]
-    parts = [[], [], []]
-    for start in range(0, len(ids_a), PACK_CHUNK):
-        end = start + PACK_CHUNK
-        tensors = packing.pack_pair(packing.ragged_ids(ids_a[start:end]), packing.ragged_ids(ids_b[start:end]),
-                                    max_seq_length, cls_id, sep_id)
-        for part, tensor in zip(parts, tensors):
-            part.append(tensor.numpy())
-    return {name: np.concatenate(part) if part else np.zeros([0, max_seq_length], np.int32)
-            for name, part in zip(("input_ids", "input_mask", "segment_ids"), parts)}
 
 
 # ---------------------------------------------------------------------------------------------------------

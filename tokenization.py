@@ -1,9 +1,11 @@
 """The original BERT tokenizer: `FullTokenizer`, `BasicTokenizer` and `WordpieceTokenizer`, token for token.
 
 Pure Python, no TensorFlow. The same ids inside a TensorFlow graph: fast_tokenization.FastBertTokenizer.
+tokenize_in_processes(texts, tokenizer, num_workers) gives the ids of many texts, in several processes.
 """
 
 import collections
+import multiprocessing
 import re
 import unicodedata
 
@@ -324,3 +326,26 @@ def _is_punctuation(char):
     if 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126:
         return True
     return unicodedata.category(char).startswith("P")
+
+
+_WORKER_TOKENIZER = []
+
+
+def _tokenize_chunk(texts):
+    tokenizer = _WORKER_TOKENIZER[0]
+    return [tokenizer.convert_tokens_to_ids(tokenizer.tokenize(text)) if text else [] for text in texts]
+
+
+def tokenize_in_processes(texts, tokenizer, num_workers=1, chunk_size=2000):
+    """WordPiece ids of every text (None or "" -> []), in order; num_workers > 1 tokenizes chunks in that
+    many processes (forked: no TensorFlow ops run in them). The ids are the same for any number."""
+    texts = list(texts)
+    _WORKER_TOKENIZER[:] = [tokenizer]
+    if num_workers <= 1 or len(texts) <= chunk_size:
+        return _tokenize_chunk(texts)
+    chunks = [texts[i:i + chunk_size] for i in range(0, len(texts), chunk_size)]
+    logging.info("Tokenizing %d texts with %d worker processes", len(texts), num_workers)
+    methods = multiprocessing.get_all_start_methods()
+    context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+    with context.Pool(num_workers) as pool:
+        return [ids for chunk in pool.map(_tokenize_chunk, chunks) for ids in chunk]

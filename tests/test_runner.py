@@ -52,8 +52,8 @@ def test_check_job_names_the_flag_and_writes_nothing(tmp_path):
 def test_parallel_tokenization_equals_one_process(tokenizer):
     examples = rc.MrpcProcessor().get_dev_examples(shared_path("data", "glue", "MRPC"))
     texts = [e.text_a for e in examples] * 6 + ["", None]
-    one = runner.tokenize_in_processes(texts, tokenizer)
-    two = runner.tokenize_in_processes(texts, tokenizer, num_workers=2, chunk_size=300)
+    one = tokenization.tokenize_in_processes(texts, tokenizer)
+    two = tokenization.tokenize_in_processes(texts, tokenizer, num_workers=2, chunk_size=300)
     assert one == two and one[-2:] == [[], []] and len(one) == len(texts)
 
 
