@@ -43,7 +43,7 @@ def pretraining(max_seq_length, max_predictions_per_seq):
 
 
 def classifier(max_seq_length, is_regression):
-    """run_classifier.py's train/eval/predict.tf_record (a float label for regression)."""
+    """run_classifier.py's train.tf_record (a float label for regression)."""
     return collections.OrderedDict([
         ("input_ids", (max_seq_length, INT64)),
         ("input_mask", (max_seq_length, INT64)),
@@ -54,7 +54,7 @@ def classifier(max_seq_length, is_regression):
 
 
 def squad(max_seq_length, is_training):
-    """run_squad.py's train.tf_record (with the answer) and eval.tf_record."""
+    """run_squad.py's train.tf_record (with the answer; without: the features of a prediction)."""
     features = collections.OrderedDict([
         ("unique_ids", (None, INT64)),
         ("input_ids", (max_seq_length, INT64)),

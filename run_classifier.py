@@ -2,7 +2,7 @@
 
 GLUE (CoLA, SST-2, MRPC, QQP, STS-B, MNLI, QNLI, RTE, WNLI), XNLI and a user's own TSV/CSV, with the
 original release's reading rules, feature conversion, classifier variables ("output_weights",
-"output_bias") and output files (train/eval/predict.tf_record, eval_results.txt, test_results.tsv); training,
+"output_bias") and output files (train.tf_record, eval_results.txt, test_results.tsv); training,
 evaluation and prediction run on the shared loop in training.py (its flags: strategy, XLA, dtype, optimizer,
 gradient accumulation, checkpoints).
 
@@ -442,16 +442,6 @@ def get_processor(task_name, **options):
 # Features: [CLS] a [SEP] b [SEP], packed by packing.pack_pair (as the exported serving_text packs).
 
 
-@dataclasses.dataclass
-class InputFeatures:
-    """A single set of features of data."""
-    input_ids: list
-    input_mask: list
-    segment_ids: list
-    label_id: object
-    is_real_example: bool = True
-
-
 FEATURE_NAMES = records.names(records.classifier(None, False))
 
 
@@ -509,39 +499,12 @@ def _log_example(example, arrays, i, label_list, tokenizer):
         logging.info("label: %s (id = %d)", example.label, arrays["label_ids"][i])
 
 
-def convert_examples_to_features(examples, label_list, max_seq_length, tokenizer, num_workers=1):
-    """Converts `InputExample`s to a list of `InputFeatures`."""
-    arrays = examples_to_arrays(examples, label_list, max_seq_length, tokenizer, num_workers)
-    return [InputFeatures(arrays["input_ids"][i].tolist(), arrays["input_mask"][i].tolist(),
-                          arrays["segment_ids"][i].tolist(), arrays["label_ids"][i].item(),
-                          bool(arrays["is_real_example"][i])) for i in range(len(examples))]
-
-
-def convert_single_example(ex_index, example, label_list, max_seq_length, tokenizer):
-    """Converts one `InputExample` into `InputFeatures` (the first 5 ex_index are logged, as the original)."""
-    arrays = examples_to_arrays([example], label_list, max_seq_length, tokenizer, log_examples=int(ex_index < 5))
-    return InputFeatures(arrays["input_ids"][0].tolist(), arrays["input_mask"][0].tolist(),
-                         arrays["segment_ids"][0].tolist(), arrays["label_ids"][0].item(),
-                         bool(arrays["is_real_example"][0]))
-
-
 def pad_examples(examples, batch_size):
     """Appends `PaddingInputExample`s until len(examples) is a multiple of batch_size."""
     examples = list(examples)
     while len(examples) % batch_size != 0:
         examples.append(PaddingInputExample())
     return examples
-
-
-def file_based_convert_examples_to_features(examples, label_list, max_seq_length, tokenizer, output_file,
-                                            num_workers=1):
-    """Writes `InputExample`s as a TFRecord file of the original's features; returns the feature arrays.
-
-    num_workers > 1 tokenizes in that many processes; the file is the same byte for byte.
-    """
-    arrays = examples_to_arrays(examples, label_list, max_seq_length, tokenizer, num_workers)
-    records.write_file(output_file, arrays, records.classifier(max_seq_length, label_list is None))
-    return arrays
 
 
 def eval_results(metric_names, outputs, labels, is_regression, batch_size):
@@ -679,16 +642,16 @@ class Job(runner.Job):
         if o.predict_input and o.predict_input != "-":
             filesystem.require_file(o.predict_input, "--predict_input")
 
-    def features(self, examples, name):
-        """Writes the feature records `name`.tf_record of `examples` (record_path); returns the feature arrays."""
-        return file_based_convert_examples_to_features(examples, self.label_list, self.options.max_seq_length,
-                                                       self.tokenizer, self.record_path(name + ".tf_record"),
-                                                       self.options.num_workers)
+    def features(self, examples):
+        """The feature arrays of `examples`."""
+        return examples_to_arrays(examples, self.label_list, self.options.max_seq_length, self.tokenizer,
+                                  self.options.num_workers)
 
     def train(self):
         examples = self.splits["train"]
         config = self.finetuning_config(len(examples))
-        self.features(examples, "train")
+        records.write_file(self.record_path("train.tf_record"), self.features(examples),
+                           records.classifier(self.options.max_seq_length, self.is_regression))
         input_fn = self.train_input_fn(self.record_path("train.tf_record"),
                                        records.classifier(self.options.max_seq_length, self.is_regression),
                                        len(examples), config.seed)
@@ -698,7 +661,7 @@ class Job(runner.Job):
         num_actual = len(examples)
         if self.config.use_tpu:
             examples = pad_examples(examples, batch_size)
-        arrays = self.features(examples, name)
+        arrays = self.features(examples)
         logging.info("***** Running %s *****", "evaluation" if name == "eval" else "prediction")
         logging.info("  Num examples = %d (%d actual, %d padding)", len(examples), num_actual,
                      len(examples) - num_actual)
@@ -706,7 +669,7 @@ class Job(runner.Job):
         return arrays, self.predict_arrays(arrays, batch_size)
 
     def evaluate(self):
-        """Writes eval.tf_record and eval_results.txt; returns the results."""
+        """Writes eval_results.txt; returns the results."""
         batch_size = self.config.eval_batch_size
         arrays, outputs = self._predict(self.splits["dev"], "eval", batch_size)
         results = eval_results(self.processor.metric_names, outputs, arrays["label_ids"], self.is_regression,
@@ -715,7 +678,7 @@ class Job(runner.Job):
         return self.write_results(training.EVAL_RESULTS_FILE, results)
 
     def predict(self):
-        """Writes predict.tf_record and test_results.tsv (one row per real example); returns the rows."""
+        """Writes test_results.tsv (one row per real example); returns the rows."""
         _, outputs = self._predict(self.splits["test"], "predict", self.config.predict_batch_size)
         real = np.flatnonzero(outputs["is_real_example"] == 1)
         rows = [format_prediction({name: value[i] for name, value in outputs.items()}, self.is_regression)

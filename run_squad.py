@@ -431,17 +431,6 @@ def _strip_spaces(text):
     return "".join(ns_chars), ns_to_s_map
 
 
-def get_final_text(pred_text, orig_text, do_lower_case, verbose_logging=False):
-    """Projects the normalized predicted text back onto the original text span.
-
-    Aligns `orig_text` run through BasicTokenizer with `orig_text` character by character
-    (spaces removed); when the alignment fails, returns `orig_text` as the original does.
-    """
-    tokenizer = tokenization.BasicTokenizer(do_lower_case=do_lower_case)
-    tok_text = " ".join(tokenizer.tokenize(orig_text))
-    return _align_final_text(pred_text, orig_text, tok_text, verbose_logging)
-
-
 class _WordTokenCache:
     """BasicTokenizer output per whitespace word, memoized.
 
@@ -650,26 +639,7 @@ def _nbest_json(nbest):
     return nbest_json, best_non_null_entry
 
 
-def write_predictions(all_examples, all_features, all_results, n_best_size, max_answer_length,
-                      do_lower_case, output_prediction_file, output_nbest_file,
-                      output_null_log_odds_file, version_2_with_negative=False,
-                      null_score_diff_threshold=0.0, verbose_logging=False):
-    """Writes predictions.json, nbest_predictions.json and (2.0) null_odds.json (the original's function)."""
-    logging.info("Writing predictions to: %s", output_prediction_file)
-    logging.info("Writing nbest to: %s", output_nbest_file)
-    predictions, nbest, scores_diff = compute_predictions(
-        all_examples, all_features, all_results, n_best_size, max_answer_length, do_lower_case,
-        version_2_with_negative, null_score_diff_threshold, verbose_logging)
-    outputs = [(output_prediction_file, predictions), (output_nbest_file, nbest)]
-    if version_2_with_negative:
-        outputs.append((output_null_log_odds_file, scores_diff))
-    for path, obj in outputs:
-        with tf.io.gfile.GFile(path, "w") as writer:
-            writer.write(_json_text(obj))
-    return predictions, nbest, scores_diff
-
-
-def _json_text(obj):
+def prediction_json(obj):
     """The original's JSON layout of the prediction files (indent 4, final newline)."""
     return json.dumps(obj, indent=4) + "\n"
 
@@ -858,20 +828,13 @@ class Job(runner.Job):
         return training.train(self.task, input_fn, config, self.strategy)
 
     def predict(self):
-        """Writes eval.tf_record, predictions.json, nbest_predictions.json (and null_odds.json, and
-        eval_results.json when the file has answers); returns the predictions."""
+        """Writes predictions.json, nbest_predictions.json (and null_odds.json, and eval_results.json when the
+        file has answers); returns the predictions."""
         o = self.options
         eval_examples = runner.require_examples(read_squad_examples(o.predict_file, is_training=False),
                                                 f"--predict_file={o.predict_file}", "questions")
-        writer = FeatureWriter(self.record_path("eval.tf_record"), is_training=False)
         eval_features = []
-
-        def append_feature(feature):
-            eval_features.append(feature)
-            writer.process_feature(feature)
-
-        self.windows(eval_examples, False, append_feature)
-        writer.close()
+        self.windows(eval_examples, False, eval_features.append)
         logging.info("***** Running predictions *****")
         logging.info("  Num orig examples = %d", len(eval_examples))
         logging.info("  Num split examples = %d", len(eval_features))
@@ -881,9 +844,9 @@ class Job(runner.Job):
         predictions, nbest, scores_diff = compute_predictions(
             eval_examples, eval_features, all_results, o.n_best_size, o.max_answer_length, o.do_lower_case,
             o.version_2_with_negative, o.null_score_diff_threshold, o.verbose_logging)
-        predictions_path = self.write_output("predictions.json", _json_text(predictions))
-        self.write_output("nbest_predictions.json", _json_text(nbest))
-        null_odds = self.write_output("null_odds.json", _json_text(scores_diff)) if o.version_2_with_negative else None
+        predictions_path = self.write_output("predictions.json", prediction_json(predictions))
+        self.write_output("nbest_predictions.json", prediction_json(nbest))
+        null_odds = self.write_output("null_odds.json", prediction_json(scores_diff)) if o.version_2_with_negative else None
         self.scores = self.score(predictions_path, null_odds)
         return predictions
 

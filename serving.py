@@ -247,11 +247,8 @@ class SquadServing(_Serving):
         return {"start_logits": start_logits, "end_logits": end_logits}
 
     def _serve_text(self, question, context):
-        words, word_begin, word_end = context_words_with_offsets(context)
-        pieces, piece_begin, piece_end = self.tokenizer.tokenize_with_offsets(words.flat_values)
-        doc_pieces = tf.RaggedTensor.from_row_splits(pieces, words.row_splits, validate=False)
-        packed = packing.squad_windows(self.tokenizer.tokenize(question), doc_pieces, *self.packing, self.cls_id,
-                                       self.sep_id)
+        packed, (words, word_begin, word_end), (doc_pieces, piece_begin, piece_end) = squad_text_windows(
+            self.tokenizer, question, context, *self.packing, self.cls_id, self.sep_id)
         packed["start_logits"], packed["end_logits"] = self._logits(
             packed["input_ids"], packed["input_mask"], packed["segment_ids"])
         n_best_size, max_answer_length, version_2, threshold = self.decoding
@@ -362,12 +359,15 @@ def answer_text(context, words, word_begin, word_end, doc_pieces, piece_begin, p
 def squad_text_windows(tokenizer, questions, contexts, max_seq_length, doc_stride, max_query_length, cls_id,
                        sep_id):
     """packing.squad_windows of raw (question, context) strings: the context split into words as the original
-    reader splits it, each word tokenized on its own (as run_squad.py tokenizes them)."""
-    words = context_words_with_offsets(contexts)[0]
-    pieces = tokenizer.tokenize(words.flat_values)
+    reader splits it, each word tokenized on its own (as run_squad.py tokenizes them). Returns (the windows,
+    (words, their byte begin, end), (pieces ragged [batch, (words), (pieces)], their byte begin, end within
+    their word))."""
+    words, word_begin, word_end = context_words_with_offsets(contexts)
+    pieces, piece_begin, piece_end = tokenizer.tokenize_with_offsets(words.flat_values)
     doc_pieces = tf.RaggedTensor.from_row_splits(pieces, words.row_splits, validate=False)
-    return packing.squad_windows(tokenizer.tokenize(questions), doc_pieces, max_seq_length, doc_stride,
-                                 max_query_length, cls_id, sep_id)
+    windows = packing.squad_windows(tokenizer.tokenize(questions), doc_pieces, max_seq_length, doc_stride,
+                                    max_query_length, cls_id, sep_id)
+    return windows, (words, word_begin, word_end), (doc_pieces, piece_begin, piece_end)
 
 
 def context_words_with_offsets(contexts):

@@ -107,29 +107,34 @@ def original_packing(tokens_a, tokens_b, max_seq_length):
     return tokens, segments + padding
 
 
-def test_convert_single_example_layout(tokenizer):
+def _one(example, label_list, max_seq_length, tokenizer):
+    """The feature row of one example, as lists."""
+    arrays = rc.examples_to_arrays([example], label_list, max_seq_length, tokenizer, log_examples=0)
+    return {name: values[0].tolist() for name, values in arrays.items()}
+
+
+def test_feature_layout(tokenizer):
     example = rc.InputExample("t-1", "The dog is hairy.", "Is it?", "1")
-    f = rc.convert_single_example(0, example, ["0", "1"], 16, tokenizer)
-    tokens = tokenizer.convert_ids_to_tokens([i for i in f.input_ids if i])
+    f = _one(example, ["0", "1"], 16, tokenizer)
+    tokens = tokenizer.convert_ids_to_tokens([i for i in f["input_ids"] if i])
     assert tokens == ["[CLS]", "the", "dog", "is", "hairy", ".", "[SEP]", "is", "it", "?", "[SEP]"]
-    assert f.segment_ids == [0] * 7 + [1] * 4 + [0] * 5
-    assert f.input_mask == [1] * 11 + [0] * 5
-    assert len(f.input_ids) == 16 and f.input_ids[11:] == [0] * 5 and f.label_id == 1
-    single = rc.convert_single_example(1, rc.InputExample("t-2", "a " * 30, None, "0"), ["0", "1"], 8,
-                                       tokenizer)
-    assert tokenizer.convert_ids_to_tokens(single.input_ids) == ["[CLS]"] + ["a"] * 6 + ["[SEP]"]
-    assert single.segment_ids == [0] * 8 and single.label_id == 0
-    pad = rc.convert_single_example(2, rc.PaddingInputExample(), ["0", "1"], 8, tokenizer)
-    assert pad.input_ids == [0] * 8 and pad.is_real_example is False
-    reg = rc.convert_single_example(3, rc.InputExample("t-3", "a", "b", 3.8), None, 8, tokenizer)
-    assert reg.label_id == pytest.approx(3.8)
+    assert f["segment_ids"] == [0] * 7 + [1] * 4 + [0] * 5
+    assert f["input_mask"] == [1] * 11 + [0] * 5
+    assert len(f["input_ids"]) == 16 and f["input_ids"][11:] == [0] * 5 and f["label_ids"] == 1
+    single = _one(rc.InputExample("t-2", "a " * 30, None, "0"), ["0", "1"], 8, tokenizer)
+    assert tokenizer.convert_ids_to_tokens(single["input_ids"]) == ["[CLS]"] + ["a"] * 6 + ["[SEP]"]
+    assert single["segment_ids"] == [0] * 8 and single["label_ids"] == 0
+    pad = _one(rc.PaddingInputExample(), ["0", "1"], 8, tokenizer)
+    assert pad["input_ids"] == [0] * 8 and pad["is_real_example"] == 0
+    reg = _one(rc.InputExample("t-3", "a", "b", 3.8), None, 8, tokenizer)
+    assert reg["label_ids"] == pytest.approx(3.8)
 
 
 def test_first_examples_are_logged(tokenizer, caplog):
     import logging
     examples = rc.MrpcProcessor().get_dev_examples(glue("MRPC"))[:7]
     with caplog.at_level(logging.INFO):
-        rc.convert_examples_to_features(examples, ["0", "1"], 32, tokenizer)
+        rc.examples_to_arrays(examples, ["0", "1"], 32, tokenizer)
     text = caplog.text
     assert text.count("*** Example ***") == 5
     assert "guid: dev-1" in text and "tokens: [CLS] he said the foods ##er ##vic ##e pie business" in text
@@ -142,7 +147,8 @@ def test_tfrecord_round_trip_on_mrpc_dev(tokenizer, tmp_path):
     path = str(tmp_path / "eval.tf_record")
     padded = rc.pad_examples(examples, 7)
     assert len(padded) == 413 and isinstance(padded[-1], rc.PaddingInputExample)
-    rc.file_based_convert_examples_to_features(padded, processor.get_labels(), 64, tokenizer, path)
+    records.write_file(path, rc.examples_to_arrays(padded, processor.get_labels(), 64, tokenizer),
+                       records.classifier(64, False))
     batches = list(records.input_fn(path, records.classifier(64, False), False, False)(100).as_numpy_iterator())
     ids = np.concatenate([b["input_ids"] for b in batches])
     real = np.concatenate([b["is_real_example"] for b in batches])
@@ -150,8 +156,7 @@ def test_tfrecord_round_trip_on_mrpc_dev(tokenizer, tmp_path):
     assert ids.shape == (413, 64) and ids.dtype == np.int32
     assert real.tolist() == [1] * 408 + [0] * 5
     assert labels[:408].tolist() == [int(e.label) for e in examples]
-    expected = rc.convert_single_example(99, examples[17], ["0", "1"], 64, tokenizer)
-    assert ids[17].tolist() == expected.input_ids
+    assert ids[17].tolist() == _one(examples[17], ["0", "1"], 64, tokenizer)["input_ids"]
     # Truncation really happened on the long pairs, and every row ends its text with [SEP].
     lengths = np.concatenate([b["input_mask"] for b in batches]).sum(1)
     assert lengths.max() == 64 and (ids[np.arange(408), lengths[:408] - 1] == 102).all()
@@ -160,7 +165,7 @@ def test_tfrecord_round_trip_on_mrpc_dev(tokenizer, tmp_path):
 def test_regression_tfrecord_keeps_float_scores(tokenizer, tmp_path):
     examples = rc.StsbProcessor().get_dev_examples(glue("STS-B"))[:10]
     path = str(tmp_path / "eval.tf_record")
-    rc.file_based_convert_examples_to_features(examples, None, 32, tokenizer, path)
+    records.write_file(path, rc.examples_to_arrays(examples, None, 32, tokenizer), records.classifier(32, True))
     batch = next(records.input_fn(path, records.classifier(32, True), False, False)(10).as_numpy_iterator())
     np.testing.assert_allclose(batch["label_ids"], [e.label for e in examples], rtol=1e-6)
 
@@ -201,7 +206,7 @@ def test_custom_tsv_and_csv(tmp_path):
     assert processor.is_pair
 
 
-def test_bad_input_errors(tmp_path):
+def test_bad_input_errors(tmp_path, tokenizer):
     with pytest.raises(ValueError, match=r"Task not found: 'mrcp'.*valid tasks: cola, mnli, mnli-mm, mrpc"):
         rc.get_processor("mrcp")
     with pytest.raises(FileNotFoundError, match="data file not found: .*nowhere.*dev.tsv"):
@@ -219,8 +224,7 @@ def test_bad_input_errors(tmp_path):
     with pytest.raises(ValueError, match=r"train.tsv line 2: label 'high' is not a number"):
         rc.StsbProcessor().get_train_examples(str(tmp_path))
     with pytest.raises(ValueError, match=r"label 'maybe' is not in the label list"):
-        rc.convert_single_example(0, rc.InputExample("x-1", "a", None, "maybe"), ["0", "1"], 8,
-                                  tokenization.FullTokenizer(shared_path("vocab", "uncased", "vocab.txt")))
+        rc.examples_to_arrays([rc.InputExample("x-1", "a", None, "maybe")], ["0", "1"], 8, tokenizer)
     (tmp_path / "bad.csv").write_text("q,y\nonly one column\n")
     with pytest.raises(ValueError, match=r"bad.csv line 2: expected at least 2 comma-separated columns"):
         rc.get_processor("custom", text_a_column="q", label_column="y", delimiter=",", label_list=["0"],
@@ -302,17 +306,17 @@ def test_fine_tune_tiny_model_on_mrpc_end_to_end(tmp_path):
         task_name="MRPC", data_dir=data_dir, vocab_file=shared_path("vocab", "uncased", "vocab.txt"), training=config,
         max_seq_length=32, do_train=True, do_eval=True, do_predict=True, num_train_epochs=1.0))
     assert results["train"]["global_step"] == 6  # int(96 / 16 * 1.0)
-    for name in ("train.tf_record", "eval.tf_record", "predict.tf_record", "eval_results.txt",
-                 "test_results.tsv", "model.ckpt-6.index", "checkpoint"):
+    for name in ("train.tf_record", "eval_results.txt", "test_results.tsv", "model.ckpt-6.index", "checkpoint"):
         assert os.path.exists(os.path.join(output_dir, name)), name
+    assert not [name for name in os.listdir(output_dir) if name in ("eval.tf_record", "predict.tf_record")]
     written = _read_results(os.path.join(output_dir, "eval_results.txt"))
     assert sorted(written) == ["eval_accuracy", "eval_f1", "eval_loss", "global_step", "loss"]
     assert written["global_step"] == 6 and 0.0 <= written["eval_accuracy"] <= 1.0
     # The written metrics equal the ones recomputed from the model's predictions on the dev set.
     dev = rc.MrpcProcessor().get_dev_examples(data_dir)
     task = rc.ClassifierTask(__import__("modeling").BertConfig.from_json_file(config.bert_config_file), 2)
-    eval_input = records.input_fn(os.path.join(output_dir, "eval.tf_record"), records.classifier(32, False),
-                                        False, False)
+    tokenizer = tokenization.FullTokenizer(shared_path("vocab", "uncased", "vocab.txt"), True)
+    eval_input = runner.array_input_fn(rc.examples_to_arrays(dev, ["0", "1"], 32, tokenizer), False, trim=False)
     probs = np.array([p["probabilities"] for p in training.predict(
         task, eval_input, config, checkpoint_path=os.path.join(output_dir, "model.ckpt-6"))])
     labels = np.array([int(e.label) for e in dev])
@@ -351,10 +355,9 @@ def test_fine_tune_tiny_regression_on_stsb(tmp_path):
     dev = rc.StsbProcessor().get_dev_examples(data_dir)
     task = rc.ClassifierTask(__import__("modeling").BertConfig.from_json_file(config.bert_config_file), 1,
                              is_regression=True)
-    # Recomputed from eval.tf_record the way evaluation predicts (real-length batches of eval_batch_size).
-    eval_input = records.input_fn(os.path.join(output_dir, "eval.tf_record"), records.classifier(32, True),
-                                        False, False)
-    arrays = {k: np.concatenate([b[k] for b in eval_input(100).as_numpy_iterator()]) for k in rc.FEATURE_NAMES}
+    # Recomputed from the dev features the way evaluation predicts (real-length batches of eval_batch_size).
+    tokenizer = tokenization.FullTokenizer(shared_path("vocab", "uncased", "vocab.txt"), True)
+    arrays = rc.examples_to_arrays(dev, None, 32, tokenizer)
     scores = runner.predict_arrays(task, arrays, config, checkpoint_path=os.path.join(output_dir, "model.ckpt-3"),
                                    batch_size=config.eval_batch_size)["score"]
     gold = np.array([e.label for e in dev])
@@ -417,16 +420,16 @@ def test_mnli_qqp_qnli_wnli_xnli_column_layouts(tmp_path):
     assert [(e.guid, e.text_a, e.label) for e in dev] == [("dev-2", "d1", "entailment")]
 
 
-def test_parallel_feature_conversion_writes_the_same_file(tokenizer, tmp_path):
+def test_parallel_feature_conversion_gives_the_same_features(tokenizer):
     examples = rc.MrpcProcessor().get_train_examples(glue("MRPC"))
-    one, two = str(tmp_path / "one.tf_record"), str(tmp_path / "two.tf_record")
-    rc.file_based_convert_examples_to_features(examples, ["0", "1"], 64, tokenizer, one)
-    rc.file_based_convert_examples_to_features(examples, ["0", "1"], 64, tokenizer, two, num_workers=2)
-    assert open(one, "rb").read() == open(two, "rb").read()
-    assert sum(1 for _ in tf.data.TFRecordDataset(two)) == 3668
+    one = rc.examples_to_arrays(examples, ["0", "1"], 64, tokenizer)
+    two = rc.examples_to_arrays(examples, ["0", "1"], 64, tokenizer, num_workers=2)
+    assert list(one) == list(two) == list(rc.FEATURE_NAMES) and len(two["input_ids"]) == 3668
+    for name in one:
+        np.testing.assert_array_equal(one[name], two[name])
     bad = examples[:1200] + [rc.InputExample("train-x", "a", "b", "7")]
     with pytest.raises(ValueError, match=r"example train-x: label '7' is not in the label list"):
-        rc.file_based_convert_examples_to_features(bad, ["0", "1"], 64, tokenizer, two, num_workers=2)
+        rc.examples_to_arrays(bad, ["0", "1"], 64, tokenizer, num_workers=2)
 
 
 def test_original_checkpoint_loads_by_name_and_logits_use_the_pooled_output():
