@@ -24,15 +24,16 @@ For each runner (tests/training_curves.py holds the recipe):
 Dropout is off on both sides: the config's probabilities are 0 (the original's dropout() then returns its input)
 and the shim's tf.nn.dropout returns its input (the classifier's fixed keep_prob=0.9 on the output layer).
 Learning rate: the original's train op reads global_step for its schedule unordered with its own increment, so a
-plain run takes the rate of the step before or after it at random. Here the schedule's read of global_step (the
-one read tensor of its reference variable) is fed the incremented step, step + 1 for the update that makes global
-step step + 1: the rate this project's schedule takes (optimization.py, lr_step_offset=1). (The original's own
-increment reads that tensor too and stores step + 2; nothing else in the step reads global_step.)
+plain run takes the rate of the step before or after it, whichever the scheduling of its ops runs first. Here the
+schedule's read of global_step (the one read tensor of its reference variable) is fed the incremented step:
+step + 1 for the update that makes global step step + 1, the rate this project's schedule takes (optimization.py,
+lr_step_offset=1). The original's own increment reads that tensor too and stores step + 2; nothing else in the
+step reads global_step.
 
 Recorded runs, each of the original on CPU: "gather" (use_one_hot_embeddings=False, its default off TPU, oneDNN
-kernels on: TF_ENABLE_ONEDNN_OPTS=1, TensorFlow's default on x86), "gather_onednn_off" (the same with TF_ENABLE_ONEDNN_OPTS=0: the original
-against itself with other CPU kernels), and for the fine-tuning runners "one_hot" (use_one_hot_embeddings=True,
-its TPU path).
+kernels on: TF_ENABLE_ONEDNN_OPTS=1, TensorFlow's default on x86), "gather_onednn_off" (the same with
+TF_ENABLE_ONEDNN_OPTS=0: the original against itself with other CPU kernels), and for the fine-tuning runners
+"one_hot" (use_one_hot_embeddings=True, its TPU path).
 """
 import argparse
 import importlib
