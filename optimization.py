@@ -7,16 +7,26 @@ Public API (stable):
     weight_decay_rate=0.01, clip_norm=1.0, global_step=None, ...) -> AdamWeightDecay or Lamb.
   optimizer.build(variables_by_name): creates `global_step` (unless one was given) and the slots
     NAME/adam_m, NAME/adam_v for each trainable variable; call it under the distribution strategy's scope.
-  optimizer.apply_gradients(grads_and_vars): in replica context (plain code, tf.function, XLA, or inside
-    strategy.run) all-reduces the gradients (mean over replicas), clips them to global norm `clip_norm`,
-    applies the update (learning rate: see below), then increments global_step, as the original
-    train_op. Returns the global norm before clipping. With one device it can sit inside a jit_compile
-    function; under a multi-device strategy jit-compile the gradient computation and call apply_gradients
-    outside that function (XLA cannot compile the cross-replica update).
+  optimizer.apply_gradients(grads_and_vars, row_squares=None): in replica context (plain code, tf.function, XLA,
+    or inside strategy.run) all-reduces the gradients (mean over replicas), clips them to global norm
+    `clip_norm`, applies the update (learning rate: see below), then increments global_step, as the original
+    train_op. Returns the global norm before clipping (see "Global norm" below). With one device it can sit
+    inside a jit_compile function; under a multi-device strategy jit-compile the gradient computation and call
+    apply_gradients outside that function (XLA cannot compile the cross-replica update).
   optimizer.variables_by_name() -> {"global_step", "NAME/adam_m", "NAME/adam_v", ...} (original order);
     optimizer.global_step; optimizer.learning_rate(step) (the schedule); optimizer.current_learning_rate()
     (the rate the next apply_gradients uses).
 Gradient accumulation (--gradient_accumulation_steps) is done by training.py's step before apply_gradients.
+
+Global norm: as the original's tf.clip_by_global_norm over the gradients it is given. A gradient given as
+tf.IndexedSlices (a gathered embedding table: the original's word embeddings on CPU/GPU, use_one_hot_embeddings
+False) counts each of its rows, one per token occurrence, so a token that occurs twice adds two squared rows,
+not the square of their sum; the update itself is dense (duplicate rows summed), as the original's.
+`row_squares` ({variable name: sum of squares of its rows}) gives that count for gradients already made dense
+(training.py accumulates micro-batches densely): the value of each replica's share of the step, as its
+gradient is; over R replicas the norm takes their mean divided by R (the rows of one batch R times larger, each
+1/R as large). A dense gradient (one-hot lookup, or a table also used densely, as the pre-training output layer)
+counts its summed squares.
 
 Learning-rate step: the original train_op groups the update with `global_step.assign(global_step + 1)` and
 reads global_step for the schedule without ordering the two; the original's recorded step (reference
@@ -141,8 +151,12 @@ class _WeightDecayOptimizer:
                              f"passed to optimizer.build()")
         return name
 
-    def apply_gradients(self, grads_and_vars):
-        """All-reduce (mean), clip to global norm, update, increment global_step; returns the global norm."""
+    def apply_gradients(self, grads_and_vars, row_squares=None):
+        """All-reduce (mean), clip to global norm, update, increment global_step; returns the global norm.
+
+        row_squares: {variable name: sum of squares of its gradient's rows}, counted in the global norm in place
+        of that variable's dense gradient (module docstring, "Global norm"); IndexedSlices gradients count their
+        rows without it."""
         grads_and_vars = [(g, v) for g, v in grads_and_vars]
         if not self.built:
             raise ValueError("Call optimizer.build(variables_by_name) (under the strategy scope) first")
@@ -150,18 +164,39 @@ class _WeightDecayOptimizer:
         if missing:
             logging.warning("No gradient for %s", missing)
         grads_and_vars = [(g, v) for g, v in grads_and_vars if g is not None]
-        grads = [g for g, _ in grads_and_vars]
-        variables = [v for _, v in grads_and_vars]
+        names = [self._name_of(v) for _, v in grads_and_vars]
+        squares = dict(row_squares or {})
+        unknown = sorted(set(squares) - set(names))
+        if unknown:
+            raise ValueError(f"row_squares names no gradient of this step: {unknown}")
+        grads = []
+        for (grad, _), name in zip(grads_and_vars, names):
+            if isinstance(grad, tf.IndexedSlices):
+                if name not in squares:
+                    squares[name] = tf.reduce_sum(tf.square(grad.values))
+                grad = tf.convert_to_tensor(grad)
+            grads.append(grad)
         ctx = tf.distribute.get_replica_context()
         if ctx is None:
             raise ValueError("apply_gradients must run in replica context (inside strategy.run or plain code)")
-        if ctx.num_replicas_in_sync > 1:
+        row_names = [name for name in names if name in squares]
+        rows = [tf.cast(squares[name], tf.float32) for name in row_names]
+        replicas = ctx.num_replicas_in_sync
+        if replicas > 1:
             grads = ctx.all_reduce(tf.distribute.ReduceOp.MEAN, grads)
-        if self.clip_norm:
+            if rows:
+                rows = [total / float(replicas) for total in ctx.all_reduce(tf.distribute.ReduceOp.MEAN, rows)]
+        if rows:
+            # tf.linalg.global_norm's sum of half squares, with the rows' in place of their dense gradients'.
+            half_squares = [tf.nn.l2_loss(g) if name not in squares else 0.5 * rows[row_names.index(name)]
+                            for g, name in zip(grads, names)]
+            global_norm = tf.sqrt(tf.reduce_sum(tf.stack(half_squares)) * 2.0)
+            if self.clip_norm:
+                grads, _ = tf.clip_by_global_norm(grads, clip_norm=self.clip_norm, use_norm=global_norm)
+        elif self.clip_norm:
             grads, global_norm = tf.clip_by_global_norm(grads, clip_norm=self.clip_norm)
         else:
             global_norm = tf.linalg.global_norm(grads)
-        names = [self._name_of(v) for v in variables]
         ctx.merge_call(self._apply_cross_replica, args=(grads, names))
         return global_norm
 

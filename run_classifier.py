@@ -16,7 +16,8 @@ gradient accumulation, checkpoints).
 {"probabilities"} ({"score"} for regression). Load it with `import tensorflow_text` and
 tf.saved_model.load. --predict_input=FILE or - (stdin) predicts line after line (text_a, or text_a<TAB>text_b)
 with the model loaded once. --task_name=custom reads a user's TSV/CSV (--text_a_column, --text_b_column,
---label_column, --label_list, --delimiter, --has_header, --regression).
+--label_column, --label_list, --delimiter, --has_header, --regression). --output_dropout_prob sets the output
+layer's dropout (the original's fixed 0.1).
 """
 
 import cli  # first: quiets TensorFlow's start-up logging
@@ -538,13 +539,14 @@ def classifier_loss(logits, labels, is_regression):
 class ClassifierTask(training.Task):
     """The classifier job for training.py: loss, and per-example outputs (probabilities or score, loss)."""
 
-    def __init__(self, bert_config, num_labels, is_regression=False):
+    def __init__(self, bert_config, num_labels, is_regression=False, output_dropout=modeling.CLASSIFIER_DROPOUT):
         self.bert_config = bert_config
         self.num_labels = 1 if is_regression else num_labels
         self.is_regression = is_regression
+        self.output_dropout = output_dropout
 
     def build_model(self):
-        return modeling.ClassifierModel(self.bert_config, self.num_labels)
+        return modeling.ClassifierModel(self.bert_config, self.num_labels, dropout=self.output_dropout)
 
     def compute_loss(self, model, features, training):
         logits = model(features, training=training)
@@ -602,6 +604,11 @@ class ClassifierOptions(runner.RecordFinetuningOptions):
     train_file: str = cli.option("train.tsv", "custom task: training file in data_dir.")
     dev_file: str = cli.option("dev.tsv", "custom task: evaluation file in data_dir.")
     test_file: str = cli.option("test.tsv", "custom task: prediction file in data_dir.")
+    output_dropout_prob: float = runner.output_dropout_option()
+
+    def __post_init__(self):
+        super().__post_init__()
+        runner.check_output_dropout(self.output_dropout_prob)
 
     def processor(self):
         """The task's DataProcessor, configured by these options (get_processor)."""
@@ -620,7 +627,7 @@ class Job(runner.Job):
         self.labels = self.label_list
         self.is_regression = self.processor.is_regression
         num_labels = 1 if self.is_regression else len(self.label_list)
-        self.task = ClassifierTask(self.bert_config, num_labels, self.is_regression)
+        self.task = ClassifierTask(self.bert_config, num_labels, self.is_regression, options.output_dropout_prob)
         self.splits = {}
 
     def extra_steps(self):

@@ -6,7 +6,8 @@
       --num_train_epochs=3 --output_dir=out/ner --export_dir=out/ner/saved_model
 
 Training, evaluation and prediction run on the shared loop in training.py (its flags: strategy, XLA, dtype,
-optimizer, gradient accumulation, checkpoints).
+optimizer, gradient accumulation, checkpoints). --output_dropout_prob sets the output layer's dropout (0.1, the
+classifier's).
 
 Data: `train.txt`, `dev.txt`, `test.txt` in --data_dir, one token per line (`word POS chunk tag`, or any
 number of columns with the word first and the tag last, the same number on every line of a file), blank lines
@@ -362,14 +363,16 @@ MICRO_BATCH_WEIGHT = "label_weight_per_micro_batch"
 class NerTask(training.Task):
     """Token classification for training.py: loss = weighted token cross entropy / scored tokens."""
 
-    def __init__(self, bert_config, num_labels):
+    def __init__(self, bert_config, num_labels, output_dropout=modeling.CLASSIFIER_DROPOUT):
         self.bert_config = bert_config
         self.num_labels = num_labels
+        self.output_dropout = output_dropout
 
     sequence_outputs = ("predicted_ids", "token_loss")
 
     def build_model(self):
-        return modeling.ClassifierModel(self.bert_config, self.num_labels, per_token=True, name="ner")
+        return modeling.ClassifierModel(self.bert_config, self.num_labels, per_token=True, dropout=self.output_dropout,
+                                        name="ner")
 
     def prepare_batch(self, features, num_micro_batches):
         # Normalise every micro-batch by the scored tokens of the whole batch, so that accumulation over
@@ -458,6 +461,10 @@ class NerOptions(runner.FinetuningOptions):
                                  "windows start apart.")
     document_context: bool = cli.option(False, "Fill each window with sub-tokens of the neighbouring sentences "
                                         "of the same document (context only, not scored).")
+    output_dropout_prob: float = runner.output_dropout_option()
+
+    def __post_init__(self):
+        runner.check_output_dropout(self.output_dropout_prob)
 
 
 class Job(runner.Job):
@@ -477,7 +484,7 @@ class Job(runner.Job):
         for enabled, name in ((o.do_eval, "dev"), (o.do_predict, "test")):
             if enabled:
                 self.splits[name] = read_conll(os.path.join(o.data_dir, DATA_FILES[name]), name)
-        self.task = NerTask(self.bert_config, len(self.labels))
+        self.task = NerTask(self.bert_config, len(self.labels), o.output_dropout_prob)
 
     def start(self):
         self.write_output(LABEL_LIST_FILE, "".join(label + "\n" for label in self.labels))

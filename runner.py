@@ -60,6 +60,19 @@ class FinetuningOptions:
                                  "from the newest checkpoint in output_dir, else init_checkpoint.")
 
 
+def output_dropout_option():
+    """The --output_dropout_prob flag of the runners whose output layer has dropout (run_classifier.py, run_ner.py)."""
+    return cli.option(modeling.CLASSIFIER_DROPOUT, "Dropout probability on the output layer's input when training "
+                      "(the original's fixed keep_prob=0.9, i.e. 0.1; the BERT config's dropout probabilities do not "
+                      "reach it). 0 turns it off.")
+
+
+def check_output_dropout(value):
+    """--output_dropout_prob must be a probability in [0, 1)."""
+    if not 0.0 <= value < 1.0:
+        raise cli.UserError(f"--output_dropout_prob={value}: expected a probability in [0, 1)")
+
+
 @dataclasses.dataclass
 class RecordFinetuningOptions(FinetuningOptions):
     """The flags of the runners that train from a feature TFRecord file (run_classifier.py, run_squad.py)."""

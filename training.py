@@ -293,9 +293,9 @@ class _LossScale:
         tf.cond(finite, on_good, on_bad)
 
 
-def _apply_gradients(optimizer, grads, variables):
+def _apply_gradients(optimizer, grads, variables, row_squares):
     """Applies micro-batch-averaged gradients; the optimizer averages them over replicas, clips, updates."""
-    optimizer.apply_gradients([(g, v) for g, v in zip(grads, variables) if g is not None])
+    optimizer.apply_gradients([(g, v) for g, v in zip(grads, variables) if g is not None], row_squares=row_squares)
 
 
 def _global_step_variable(optimizer, state):
@@ -347,8 +347,16 @@ def _dropout_seed(seed, global_step, micro_batch):
 
 
 def _build_replica_step(task, model, optimizer, config, loss_scale, num_replicas):
+    """One step on one replica. Gradient clipping counts a gathered table's gradient (the word embeddings of a
+    fine-tuning model) per token occurrence, as the original's on CPU/GPU (optimization.py, "Global norm"): each
+    micro-batch's sum of squared rows, scaled as its gradient is, so that accumulation (and the optimizer's mean
+    over replicas) gives the rows of the whole batch. On a TPU (--use_tpu) the original looks the embeddings up
+    with a one-hot matmul: the norm counts the dense gradient."""
     k = config.gradient_accumulation_steps
-    variables = [v for v in model.variables_by_name().values() if getattr(v, "trainable", True)]
+    named = [(name, v) for name, v in model.variables_by_name().items() if getattr(v, "trainable", True)]
+    names = [name for name, _ in named]
+    variables = [v for _, v in named]
+    per_occurrence = config.strategy_name != "tpu"
 
     def micro_grads(features, micro_batch=0):
         with tf.GradientTape() as tape, \
@@ -357,38 +365,51 @@ def _build_replica_step(task, model, optimizer, config, loss_scale, num_replicas
             loss = tf.cast(loss, tf.float32)
             scaled = loss * loss_scale.scale if loss_scale is not None else loss
         grads = tape.gradient(scaled, variables)
+        rows = {}
+        if per_occurrence:
+            rows = {j: tf.reduce_sum(tf.square(g.values)) for j, g in enumerate(grads)
+                    if isinstance(g, tf.IndexedSlices)}
         # Variables without a gradient (e.g. an unused pooler) are left alone, as the original does.
         grads = [None if g is None else tf.convert_to_tensor(g) for g in grads]
         logs = {name: tf.cast(value, tf.float32) for name, value in logs.items()}
         logs.setdefault("loss", loss)
-        return logs, grads
+        return logs, grads, rows
 
     def replica_step(features):
         features = task.prepare_batch(features, k)
         if k == 1:
-            logs, grads = micro_grads(features)
+            logs, grads, rows = micro_grads(features)
         else:
-            logs, grads = micro_grads(_split_micro_batches(features, k, 0))
+            logs, grads, rows = micro_grads(_split_micro_batches(features, k, 0))
 
             present = [i for i, g in enumerate(grads) if g is not None]
+            row_keys = sorted(rows)
 
-            def accumulate(i, sums, logs):
-                micro_logs, micro = micro_grads(_split_micro_batches(features, k, i), i)
+            def accumulate(i, sums, row_sums, logs):
+                micro_logs, micro, micro_rows = micro_grads(_split_micro_batches(features, k, i), i)
                 return (i + 1, [s + micro[j] for s, j in zip(sums, present)],
+                        [s + micro_rows[j] for s, j in zip(row_sums, row_keys)],
                         {name: logs[name] + micro_logs[name] for name in logs})
 
-            _, sums, logs = tf.while_loop(lambda i, *_: i < k, accumulate,
-                                          (tf.constant(1), [grads[j] for j in present], logs))
+            _, sums, row_sums, logs = tf.while_loop(
+                lambda i, *_: i < k, accumulate,
+                (tf.constant(1), [grads[j] for j in present], [rows[j] for j in row_keys], logs))
             grads = [None] * len(variables)
             for j, total in zip(present, sums):
                 grads[j] = total / float(k)
+            # A micro-batch's rows are k times those of the same tokens in the whole batch.
+            rows = {j: total / float(k * k) for j, total in zip(row_keys, row_sums)}
             logs = {name: value / float(k) for name, value in logs.items()}
-        if loss_scale is None:
-            _apply_gradients(optimizer, grads, variables)
-        else:
+        if loss_scale is not None:
             grads = [None if g is None else g / loss_scale.scale for g in grads]
+            rows = {j: total / tf.square(loss_scale.scale) for j, total in rows.items()}
+        row_squares = {names[j]: total for j, total in rows.items()}
+        if loss_scale is None:
+            _apply_gradients(optimizer, grads, variables, row_squares)
+        else:
             finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(g)) for g in grads if g is not None])
-            tf.cond(finite, lambda: _apply_gradients(optimizer, grads, variables) or tf.no_op(), tf.no_op)
+            tf.cond(finite, lambda: _apply_gradients(optimizer, grads, variables, row_squares) or tf.no_op(),
+                    tf.no_op)
             loss_scale.update(finite)
             logs["loss_scale"] = tf.identity(loss_scale.scale)
         return logs

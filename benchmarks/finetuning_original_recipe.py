@@ -52,7 +52,9 @@ class OriginalAdamWeightDecay:
     """The original AdamWeightDecayOptimizer in PyTorch, float32, with the original's clipping.
 
     step(lr): gradients clipped to global norm clip_norm the way tf.clip_by_global_norm does
-    (g * clip_norm / max(norm, clip_norm)), then per parameter: m = b1 m + (1 - b1) g, v = b2 v + (1 - b2) g^2,
+    (g * clip_norm / max(norm, clip_norm)), the norm over the dense gradients (the word embeddings' summed per
+    token: the original's count with one-hot lookups, on TPU; off TPU it, and this project, count them per token
+    occurrence), then per parameter: m = b1 m + (1 - b1) g, v = b2 v + (1 - b2) g^2,
     update = m / (sqrt(v) + eps) (+ weight_decay_rate * p unless the name matches LayerNorm, layer_norm or
     bias), p -= lr * update. No bias correction. Parameters without a gradient are left alone.
     """

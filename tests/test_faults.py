@@ -128,6 +128,8 @@ def test_bad_classifier_inputs_are_one_line_and_leave_no_folder(tmp_path):
                       "no_layers.json: required key(s) `num_hidden_layers` missing")
     assert_user_error(run_script("run_classifier.py", *classifier_args(tmp_path, shuffle_buffer_size="-5")),
                       "--shuffle_buffer_size=-5: expected 0 (all training records) or a positive number")
+    assert_user_error(run_script("run_classifier.py", *classifier_args(tmp_path, output_dropout_prob="1.5")),
+                      "--output_dropout_prob=1.5: expected a probability in [0, 1)")
     assert not out.exists(), "a failed check left --output_dir behind"
     # --verbosity=1 (or BERT_TRACEBACK=1) shows the traceback for a bug report.
     shown = run_script("run_classifier.py", *classifier_args(tmp_path, task_name="mrcp"), "--verbosity=1")

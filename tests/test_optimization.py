@@ -146,6 +146,37 @@ def test_update_rule_weight_decay_exclusions_and_clipping():
         unbuilt.apply_gradients(zip(grads, names.values()))
 
 
+def test_global_norm_counts_gathered_rows_as_the_originals_clipping():
+    """An IndexedSlices gradient (a gathered table) counts one squared row per occurrence, as tf.clip_by_global_norm
+    does in the original's train op; the update is dense, duplicate rows summed."""
+    table = tf.Variable(np.zeros([3, 2], np.float32))
+    bias = tf.Variable(np.zeros([1], np.float32))
+    rows = tf.IndexedSlices(values=tf.constant([[3.0, 0.0], [3.0, 0.0]]), indices=tf.constant([1, 1]),
+                            dense_shape=tf.constant([3, 2]))
+    dense = tf.constant([4.0])
+    _, original = tf.clip_by_global_norm([rows, dense], clip_norm=1.0)
+    optimizer = optimization.AdamWeightDecay(learning_rate=0.1, clip_norm=1.0)
+    optimizer.build({"table": table, "bias": bias})
+    norm = optimizer.apply_gradients([(rows, table), (dense, bias)])
+    assert abs(float(norm) - np.sqrt(9 + 9 + 16)) < 1e-5  # the summed row would give sqrt(36 + 16)
+    assert abs(float(norm) - float(original)) < 1e-6
+    moved = table.numpy()
+    assert not moved[[0, 2]].any() and moved[1, 0] < 0 and moved[1, 1] == 0
+    m = optimizer.variables_by_name()["table/adam_m"].numpy()
+    np.testing.assert_allclose(m[1, 0], 0.1 * 6.0 / float(norm), rtol=1e-6)  # the summed row, clipped
+
+    # The same count given for a gradient already made dense (training.py's accumulation).
+    table, bias = tf.Variable(np.zeros([3, 2], np.float32)), tf.Variable(np.zeros([1], np.float32))
+    again = optimization.AdamWeightDecay(learning_rate=0.1, clip_norm=1.0)
+    again.build({"table": table, "bias": bias})
+    norm = again.apply_gradients([(tf.convert_to_tensor(rows), table), (dense, bias)],
+                                 row_squares={"table": tf.constant(18.0)})
+    assert abs(float(norm) - np.sqrt(34)) < 1e-5
+    np.testing.assert_allclose(table.numpy(), moved, rtol=1e-6)
+    with pytest.raises(ValueError, match="row_squares names no gradient"):
+        again.apply_gradients([(dense, bias)], row_squares={"table": tf.constant(1.0)})
+
+
 def test_lamb_step_matches_formula():
     w0 = np.array([[0.3, -0.2], [0.1, 0.4]], np.float32)
     names = {"dense/kernel": tf.Variable(w0), "dense/bias": tf.Variable(np.array([0.5, 0.5], np.float32))}

@@ -170,6 +170,20 @@ def test_shuffle_buffer_0_mixes_a_sorted_training_file(tmp_path):
         records.input_fn(path, record_format, True, True, shuffle_buffer=0)
 
 
+def test_output_dropout_prob_flag_reaches_the_output_layer():
+    import run_ner
+    config = modeling.BertConfig(vocab_size=30522, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                                 intermediate_size=16)
+    for options, task in ((rc.ClassifierOptions, lambda p: rc.ClassifierTask(config, 2, output_dropout=p)),
+                          (run_ner.NerOptions, lambda p: run_ner.NerTask(config, 3, output_dropout=p))):
+        assert options().output_dropout_prob == 0.1  # the original's keep_prob=0.9
+        assert task(0.0).build_model().head.dropout == 0.0
+        for bad in (1.0, -0.1):
+            with pytest.raises(cli.UserError, match=r"--output_dropout_prob=%s: expected a probability in \[0, 1\)"
+                               % bad):
+                options(output_dropout_prob=bad)
+
+
 def test_shuffle_buffer_size_flag(tmp_path):
     assert rc.ClassifierOptions().shuffle_buffer_size == 100  # the original's
     with pytest.raises(cli.UserError, match=r"--shuffle_buffer_size=-1: expected 0 \(all training records\) or a "

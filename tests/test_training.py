@@ -1,5 +1,8 @@
 """training.py: config and flags, gradient accumulation, LAMB, mixed precision, summaries, eval, predict."""
 import os
+import subprocess
+import sys
+import textwrap
 
 import keras
 import numpy as np
@@ -212,6 +215,84 @@ def test_summaries_checkpoints_resume_and_init(tmp_path):
     assert int(after["global_step"]) == 0
     np.testing.assert_array_equal(after["bert/pooler/dense/kernel"], before["bert/pooler/dense/kernel"])
     assert not after["bert/pooler/dense/kernel/adam_m"].any()
+
+
+_CLIPPING_SCRIPT = textwrap.dedent("""
+    import os, sys
+    import numpy as np
+    import tensorflow as tf
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    root, out = sys.argv[1], sys.argv[2]
+    sys.path.insert(0, root)
+    import keras
+    import checkpoints, modeling, run_squad, runner, training
+
+    rng = np.random.RandomState(0)
+    rows, seq, vocab = 48, 16, 6  # six tokens: every token occurs many times in a batch
+    arrays = {"input_ids": rng.randint(1, vocab, (rows, seq)).astype(np.int32),
+              "input_mask": np.ones((rows, seq), np.int32), "segment_ids": np.zeros((rows, seq), np.int32),
+              "start_positions": rng.randint(0, seq, rows).astype(np.int32),
+              "end_positions": rng.randint(0, seq, rows).astype(np.int32)}
+    config = modeling.BertConfig(vocab_size=vocab, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                 intermediate_size=64, max_position_embeddings=seq, type_vocab_size=2,
+                                 hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    task = run_squad.SquadTask(config)
+    keras.utils.set_random_seed(1)
+    model = task.build_model()
+    # A large output layer: the encoder's gradients, the word embeddings' among them, dominate the norm.
+    model.head.output_weights.assign(model.head.output_weights * 100.0)
+    with tf.GradientTape() as tape:
+        loss, _ = task.compute_loss(model, {k: v[:16] for k, v in arrays.items()}, training=True)
+    grads = [g for g in tape.gradient(loss, list(model.variables_by_name().values())) if g is not None]
+    rows_squared = sum(float(tf.reduce_sum(tf.square(g.values if isinstance(g, tf.IndexedSlices) else g)))
+                       for g in grads)
+    dense_squared = sum(float(tf.reduce_sum(tf.square(tf.convert_to_tensor(g)))) for g in grads)
+    print("norm of the first batch: per occurrence %.4g, dense %.4g" % (rows_squared ** 0.5, dense_squared ** 0.5))
+    init = checkpoints.CheckpointManager(os.path.join(out, "init")).save(model.variables_by_name(), 0)
+
+    def train(name, strategy=None, **kwargs):
+        cfg = training.TrainingConfig(output_dir=os.path.join(out, name), init_checkpoint=init, train_batch_size=16,
+                                      learning_rate=1e-3, num_train_steps=3, num_warmup_steps=0,
+                                      iterations_per_loop=3, **kwargs)
+        training.train(task, runner.array_input_fn(arrays, is_training=False, trim=False), cfg,
+                       strategy or tf.distribute.get_strategy())
+        return checkpoints.load_checkpoint(os.path.join(out, name, "model.ckpt-3"))
+
+    def mirrored():
+        return tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+
+    one = train("one")
+    runs = {"accumulated_4": train("accumulated_4", gradient_accumulation_steps=4),
+            "replicas_2": train("replicas_2", mirrored()),
+            "replicas_2_accumulated_2": train("replicas_2_accumulated_2", mirrored(), gradient_accumulation_steps=2),
+            "xla": train("xla", use_xla=True),
+            "tpu_path": train("tpu_path", use_tpu=True)}
+    for name, got in runs.items():
+        print(name, max(float(np.abs(got[n] - one[n]).max()) for n in one))
+""")
+
+
+@pytest.mark.slow
+def test_clipping_counts_token_occurrences_consistently_with_one_larger_batch(tmp_path):
+    """A fine-tuning model's word-embedding gradient is clipped per token occurrence, as the original's on CPU/GPU:
+    three steps of batch 16 end with the same weights as micro-batches of 4 accumulated, two replicas of 8, two
+    replicas of two accumulated micro-batches of 4, and XLA; the TPU path (--use_tpu: the original's one-hot
+    lookup) counts the dense gradient and ends elsewhere."""
+    script = tmp_path / "clipping.py"
+    script.write_text(_CLIPPING_SCRIPT)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TF_CONFIG")}
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.run([sys.executable, str(script), root, str(tmp_path / "runs")], capture_output=True,
+                          text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    lines = proc.stdout.splitlines()
+    norms = [float(x) for x in lines[0].split("per occurrence ")[1].split(", dense ")]
+    lines = dict(line.rsplit(" ", 1) for line in lines[1:])
+    assert norms[0] > 10.0 and abs(norms[1] / norms[0] - 1.0) > 0.1, norms  # clipped, and the two counts differ
+    for name in ("accumulated_4", "replicas_2", "replicas_2_accumulated_2", "xla"):
+        assert float(lines[name]) < 2e-6, (name, proc.stdout)
+    assert float(lines["tpu_path"]) > 1e-3, proc.stdout
 
 
 # ---------------------------------------------------------------------------------------------------------
