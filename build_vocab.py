@@ -63,23 +63,25 @@ def count_words(lines, do_lower_case):
     return counts, num_lines
 
 
-def build_vocab(lines, vocab_size, do_lower_case, num_unused=0, max_unique_chars=1000, max_token_length=50,
-                max_input_words=5000000, lower_thresh=10, num_iterations=4, slack_ratio=0.05):
-    """Learns a WordPiece vocabulary from an iterable of text lines; returns the list of tokens."""
+def build_vocab(lines, options):
+    """Learns a WordPiece vocabulary from an iterable of text lines with the settings of `options` (a
+    BuildVocabOptions; its files are not read); returns the list of tokens."""
     from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
 
-    reserved = reserved_tokens(num_unused)
+    vocab_size = options.vocab_size
+    reserved = reserved_tokens(options.num_unused)
     if vocab_size <= len(reserved):
         raise cli.UserError("vocab_size %d leaves no room after the %d reserved tokens" % (vocab_size, len(reserved)))
-    counts, num_lines = count_words(lines, do_lower_case)
+    counts, num_lines = count_words(lines, options.do_lower_case)
     if not counts:
         raise cli.UserError("the corpus has no words (%d lines read): expected text, one sentence per line"
                          % num_lines)
     logging.info("Counted %d words (%d distinct) in %d lines", sum(counts.values()), len(counts), num_lines)
     tokens = learner.learn(
         counts, vocab_size=vocab_size, reserved_tokens=reserved, upper_thresh=max(counts.values()) + 1,
-        lower_thresh=lower_thresh, num_iterations=num_iterations, max_input_tokens=max_input_words,
-        max_token_length=max_token_length, max_unique_chars=max_unique_chars, slack_ratio=slack_ratio,
+        lower_thresh=options.lower_thresh, num_iterations=options.num_iterations,
+        max_input_tokens=options.max_input_words, max_token_length=options.max_token_length,
+        max_unique_chars=options.max_unique_chars, slack_ratio=options.slack_ratio,
         include_joiner_token=True, joiner="##")
     if tokens[:len(reserved)] != reserved:
         raise AssertionError("the learner did not keep the reserved tokens first")
@@ -124,22 +126,17 @@ def unk_rate(vocab_file, lines, do_lower_case):
 
 def run(options):
     """Learns the vocabulary of options.input_file and writes it to options.output_file; returns the tokens."""
-    o = options
-    tokens = build_vocab(
-        read_lines(o.input_file), o.vocab_size, o.do_lower_case, num_unused=o.num_unused,
-        max_unique_chars=o.max_unique_chars, max_token_length=o.max_token_length,
-        max_input_words=o.max_input_words, lower_thresh=o.lower_thresh, num_iterations=o.num_iterations,
-        slack_ratio=o.slack_ratio)
-    filesystem.make_parent_dir(o.output_file, "--output_file")
-    write_vocab(tokens, o.output_file)
-    logging.info("Wrote %d tokens to %s", len(tokens), o.output_file)
-    if o.unk_report_lines > 0:
+    tokens = build_vocab(read_lines(options.input_file), options)
+    filesystem.make_parent_dir(options.output_file, "--output_file")
+    write_vocab(tokens, options.output_file)
+    logging.info("Wrote %d tokens to %s", len(tokens), options.output_file)
+    if options.unk_report_lines > 0:
         sample = []
-        for line in read_lines(o.input_file):
-            if len(sample) >= o.unk_report_lines:
+        for line in read_lines(options.input_file):
+            if len(sample) >= options.unk_report_lines:
                 break
             sample.append(line)
-        rate, total = unk_rate(o.output_file, sample, o.do_lower_case)
+        rate, total = unk_rate(options.output_file, sample, options.do_lower_case)
         logging.info("[UNK] rate on the first %d lines: %.3f%% of %d word pieces", len(sample), 100 * rate,
                      total)
     return tokens

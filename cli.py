@@ -22,6 +22,7 @@ folders named by flags are filesystem.py's.
 """
 import atexit
 import dataclasses
+import functools
 import os
 import re
 import sys
@@ -195,23 +196,36 @@ def option(default=None, help_text="", enum=None, required=False, flag=True, mul
                                                         "flag": flag, "multi": multi})
 
 
-def nested(options_class, exclude=(), required=()):
+def nested(options_class, exclude=(), required=(), defaults=None, help_texts=None):
     """A field holding another options dataclass (e.g. training.TrainingConfig): its flags are the script's
-    flags too, under their own names, except `exclude`; `required` makes some of them required here."""
-    return dataclasses.field(default_factory=options_class,
-                             metadata={"nested": True, "exclude": tuple(exclude), "required": tuple(required)})
+    flags too, under their own names, except `exclude`; `required` makes some of them required here, `defaults`
+    and `help_texts` ({field name: value}) give some of them this script's own default and help."""
+    defaults = dict(defaults or {})
+    return dataclasses.field(default_factory=functools.partial(options_class, **defaults),
+                             metadata={"nested": options_class, "exclude": tuple(exclude), "required": tuple(required),
+                                       "defaults": defaults, "help": dict(help_texts or {})})
 
 
-def flag_fields(options_class, exclude=(), required=()):
-    """[(field, required)] of every flag of options_class in declaration order, nested options flattened."""
+class _Flag:
+    """One flag of an options class: its field, whether it is required, its default and help here."""
+
+    def __init__(self, field, required, default, help_text):
+        self.field, self.name, self.required, self.default, self.help = field, field.name, required, default, help_text
+
+
+def flag_fields(options_class, exclude=(), required=(), defaults=None, help_texts=None):
+    """[_Flag] of every flag of options_class in declaration order, nested options flattened."""
     out = []
     for field in dataclasses.fields(options_class):
         if field.name in exclude or not field.metadata.get("flag", True):
             continue
-        if field.metadata.get("nested"):
-            out.extend(flag_fields(field.default_factory, field.metadata["exclude"], field.metadata["required"]))
+        meta = field.metadata
+        if meta.get("nested"):
+            out.extend(flag_fields(meta["nested"], meta["exclude"], meta["required"], meta["defaults"], meta["help"]))
         else:
-            out.append((field, field.metadata.get("required", False) or field.name in required))
+            out.append(_Flag(field, meta.get("required", False) or field.name in required,
+                             (defaults or {}).get(field.name, field.default),
+                             (help_texts or {}).get(field.name, meta.get("help", ""))))
     return out
 
 
@@ -225,18 +239,18 @@ def define_flags(options_class, flag_values=None):
     fv = flag_values if flag_values is not None else flags.FLAGS
     module = options_class.__module__
     module = sys.argv[0] if module == "__main__" else module  # absl's name for the main module's flags
-    for field, required in flag_fields(options_class):
-        default = list(field.default) if isinstance(field.default, tuple) else field.default  # list flags
+    for flag in flag_fields(options_class):
+        field = flag.field
+        default = list(flag.default) if isinstance(flag.default, tuple) else flag.default  # list flags
         if field.metadata.get("enum"):
-            flags.DEFINE_enum(field.name, field.default, list(field.metadata["enum"]), field.metadata["help"],
-                              flag_values=fv, module_name=module)
+            flags.DEFINE_enum(flag.name, flag.default, list(field.metadata["enum"]), flag.help, flag_values=fv,
+                              module_name=module)
         elif field.metadata.get("multi"):
-            flags.DEFINE_multi_string(field.name, default, field.metadata["help"], flag_values=fv,
-                                      module_name=module)
+            flags.DEFINE_multi_string(flag.name, default, flag.help, flag_values=fv, module_name=module)
         else:
-            _DEFINE[field.type](field.name, default, field.metadata["help"], flag_values=fv, module_name=module)
-        if required:
-            flags.mark_flag_as_required(field.name, flag_values=fv)
+            _DEFINE[field.type](flag.name, default, flag.help, flag_values=fv, module_name=module)
+        if flag.required:
+            flags.mark_flag_as_required(flag.name, flag_values=fv)
 
 
 def build_options(options_class, **values):
@@ -244,7 +258,7 @@ def build_options(options_class, **values):
     fields = {}
     for field in dataclasses.fields(options_class):
         if field.metadata.get("nested"):
-            inner = {f.name for f in dataclasses.fields(field.default_factory)}
+            inner = {f.name for f in dataclasses.fields(field.metadata["nested"])}
             mine = {name: values.pop(name) for name in list(values) if name in inner}
             if mine or field.name not in values:
                 fields[field.name] = field.default_factory(**mine)
@@ -258,5 +272,5 @@ def build_options(options_class, **values):
 def options_from_flags(options_class, flag_values=None):
     """An options_class built from the parsed flags (fields off the command line keep their defaults)."""
     fv = flag_values if flag_values is not None else flags.FLAGS
-    return build_options(options_class, **{field.name: fv[field.name].value
-                                          for field, _ in flag_fields(options_class) if field.name in fv})
+    return build_options(options_class, **{flag.name: fv[flag.name].value
+                                          for flag in flag_fields(options_class) if flag.name in fv})

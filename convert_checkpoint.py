@@ -34,25 +34,25 @@ class ConvertOptions:
 
 def run(options):
     """Runs one conversion (ConvertOptions); returns what it wrote (checkpoint prefix or HF folder)."""
-    o = options
-    if o.mode == "hf_to_original":
-        if not o.hf_dir:
+    if options.mode == "hf_to_original":
+        if not options.hf_dir:
             raise cli.UserError("--hf_dir is required for --mode=hf_to_original")
-        written = conversions.hf_to_original(o.hf_dir, o.output_dir, vocab_file=o.vocab_file)
-    elif o.mode == "original_to_hf":
-        missing = [name for name, value in (("--init_checkpoint", o.init_checkpoint),
-                                            ("--bert_config_file", o.bert_config_file),
-                                            ("--vocab_file", o.vocab_file)) if not value]
+        written = conversions.hf_to_original(options.hf_dir, options.output_dir, vocab_file=options.vocab_file)
+    elif options.mode == "original_to_hf":
+        missing = [name for name, value in (("--init_checkpoint", options.init_checkpoint),
+                                            ("--bert_config_file", options.bert_config_file),
+                                            ("--vocab_file", options.vocab_file)) if not value]
         if missing:
             raise cli.UserError(f"{', '.join(missing)} required for --mode=original_to_hf")
-        written = conversions.original_to_hf(o.init_checkpoint, o.bert_config_file, o.vocab_file, o.output_dir)
-    elif o.mode == "tfm_to_original":
-        if not o.init_checkpoint:
+        written = conversions.original_to_hf(options.init_checkpoint, options.bert_config_file, options.vocab_file,
+                                             options.output_dir)
+    elif options.mode == "tfm_to_original":
+        if not options.init_checkpoint:
             raise cli.UserError("--init_checkpoint is required for --mode=tfm_to_original")
-        written = conversions.tfm_to_original(o.init_checkpoint, o.output_dir, vocab_file=o.vocab_file,
-                                              hidden_act=o.hidden_act)
+        written = conversions.tfm_to_original(options.init_checkpoint, options.output_dir,
+                                              vocab_file=options.vocab_file, hidden_act=options.hidden_act)
     else:
-        raise cli.UserError(f"--mode must be one of {MODES}, got {o.mode!r}")
+        raise cli.UserError(f"--mode must be one of {MODES}, got {options.mode!r}")
     logging.info("Done: %s", written)
     return written
 

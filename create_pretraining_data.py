@@ -217,11 +217,6 @@ class CachedTokenizer:
 # ----------------------------------------------------------------------------------------------------------
 # Files.
 
-def expand_input_files(input_file):
-    """Comma-separated files or globs -> file list (each glob sorted); errors name the flag and pattern."""
-    return filesystem.input_files(input_file, "--input_file")
-
-
 def _read_lines(path, start=0):
     """Yields (byte offset, raw line) for the lines of `path` from byte `start` on (snapped forward to the next
     line start): the one reader of the corpus, for both modes."""
@@ -739,11 +734,13 @@ def _write_batches(tokens, spans, masker, writers, settings, vocab, log_limit, p
 # ----------------------------------------------------------------------------------------------------------
 # Exact mode.
 
-def run_exact(input_files, output_files, vocab_file, do_lower_case, settings, cache_size=200_000):
-    """The original create_pretraining_data.py main(): returns {output path: instances written}."""
-    vocab_dict = _load_vocab(vocab_file)
+def run_exact(input_files, output_files, options):
+    """The original create_pretraining_data.py main() (options: CreatePretrainingDataOptions): returns
+    {output path: instances written}."""
+    settings = options.settings
+    vocab_dict = _load_vocab(options.vocab_file)
     vocab = Vocab(vocab_dict)
-    tokenizer = CachedTokenizer(vocab_dict, do_lower_case, cache_size)
+    tokenizer = CachedTokenizer(vocab_dict, options.do_lower_case, options.tokenizer_cache_size)
     total_bytes = sum(filesystem.file_size(path) for path in input_files)
     writers = records.RecordWriters(output_files)
     try:
@@ -955,9 +952,11 @@ def fast_worker(job):
     return _FastWorker(job).run()
 
 
-def run_fast(input_files, output_files, vocab_file, do_lower_case, settings, num_workers, window_tokens=10_000_000,
-             num_tasks=1, task_index=0, cache_size=200_000):
-    """Fast mode (see the module docstring): returns {output path: instances written}."""
+def run_fast(input_files, output_files, options):
+    """Fast mode (see the module docstring; options: CreatePretrainingDataOptions): returns {output path:
+    instances written}."""
+    num_workers, num_tasks, task_index = options.num_workers, options.num_tasks, options.task_index
+    window_tokens = options.window_tokens
     if num_workers < 1:
         raise cli.UserError("--num_workers=%d: fast mode needs at least 1 worker" % num_workers)
     if num_tasks < 1 or not 0 <= task_index < num_tasks:
@@ -965,7 +964,7 @@ def run_fast(input_files, output_files, vocab_file, do_lower_case, settings, num
                          % (task_index, num_tasks))
     if not 1 <= window_tokens <= 1 << 30:
         raise cli.UserError("--window_tokens=%d: expected a number of tokens in 1 .. 2**30" % window_tokens)
-    vocab_dict = _load_vocab(vocab_file)
+    vocab_dict = _load_vocab(options.vocab_file)
     _FAST_SHARED["vocab"] = (vocab_dict, Vocab(vocab_dict))
     sizes = [filesystem.file_size(path) for path in input_files]
     total_workers = num_workers * num_tasks
@@ -975,9 +974,10 @@ def run_fast(input_files, output_files, vocab_file, do_lower_case, settings, num
     for w in range(num_workers):
         worker = task_index * num_workers + w
         start, end = ranges[worker]
-        jobs.append({"worker": worker, "total_workers": total_workers, "settings": settings,
+        jobs.append({"worker": worker, "total_workers": total_workers, "settings": options.settings,
                      "parts": range_parts(input_files, sizes, start, end), "paths": paths[w],
-                     "do_lower_case": do_lower_case, "cache_size": cache_size, "window_tokens": window_tokens,
+                     "do_lower_case": options.do_lower_case, "cache_size": options.tokenizer_cache_size,
+                     "window_tokens": window_tokens,
                      "log_examples": NUM_EXAMPLES_TO_LOG if w == 0 else 0})
     logging.info("fast mode: %d workers (%d of %d in all), %.1f MB of input, windows of %d tokens",
                  num_workers, num_workers, total_workers, sum(sizes) / 1e6, window_tokens)
@@ -1015,23 +1015,20 @@ def run_fast(input_files, output_files, vocab_file, do_lower_case, settings, num
 
 def run(options):
     """CreatePretrainingDataOptions in, output files written; returns {output path: instances written}."""
-    o = options
     start = time.time()
-    input_files = expand_input_files(o.input_file)
-    output_files = [path.strip() for path in (o.output_file or "").split(",") if path.strip()]
+    input_files = filesystem.input_files(options.input_file, "--input_file")
+    output_files = [path.strip() for path in (options.output_file or "").split(",") if path.strip()]
     if not output_files:
         raise cli.UserError("--output_file is required: comma-separated TFRecord paths")
     logging.info("*** Reading from input files ***")
     for path in input_files:
         logging.info("  %s", path)
-    if o.num_workers == 0:
-        if o.num_tasks != 1:
-            raise cli.UserError("--num_tasks=%d needs fast mode (--num_workers >= 1)" % o.num_tasks)
-        written = run_exact(input_files, output_files, o.vocab_file, o.do_lower_case, o.settings,
-                            o.tokenizer_cache_size)
+    if options.num_workers == 0:
+        if options.num_tasks != 1:
+            raise cli.UserError("--num_tasks=%d needs fast mode (--num_workers >= 1)" % options.num_tasks)
+        written = run_exact(input_files, output_files, options)
     else:
-        written = run_fast(input_files, output_files, o.vocab_file, o.do_lower_case, o.settings, o.num_workers,
-                           o.window_tokens, o.num_tasks, o.task_index, o.tokenizer_cache_size)
+        written = run_fast(input_files, output_files, options)
     logging.info("done in %.1f s", time.time() - start)
     return written
 

@@ -21,13 +21,13 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-import checkpoints
 import filesystem
 import modeling
 import packing
 import runner
 import tokenization
 import training
+from model_options import ModelOptions
 
 SENTENCE_VECTORS = ("none", "pooled", "mean")
 
@@ -39,14 +39,9 @@ class ExtractFeaturesOptions:
                                  required=True)
     output_file: str = cli.option(None, "Output JSON-lines file.", required=True)
     layers: str = cli.option("-1,-2,-3,-4", "Comma-separated encoder layer indexes (negative from the top).")
-    bert_config_file: str = cli.option(None, "The config json file corresponding to the pre-trained BERT model.",
-                                       required=True)
-    max_seq_length: int = cli.option(128, "The maximum total input sequence length after WordPiece tokenization. "
-                                     "Longer sequences are truncated, shorter ones padded.")
-    init_checkpoint: str = cli.option(None, "Initial checkpoint (usually from a pre-trained BERT model).",
-                                      required=True)
-    vocab_file: str = cli.option(None, "The vocabulary file that the BERT model was trained on.", required=True)
-    do_lower_case: bool = cli.option(True, "Whether to lower case the input text (True for uncased models).")
+    model: ModelOptions = cli.nested(ModelOptions, required=("bert_config_file", "init_checkpoint", "vocab_file"),
+                                     help_texts={"do_lower_case": "Whether to lower case the input text (True for "
+                                                                  "uncased models)."})
     batch_size: int = cli.option(32, "Batch size for predictions.")
     use_tpu: bool = cli.option(False, "Whether to use TPU or GPU/CPU.")
     master: str = cli.option(None, "If using a TPU, the address of the master.")
@@ -98,7 +93,8 @@ def convert_examples_to_features(examples, seq_length, tokenizer):
     """`[CLS] a [SEP] (b [SEP])`, zero padded to seq_length; truncation as the original (logged here)."""
     if seq_length < 3:
         raise cli.UserError(f"--max_seq_length must be at least 3, got {seq_length}")
-    ids = tokenization.tokenize_in_processes([e.text_a for e in examples] + [e.text_b or "" for e in examples], tokenizer)
+    texts = [e.text_a for e in examples] + [e.text_b or "" for e in examples]
+    ids = tokenization.tokenize_in_processes(texts, tokenizer)
     ids_a, ids_b = ids[:len(examples)], ids[len(examples):]
     arrays = packing.pack_pairs(tokenizer, ids_a, ids_b, seq_length)
     lengths = arrays["input_mask"].sum(axis=1)
@@ -182,25 +178,12 @@ class ExtractFeaturesTask(training.Task):
         return result
 
 
-def predict_features(features, bert_config, init_checkpoint, layer_indexes, seq_length, batch_size=32,
-                     sentence_vector="none", dtype="float32", use_tpu=False, master=None, num_tpu_cores=8):
-    """Yields (feature, result) in input order; result holds `layer_output_j` [seq, hidden] per requested
-    layer and `sentence_vector` when asked for (runner.predict_arrays: real-length batches)."""
-    if batch_size < 1:
-        raise cli.UserError(f"--batch_size must be positive, got {batch_size}")
-    if not features:
-        return
-    config = training.TrainingConfig(init_checkpoint=init_checkpoint, predict_batch_size=batch_size,
-                                     dtype=dtype, use_tpu=use_tpu, master=master, num_tpu_cores=num_tpu_cores)
-    task = ExtractFeaturesTask(bert_config, layer_indexes, sentence_vector)
-    arrays = {"unique_ids": np.array([f.unique_id for f in features], np.int32),
-              "input_ids": np.array([f.input_ids for f in features], np.int32).reshape(-1, seq_length),
-              "input_mask": np.array([f.input_mask for f in features], np.int32).reshape(-1, seq_length),
-              "input_type_ids": np.array([f.input_type_ids for f in features], np.int32).reshape(-1, seq_length)}
-    outputs = runner.predict_arrays(task, arrays, config, checkpoint_path=checkpoints.resolve_checkpoint(
-        init_checkpoint, flag="--init_checkpoint"))
-    for i, feature in enumerate(features):
-        yield feature, {name: value[i] for name, value in outputs.items()}
+def feature_arrays(features):
+    """The model inputs of InputFeatures, as arrays [examples, seq_length]."""
+    return {"unique_ids": np.array([f.unique_id for f in features], np.int32),
+            "input_ids": np.array([f.input_ids for f in features], np.int32),
+            "input_mask": np.array([f.input_mask for f in features], np.int32),
+            "input_type_ids": np.array([f.input_type_ids for f in features], np.int32)}
 
 
 def feature_json(feature, result, layer_indexes):
@@ -227,27 +210,56 @@ def feature_json(feature, result, layer_indexes):
     return json.dumps(output)
 
 
+class Job(runner.Job):
+    """One extract_features.py invocation on runner.Job's shape: one step, the features of every line written to
+    --output_file (its folder made after the checks), from --init_checkpoint, in real-length batches."""
+
+    steps = (("features", None, "extract"),)
+
+    def __init__(self, options):
+        if not options.model.init_checkpoint:
+            raise cli.UserError("--init_checkpoint is required (features of random weights are meaningless)")
+        if options.batch_size < 1:
+            raise cli.UserError(f"--batch_size must be positive, got {options.batch_size}")
+        super().__init__(options)
+        self.layer_indexes = parse_layers(options.layers, self.bert_config.num_hidden_layers)
+        self.task = ExtractFeaturesTask(self.bert_config, self.layer_indexes, options.sentence_vector)
+        filesystem.require_file(options.input_file, "--input_file")
+        self.features = None
+
+    def loop_config(self):
+        """The original's flags of the prediction loop: its batch size and TPU."""
+        options = self.options
+        return training.TrainingConfig(predict_batch_size=options.batch_size, use_tpu=options.use_tpu,
+                                       master=options.master, num_tpu_cores=options.num_tpu_cores)
+
+    def output_flag(self):
+        return "--output_file", self.options.output_file
+
+    def make_output_dir(self):
+        filesystem.make_parent_dir(self.options.output_file, "--output_file")
+
+    def read_data(self):
+        examples = read_examples(self.options.input_file)
+        self.features = convert_examples_to_features(examples, self.model.max_seq_length, self.tokenizer)
+
+    def extract(self):
+        """Writes one JSON line per input line; returns the number of lines."""
+        output_file = self.options.output_file
+        outputs = self.predict_arrays(feature_arrays(self.features), self.config.predict_batch_size) \
+            if self.features else {}
+        with tf.io.gfile.GFile(output_file, "w") as writer:
+            for i, feature in enumerate(self.features):
+                result = {name: value[i] for name, value in outputs.items()}
+                writer.write(feature_json(feature, result, self.layer_indexes) + "\n")
+        logging.info("wrote %d lines to %s", len(self.features), output_file)
+        return len(self.features)
+
+
 def run(options):
     """The whole script (ExtractFeaturesOptions): reads input_file, writes output_file; returns the number of
     lines written."""
-    o = options
-    if not o.init_checkpoint:
-        raise cli.UserError("--init_checkpoint is required (features of random weights are meaningless)")
-    bert_config, tokenizer = runner.check_model_inputs(o.bert_config_file, o.vocab_file, o.do_lower_case,
-                                                       o.max_seq_length, o.init_checkpoint)
-    layer_indexes = parse_layers(o.layers, bert_config.num_hidden_layers)
-    examples = read_examples(o.input_file)
-    features = convert_examples_to_features(examples, o.max_seq_length, tokenizer)
-    filesystem.make_parent_dir(o.output_file, "--output_file")
-    written = 0
-    with tf.io.gfile.GFile(o.output_file, "w") as writer:
-        for feature, result in predict_features(features, bert_config, o.init_checkpoint, layer_indexes,
-                                                o.max_seq_length, o.batch_size, o.sentence_vector,
-                                                use_tpu=o.use_tpu, master=o.master, num_tpu_cores=o.num_tpu_cores):
-            writer.write(feature_json(feature, result, layer_indexes) + "\n")
-            written += 1
-    logging.info("wrote %d lines to %s", written, o.output_file)
-    return written
+    return Job(options).run()["features"]
 
 
 if __name__ == "__main__":

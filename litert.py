@@ -207,13 +207,13 @@ class LiteClassifier(tf.Module):
     """serve_text(text_a[, text_b]: string [batch]) -> {"label", "probabilities"} ({"score"} for regression) of
     an exported classifier's serving_default, with the text packed as the SavedModel's serving_text packs it."""
 
-    def __init__(self, export_dir, vocab_file, do_lower_case, max_seq_length, is_pair):
+    def __init__(self, export_dir, model_options, is_pair):
         super().__init__(name="litert_classifier")
         self._loaded = tf.saved_model.load(export_dir)
         self._serve_ids = self._loaded.signatures["serving_default"]
-        self.tokenizer = LiteTokenizer(vocab_file, do_lower_case)
+        self.tokenizer = LiteTokenizer(model_options.vocab_file, model_options.do_lower_case)
         self.cls_id, self.sep_id = self.tokenizer.vocab["[CLS]"], self.tokenizer.vocab["[SEP]"]
-        self.max_seq_length = int(max_seq_length)
+        self.max_seq_length = int(model_options.max_seq_length)
         spec_a = tf.TensorSpec([None], tf.string, name="text_a")
         if is_pair:
             self.serve_text = tf.function(self._pair, input_signature=[spec_a, tf.TensorSpec([None], tf.string,
@@ -235,9 +235,10 @@ class LiteClassifier(tf.Module):
         return self._outputs(text_a, None)
 
 
-def convert(export_dir, vocab_file, do_lower_case, max_seq_length, is_pair, quantize=False):
-    """The .tflite bytes of LiteClassifier; quantize: dynamic-range int8 weights."""
-    module = LiteClassifier(export_dir, vocab_file, do_lower_case, max_seq_length, is_pair)
+def convert(export_dir, model_options, is_pair, quantize=False):
+    """The .tflite bytes of LiteClassifier (model_options: the classifier's vocab, casing and sequence length);
+    quantize: dynamic-range int8 weights."""
+    module = LiteClassifier(export_dir, model_options, is_pair)
     converter = tf.lite.TFLiteConverter.from_concrete_functions([module.serve_text.get_concrete_function()], module)
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
     converter.allow_custom_ops = True  # the tensorflow-text kernels, checked below
@@ -257,10 +258,10 @@ def custom_ops(model):
     return [code.customCode.decode() for code in parsed.operatorCodes if code.customCode]
 
 
-def export(path, export_dir, vocab_file, do_lower_case, max_seq_length, is_pair, quantize=False):
-    """Writes the LiteRT model of the SavedModel in export_dir to `path`; returns path."""
+def export(path, export_dir, model_options, is_pair, quantize=False):
+    """Writes the LiteRT model of the SavedModel in export_dir to `path` (convert); returns path."""
     filesystem.make_parent_dir(path, "--export_tflite")
-    model = convert(export_dir, vocab_file, do_lower_case, max_seq_length, is_pair, quantize)
+    model = convert(export_dir, model_options, is_pair, quantize)
     with tf.io.gfile.GFile(path, "wb") as f:
         f.write(model)
     return path

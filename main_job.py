@@ -366,7 +366,8 @@ def make_vocab(corpus_files, vocab_size, do_lower_case, path):
                     if line.strip():
                         yield line.strip()
 
-    tokens = build_vocab.build_vocab(lines(), vocab_size, do_lower_case)
+    tokens = build_vocab.build_vocab(lines(), build_vocab.BuildVocabOptions(vocab_size=vocab_size,
+                                                                            do_lower_case=do_lower_case))
     build_vocab.write_vocab(tokens, path)
     return len(tokens)
 
@@ -380,34 +381,34 @@ def small_bert_config(vocab_size, hidden_size, num_layers, num_heads, max_seq_le
                                max_position_embeddings=max(128, max_seq_length))
 
 
-def pretraining_config(output_dir, bert_config_file, init_checkpoint, steps, batch_size, learning_rate,
-                       warmup_steps, save_every, seed):
-    """training.TrainingConfig of the pre-training stage: a checkpoint every save_every steps, all kept."""
-    import training
-    return training.TrainingConfig(
-        output_dir=output_dir, bert_config_file=bert_config_file, init_checkpoint=init_checkpoint,
-        train_batch_size=batch_size, eval_batch_size=batch_size, learning_rate=learning_rate,
-        num_train_steps=steps, num_warmup_steps=min(warmup_steps, steps), save_checkpoints_steps=save_every,
-        iterations_per_loop=min(save_every, 50), keep_checkpoint_max=steps // save_every + 2, seed=seed)
+def pretraining_options(job, records, output_dir, **flags):
+    """run_pretraining.py's options for the main job's pre-training stage (`job`: MainJobOptions): a checkpoint
+    every --eval_every steps, all kept; `flags` add or override run_pretraining.py's flags."""
+    import run_pretraining
+    steps = job.pretrain_steps
+    values = dict(
+        input_file=records, output_dir=output_dir, bert_config_file=job.bert_config_file,
+        init_checkpoint=job.init_checkpoint, max_seq_length=job.max_seq_length,
+        max_predictions_per_seq=job.max_predictions_per_seq, train_batch_size=job.pretrain_batch_size,
+        eval_batch_size=job.pretrain_batch_size, learning_rate=job.pretrain_learning_rate, num_train_steps=steps,
+        num_warmup_steps=min(job.pretrain_warmup_steps, steps), save_checkpoints_steps=job.eval_every,
+        iterations_per_loop=min(job.eval_every, 50), keep_checkpoint_max=steps // job.eval_every + 2, seed=job.seed)
+    values.update(flags)
+    return cli.build_options(run_pretraining.PretrainingOptions, **values)
 
 
-def evaluate_checkpoints(pretrain_dir, bert_config_file, eval_records, max_seq_length, max_predictions_per_seq,
-                         batch_size, max_eval_steps, on_result=None):
+def evaluate_checkpoints(job, pretrain_dir, eval_records, on_result=None):
     """Masked-LM / next-sentence eval of every checkpoint in pretrain_dir (run_pretraining --do_eval with the
     checkpoint as init_checkpoint); returns [(step, results)], calling on_result(step, results) for each."""
     import checkpoints
     import run_pretraining
-    import training
     manager = checkpoints.CheckpointManager(pretrain_dir)
     rows = []
     for path in manager.checkpoints:
         step = int(path.rsplit("-", 1)[1])
-        config = training.TrainingConfig(output_dir=os.path.join(pretrain_dir, f"eval_step_{step}"),
-                                         bert_config_file=bert_config_file, init_checkpoint=path,
-                                         eval_batch_size=batch_size)
-        result = run_pretraining.run(run_pretraining.PretrainingOptions(
-            training=config, input_file=eval_records, max_seq_length=max_seq_length,
-            max_predictions_per_seq=max_predictions_per_seq, do_eval=True, max_eval_steps=max_eval_steps))["eval"]
+        options = pretraining_options(job, eval_records, os.path.join(pretrain_dir, f"eval_step_{step}"),
+                                      init_checkpoint=path, do_eval=True, max_eval_steps=job.max_eval_steps)
+        result = run_pretraining.run(options)["eval"]
         rows.append((step, result))
         if on_result:
             on_result(step, result)
@@ -656,17 +657,11 @@ def _pretraining_stage(job, out, progress, records, eval_records):
     progress.header(f"pre-training {bert_config.num_hidden_layers} layers x {bert_config.hidden_size} hidden "
                     f"for {job.pretrain_steps} steps (run_pretraining.py on training.py)")
     if job.pretrain_steps:
-        config = pretraining_config(pretrain_dir, job.bert_config_file, job.init_checkpoint, job.pretrain_steps,
-                                    job.pretrain_batch_size, job.pretrain_learning_rate, job.pretrain_warmup_steps,
-                                    job.eval_every, job.seed)
-        result = run_pretraining.run(run_pretraining.PretrainingOptions(
-            training=config, input_file=records, max_seq_length=job.max_seq_length,
-            max_predictions_per_seq=job.max_predictions_per_seq, do_train=True))
+        result = run_pretraining.run(pretraining_options(job, records, pretrain_dir, do_train=True))
         progress.note(f"trained to global step {result['train']['global_step']}")
         progress.note("masked-LM accuracy on the held-out documents, per checkpoint:")
         progress.line(MLM_TABLE_HEADER)
-        rows = evaluate_checkpoints(pretrain_dir, job.bert_config_file, eval_records, job.max_seq_length,
-                                    job.max_predictions_per_seq, job.pretrain_batch_size, job.max_eval_steps,
+        rows = evaluate_checkpoints(job, pretrain_dir, eval_records,
                                     on_result=lambda step, r: progress.line(format_mlm_row(step, r)))
         out["pretraining_eval"] = [(step, {k: float(v) for k, v in r.items()}) for step, r in rows]
         with tf_gfile().GFile(os.path.join(pretrain_dir, "mlm_accuracy_by_step.json"), "w") as f:

@@ -320,15 +320,31 @@ class StsbProcessor(_GlueIndexedPairProcessor):
         return None
 
 
+@dataclasses.dataclass
+class CustomTask:
+    """The flags of --task_name=custom: a user's own TSV or CSV."""
+    text_a_column: str = cli.option(None, "custom task: the text column (header name or 0-based index).")
+    text_b_column: str = cli.option(None, "custom task: the optional second text column.")
+    label_column: str = cli.option(None, "custom task: the label column.")
+    label_list: list = cli.option(None, "custom task: the labels in id order (default: sorted labels of the train "
+                                  "file).")
+    delimiter: str = cli.option("\t", "custom task: the field separator (',' reads CSV with quoting).")
+    has_header: bool = cli.option(True, "custom task: whether the first line is a header.")
+    regression: bool = cli.option(False, "custom task: the label is a number (one output, squared error).")
+    train_file: str = cli.option("train.tsv", "custom task: training file in data_dir.")
+    dev_file: str = cli.option("dev.tsv", "custom task: evaluation file in data_dir.")
+    test_file: str = cli.option("test.tsv", "custom task: prediction file in data_dir.")
+
+
 class CustomProcessor(DataProcessor):
-    """A user's own TSV or CSV: columns chosen by name (with a header) or by 0-based index.
+    """A user's own TSV or CSV (CustomTask): columns chosen by name (with a header) or by 0-based index.
 
     The label list is `label_list` when given, otherwise the sorted distinct labels of the train file.
     """
 
-    def __init__(self, text_a_column, label_column, text_b_column=None, delimiter="\t",
-                 has_header=True, label_list=None, regression=False,
-                 train_file="train.tsv", dev_file="dev.tsv", test_file="test.tsv", data_dir=None):
+    def __init__(self, task, data_dir=None):
+        text_a_column, text_b_column, label_column = task.text_a_column, task.text_b_column, task.label_column
+        delimiter, regression, label_list = task.delimiter, task.regression, task.label_list
         if text_a_column is None or str(text_a_column) == "":
             raise cli.UserError("--text_a_column must name the text column of the custom task")
         self.text_a_column = str(text_a_column)
@@ -338,11 +354,11 @@ class CustomProcessor(DataProcessor):
         if not isinstance(delimiter, str) or len(delimiter) != 1:
             raise cli.UserError("--delimiter=%r: expected one character (or 'tab', 'comma')" % (delimiter,))
         self.delimiter = delimiter
-        self.has_header = has_header
+        self.has_header = task.has_header
         self.is_regression = regression
         self.is_pair = self.text_b_column is not None
         self.metric_names = ("pearson", "spearman") if regression else ("accuracy",)
-        self.train_file, self.dev_file, self.test_file = train_file, dev_file, test_file
+        self.train_file, self.dev_file, self.test_file = task.train_file, task.dev_file, task.test_file
         self.data_dir = data_dir
         self._labels = list(label_list) if label_list else None
 
@@ -420,22 +436,18 @@ _ALIASES = {"sst2": "sst-2", "stsb": "sts-b", "mnli_mm": "mnli-mm", "mnli-mismat
 
 
 # The options (flags) a processor may read: the custom task's, and XNLI's language.
-PROCESSOR_OPTIONS = ("data_dir", "xnli_language", "text_a_column", "text_b_column", "label_column", "label_list",
-                     "delimiter", "has_header", "regression", "train_file", "dev_file", "test_file")
-
-
-def get_processor(task_name, **options):
-    """The processor for `task_name` (case-insensitive), configured by the PROCESSOR_OPTIONS it reads (flag
-    names: the custom task's columns and files, XNLI's language); the others are ignored."""
+def get_processor(task_name, data_dir=None, xnli_language="zh", **custom):
+    """The processor for `task_name` (case-insensitive); XNLI reads xnli_language, the custom task its data_dir
+    and `custom` (CustomTask's flags)."""
     name = (task_name or "").lower()
     name = _ALIASES.get(name, name)
     if name not in PROCESSORS:
         raise cli.UserError("Task not found: %r (--task_name); valid tasks: %s" %
                             (task_name, ", ".join(PROCESSORS)))
     if name == "custom":
-        return CustomProcessor(**{k: v for k, v in options.items() if k != "xnli_language"})
+        return CustomProcessor(CustomTask(**custom), data_dir)
     if name == "xnli":
-        return XnliProcessor(language=options.get("xnli_language") or "zh")
+        return XnliProcessor(language=xnli_language or "zh")
     return PROCESSORS[name]()
 
 
@@ -593,17 +605,7 @@ class ClassifierOptions(runner.RecordFinetuningOptions):
     num_workers: int = cli.option(1, "Processes converting examples to feature TFRecords (the files are the same "
                                   "for any number).")
     xnli_language: str = cli.option("zh", "XNLI: the language to train and evaluate on.")
-    text_a_column: str = cli.option(None, "custom task: the text column (header name or 0-based index).")
-    text_b_column: str = cli.option(None, "custom task: the optional second text column.")
-    label_column: str = cli.option(None, "custom task: the label column.")
-    label_list: list = cli.option(None, "custom task: the labels in id order (default: sorted labels of the train "
-                                  "file).")
-    delimiter: str = cli.option("\t", "custom task: the field separator (',' reads CSV with quoting).")
-    has_header: bool = cli.option(True, "custom task: whether the first line is a header.")
-    regression: bool = cli.option(False, "custom task: the label is a number (one output, squared error).")
-    train_file: str = cli.option("train.tsv", "custom task: training file in data_dir.")
-    dev_file: str = cli.option("dev.tsv", "custom task: evaluation file in data_dir.")
-    test_file: str = cli.option("test.tsv", "custom task: prediction file in data_dir.")
+    custom: CustomTask = cli.nested(CustomTask)
     output_dropout_prob: float = runner.output_dropout_option()
 
     def __post_init__(self):
@@ -612,7 +614,7 @@ class ClassifierOptions(runner.RecordFinetuningOptions):
 
     def processor(self):
         """The task's DataProcessor, configured by these options (get_processor)."""
-        return get_processor(self.task_name, **{name: getattr(self, name) for name in PROCESSOR_OPTIONS})
+        return get_processor(self.task_name, self.data_dir, self.xnli_language, **dataclasses.asdict(self.custom))
 
 
 class Job(runner.Job):
@@ -630,39 +632,35 @@ class Job(runner.Job):
         self.task = ClassifierTask(self.bert_config, num_labels, self.is_regression, options.output_dropout_prob)
         self.splits = {}
 
-    def extra_steps(self):
-        return [("streamed", "predict_input", self.options.predict_input, self.predict_stream)]
-
-    def steps(self):
-        # The LiteRT model comes last: it is made from the SavedModel of --export_dir when there is one.
-        return super().steps() + [("export_tflite", "export_tflite", self.options.export_tflite,
-                                   self.export_tflite)]
+    # runner.Job's, with the streamed predictions after predict; the LiteRT model comes last: it is made from
+    # the SavedModel of --export_dir when there is one.
+    steps = runner.Job.steps[:3] + (("streamed", "predict_input", "predict_stream"),) + runner.Job.steps[3:] + (
+        ("export_tflite", "export_tflite", "export_tflite"),)
 
     def read_data(self):
-        o = self.options
-        for enabled, split, read in ((o.do_train, "train", self.processor.get_train_examples),
-                                     (o.do_eval, "dev", self.processor.get_dev_examples),
-                                     (o.do_predict, "test", self.processor.get_test_examples)):
+        options = self.options
+        for enabled, split, read in ((options.do_train, "train", self.processor.get_train_examples),
+                                     (options.do_eval, "dev", self.processor.get_dev_examples),
+                                     (options.do_predict, "test", self.processor.get_test_examples)):
             if enabled:
-                self.splits[split] = runner.require_examples(read(o.data_dir), f"--data_dir={o.data_dir}",
+                self.splits[split] = runner.require_examples(read(options.data_dir), f"--data_dir={options.data_dir}",
                                                              split + " examples")
-        if o.predict_input and o.predict_input != "-":
-            filesystem.require_file(o.predict_input, "--predict_input")
+        if options.predict_input and options.predict_input != "-":
+            filesystem.require_file(options.predict_input, "--predict_input")
 
     def features(self, examples):
         """The feature arrays of `examples`."""
-        return examples_to_arrays(examples, self.label_list, self.options.max_seq_length, self.tokenizer,
+        return examples_to_arrays(examples, self.label_list, self.model.max_seq_length, self.tokenizer,
                                   self.options.num_workers)
 
     def train(self):
         examples = self.splits["train"]
         config = self.finetuning_config(len(examples))
-        records.write_file(self.record_path("train.tf_record"), self.features(examples),
-                           records.classifier(self.options.max_seq_length, self.is_regression))
-        input_fn = self.train_input_fn(self.record_path("train.tf_record"),
-                                       records.classifier(self.options.max_seq_length, self.is_regression),
-                                       len(examples), config.seed)
-        return training.train(self.task, input_fn, config, self.strategy)
+        record_format = records.classifier(self.model.max_seq_length, self.is_regression)
+        records.write_file(self.record_path("train.tf_record"), self.features(examples), record_format)
+        input_fn = self.train_input_fn(self.record_path("train.tf_record"), record_format, len(examples),
+                                       config.seed)
+        return self.train_loop(input_fn, config)
 
     def _predict(self, examples, name, batch_size):
         num_actual = len(examples)
@@ -682,7 +680,7 @@ class Job(runner.Job):
         results = eval_results(self.processor.metric_names, outputs, arrays["label_ids"], self.is_regression,
                                batch_size)
         results["global_step"] = self.inference_checkpoint()[1]
-        return self.write_results(training.EVAL_RESULTS_FILE, results)
+        return self.write_results(runner.EVAL_RESULTS_FILE, results)
 
     def predict(self):
         """Writes test_results.tsv (one row per real example); returns the rows."""
@@ -696,15 +694,15 @@ class Job(runner.Job):
 
     def predict_stream(self, stdin=None, stdout=None):
         """--predict_input: predicts every line with the model loaded once; returns the number of rows."""
-        o = self.options
-        source = "<stdin>" if o.predict_input == "-" else o.predict_input
-        reader = (stdin or sys.stdin) if o.predict_input == "-" else tf.io.gfile.GFile(o.predict_input, "r")
-        to_stdout = not o.predict_output or o.predict_output == "-"
-        writer = (stdout or sys.stdout) if to_stdout else tf.io.gfile.GFile(o.predict_output, "w")
+        options = self.options
+        source = "<stdin>" if options.predict_input == "-" else options.predict_input
+        reader = (stdin or sys.stdin) if options.predict_input == "-" else tf.io.gfile.GFile(options.predict_input, "r")
+        to_stdout = not options.predict_output or options.predict_output == "-"
+        writer = (stdout or sys.stdout) if to_stdout else tf.io.gfile.GFile(options.predict_output, "w")
         try:
             count = self.predict_lines(read_prediction_lines(reader, self.processor.is_pair, source), writer)
         finally:
-            if o.predict_input != "-":
+            if options.predict_input != "-":
                 reader.close()
             if not to_stdout:
                 writer.close()
@@ -726,7 +724,7 @@ class Job(runner.Job):
             except Exception as err:  # pylint: disable=broad-except
                 errors.append(err)
 
-        cls_id, sep_id, length = tokenizer.vocab["[CLS]"], tokenizer.vocab["[SEP]"], self.options.max_seq_length
+        cls_id, sep_id, length = tokenizer.vocab["[CLS]"], tokenizer.vocab["[SEP]"], self.model.max_seq_length
 
         def pack(ids_a, ids_b):
             input_ids, input_mask, segment_ids = packing.pack_pair(ids_a, ids_b, length, cls_id, sep_id)
@@ -739,9 +737,8 @@ class Job(runner.Job):
             return dataset.ragged_batch(batch_size).map(pack)
 
         count = 0
-        for prediction in training.predict(self.task, input_fn, self.config,
-                                           training.local_strategy(self.strategy),
-                                           checkpoint_path=self.inference_checkpoint()[0]):
+        for prediction in training.predict(self.task, input_fn, self.config, self.inference_strategy,
+                                           self.inference_checkpoint()[0]):
             writer.write(format_prediction(prediction, self.is_regression) + "\n")
             writer.flush()
             count += 1
@@ -750,25 +747,24 @@ class Job(runner.Job):
         return count
 
     def serving(self, model):
-        o = self.options
-        return serving.ClassifierServing(model, o.vocab_file, o.do_lower_case, o.max_seq_length, self.is_regression,
-                                         self.processor.is_pair, self.label_list)
+        return serving.ClassifierServing(model, self.model, self.is_regression, self.processor.is_pair,
+                                         self.label_list)
 
     def export_tflite(self):
         """Writes the LiteRT model (litert.py) of the SavedModel in --export_dir (exported to a scratch folder
         first when there is none)."""
-        o = self.options
+        options = self.options
         with tempfile.TemporaryDirectory() as scratch:
-            export_dir = o.export_dir
+            export_dir = options.export_dir
             if not export_dir:
                 export_dir = serving.export_saved_model(os.path.join(scratch, "saved_model"), self.task.build_model,
                                                         self.inference_checkpoint()[0], self.serving,
                                                         labels=self.labels)
-            litert.export(o.export_tflite, export_dir, o.vocab_file, o.do_lower_case, o.max_seq_length,
-                          self.processor.is_pair, o.tflite_quantize)
-        logging.info("Wrote the LiteRT model %s%s", o.export_tflite, " (dynamic-range int8)" if o.tflite_quantize
-                     else "")
-        return o.export_tflite
+            litert.export(options.export_tflite, export_dir, self.model, self.processor.is_pair,
+                          options.tflite_quantize)
+        logging.info("Wrote the LiteRT model %s%s", options.export_tflite,
+                     " (dynamic-range int8)" if options.tflite_quantize else "")
+        return options.export_tflite
 
 
 def read_prediction_lines(stream, is_pair, source="<stdin>"):

@@ -62,6 +62,7 @@ import runner
 import serving
 import tokenization
 import training
+from model_options import ModelOptions
 
 DOCSTART = "-DOCSTART-"
 OUTSIDE = "O"
@@ -420,18 +421,10 @@ def load_label_list(data_dir, output_dir, train_sentences=None):
     raise cli.UserError("no label list: neither %s nor %s exists" % (train_path, saved_path))
 
 
-def predict_sentences(task, sentences, features, label_list, max_seq_length, config, strategy,
-                      checkpoint_path, batch_size=None):
-    """Predicts every window (real-length batches); returns (per-sentence predicted tags, token loss sum)."""
-    batch_size = batch_size or config.predict_batch_size
-    arrays = features_to_arrays(features, max_seq_length)
+def sentence_tags(sentences, features, outputs, label_list):
+    """(per-sentence predicted tags, token loss sum) from the model's outputs over the windows `features` (the
+    first len(features) rows of outputs: a TPU's padding rows after them are dropped)."""
     num_features = len(features)
-    if config.use_tpu:
-        # Whole batches only: zero-weight padding rows, whose predictions are dropped below.
-        padding = -num_features % batch_size
-        arrays = {name: np.concatenate([a, np.zeros((padding,) + a.shape[1:], a.dtype)])
-                  for name, a in arrays.items()}
-    outputs = runner.predict_arrays(task, arrays, config, strategy, checkpoint_path, batch_size)
     predicted_ids = list(outputs["predicted_ids"][:num_features])
     loss_sum = float(np.sum(outputs["token_loss"][:num_features]))
     return decode_predictions(sentences, features, predicted_ids, label_list), loss_sum
@@ -453,10 +446,11 @@ def entity_results(counts, prefix="eval_"):
 @dataclasses.dataclass
 class NerOptions(runner.FinetuningOptions):
     """run_ner.py's flags: the fine-tuning runners' (runner.FinetuningOptions) and the windowing ones."""
+    model: ModelOptions = cli.nested(ModelOptions, required=("bert_config_file", "vocab_file"), help_texts={
+        "max_seq_length": "The maximum total input sequence length after WordPiece tokenization. Longer sentences "
+                          "are split into windows, shorter ones padded."})
     data_dir: str = cli.option(None, "The input data dir with train.txt, dev.txt and test.txt (CoNLL format).",
                                required=True)
-    max_seq_length: int = cli.option(128, "The maximum total input sequence length after WordPiece tokenization. "
-                                     "Longer sentences are split into windows, shorter ones padded.")
     doc_stride: int = cli.option(64, "When a sentence is longer than the maximum length, how many sub-tokens its "
                                  "windows start apart.")
     document_context: bool = cli.option(False, "Fill each window with sub-tokens of the neighbouring sentences "
@@ -477,23 +471,23 @@ class Job(runner.Job):
         self.splits = {}
 
     def read_data(self):
-        o = self.options
-        if o.do_train:
-            self.splits["train"] = read_conll(os.path.join(o.data_dir, DATA_FILES["train"]), "train")
-        self.labels = load_label_list(o.data_dir, self.config.output_dir, self.splits.get("train"))
-        for enabled, name in ((o.do_eval, "dev"), (o.do_predict, "test")):
+        options = self.options
+        if options.do_train:
+            self.splits["train"] = read_conll(os.path.join(options.data_dir, DATA_FILES["train"]), "train")
+        self.labels = load_label_list(options.data_dir, self.config.output_dir, self.splits.get("train"))
+        for enabled, name in ((options.do_eval, "dev"), (options.do_predict, "test")):
             if enabled:
-                self.splits[name] = read_conll(os.path.join(o.data_dir, DATA_FILES[name]), name)
-        self.task = NerTask(self.bert_config, len(self.labels), o.output_dropout_prob)
+                self.splits[name] = read_conll(os.path.join(options.data_dir, DATA_FILES[name]), name)
+        self.task = NerTask(self.bert_config, len(self.labels), options.output_dropout_prob)
 
     def start(self):
         self.write_output(LABEL_LIST_FILE, "".join(label + "\n" for label in self.labels))
         logging.info("Labels: %s", self.labels)
 
     def features(self, sentences, what):
-        o = self.options
-        features = convert_sentences_to_features(sentences, self.labels, o.max_seq_length, self.word_tokenizer,
-                                                 o.doc_stride, o.document_context)
+        options = self.options
+        features = convert_sentences_to_features(sentences, self.labels, self.model.max_seq_length,
+                                                 self.word_tokenizer, options.doc_stride, options.document_context)
         logging.info("%s: %d sentences, %d words -> %d features", what, len(sentences),
                      sum(len(s.words) for s in sentences), len(features))
         return features
@@ -501,26 +495,29 @@ class Job(runner.Job):
     def train(self):
         features = self.features(self.splits["train"], "train")
         config = self.finetuning_config(len(features), what="features")
-        input_fn = runner.array_input_fn(features_to_arrays(features, self.options.max_seq_length), True,
+        input_fn = runner.array_input_fn(features_to_arrays(features, self.model.max_seq_length), True,
                                          seed=config.seed, trim=runner.uses_real_lengths(config))
-        return training.train(self.task, input_fn, config, self.strategy)
+        return self.train_loop(input_fn, config)
 
     def evaluate(self):
         """dev.txt: eval_predictions.txt, eval_conlleval.txt, eval_results.txt; returns the results."""
-        return self.score("dev", "eval", training.EVAL_RESULTS_FILE, self.config.eval_batch_size)
+        return self.tag_split("dev", "eval", runner.EVAL_RESULTS_FILE, self.config.eval_batch_size)
 
     def predict(self):
         """test.txt: test_predictions.txt, test_conlleval.txt, test_results.txt; returns the results."""
-        return self.score("test", "test", "test_results.txt", self.config.predict_batch_size)
+        return self.tag_split("test", "test", "test_results.txt", self.config.predict_batch_size)
 
-    def score(self, split, set_name, results_file, batch_size):
-        """Predicts a labelled split, writes its predictions, conlleval report and results; returns them."""
+    def tag_split(self, split, set_name, results_file, batch_size):
+        """Tags a labelled split, writes its predictions, conlleval report and results; returns the results."""
         sentences = self.splits[split]
         features = self.features(sentences, set_name)
-        checkpoint_path, global_step = self.inference_checkpoint()
-        tags, loss_sum = predict_sentences(self.task, sentences, features, self.labels, self.options.max_seq_length,
-                                           self.config, training.local_strategy(self.strategy), checkpoint_path,
-                                           batch_size)
+        arrays = features_to_arrays(features, self.model.max_seq_length)
+        if self.config.use_tpu:
+            # Whole batches only: zero-weight padding rows, whose predictions sentence_tags drops.
+            padding = -len(features) % batch_size
+            arrays = {name: np.concatenate([a, np.zeros((padding,) + a.shape[1:], a.dtype)])
+                      for name, a in arrays.items()}
+        tags, loss_sum = sentence_tags(sentences, features, self.predict_arrays(arrays, batch_size), self.labels)
         triples = prediction_triples(sentences, tags)
         self.write_output("%s_predictions.txt" % set_name, format_predictions(triples))
         counts = conlleval.evaluate_sentences(triples)
@@ -531,12 +528,11 @@ class Job(runner.Job):
         results = entity_results(counts, prefix)
         num_scored = sum(len(f.scored) for f in features)
         results[prefix + "loss"] = loss_sum / max(num_scored, 1)
-        results["global_step"] = global_step
+        results["global_step"] = self.inference_checkpoint()[1]
         return self.write_results(results_file, results)
 
     def serving(self, model):
-        o = self.options
-        return serving.NerServing(model, o.vocab_file, o.do_lower_case, o.max_seq_length, o.doc_stride, self.labels)
+        return serving.NerServing(model, self.model, self.options.doc_stride, self.labels)
 
 
 def run(options):

@@ -16,13 +16,13 @@ import dataclasses
 import tensorflow as tf
 from absl import logging
 
-import checkpoints
 import filesystem
 import modeling
 import records
 import runner
 import tokenization
 import training
+from model_options import ModelOptions
 from training import TrainingConfig
 
 FEATURE_NAMES = records.names(records.pretraining(None, None))
@@ -30,11 +30,15 @@ FEATURE_NAMES = records.names(records.pretraining(None, None))
 
 @dataclasses.dataclass
 class PretrainingOptions:
-    """run_pretraining.py's flags: the original's, the loop's (training.TrainingConfig) and --dynamic_masking."""
+    """run_pretraining.py's flags: the original's, the model's (ModelOptions: no --do_lower_case, and --vocab_file
+    only for --dynamic_masking), the loop's (training.TrainingConfig) and --dynamic_masking."""
+    model: ModelOptions = cli.nested(ModelOptions, exclude=("do_lower_case",), required=("bert_config_file",),
+                                     help_texts={
+        "max_seq_length": "The maximum total input sequence length after WordPiece tokenization. Sequences longer "
+                          "than this will be truncated, and sequences shorter than this will be padded. Must match "
+                          "data generation.",
+        "vocab_file": "Vocabulary of the records (for --dynamic_masking)."})
     input_file: str = cli.option(None, "Input TF example files (can be a glob or comma separated).", required=True)
-    max_seq_length: int = cli.option(128, "The maximum total input sequence length after WordPiece tokenization. "
-                                     "Sequences longer than this will be truncated, and sequences shorter than "
-                                     "this will be padded. Must match data generation.")
     max_predictions_per_seq: int = cli.option(20, "Maximum number of masked LM predictions per sequence. Must "
                                               "match data generation.")
     do_train: bool = cli.option(False, "Whether to run training.")
@@ -43,21 +47,11 @@ class PretrainingOptions:
     dynamic_masking: bool = cli.option(False, "Draw new masks for every training batch (tensorflow-text) instead "
                                        "of using the masks stored in the records. Needs --vocab_file.")
     masked_lm_prob: float = cli.option(0.15, "Masked LM probability for --dynamic_masking.")
-    vocab_file: str = cli.option(None, "Vocabulary of the records (for --dynamic_masking).")
-    training: TrainingConfig = cli.nested(TrainingConfig, required=("bert_config_file", "output_dir"))
+    training: TrainingConfig = cli.nested(TrainingConfig, required=("output_dir",))
 
 
 # ---------------------------------------------------------------------------------------------------------
 # Input pipeline.
-
-
-def expand_input_files(input_file):
-    """Comma-separated globs -> sorted file list per pattern; a pattern matching nothing is an error."""
-    files = filesystem.input_files(input_file, "--input_file")
-    logging.info("*** Input Files ***")
-    for name in files:
-        logging.info("  %s", name)
-    return files
 
 
 # The flag that sets each feature's length (next_sentence_labels: always one value).
@@ -243,48 +237,60 @@ class PretrainingTask(training.Task):
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Driver.
+# The job.
 
 
-def run(options, strategy=None, max_steps=None):
-    """Trains and/or evaluates (PretrainingOptions); returns {"train": train result, "eval": eval results} for
-    what ran. max_steps stops training early (the schedule still spans num_train_steps)."""
-    o, config = options, options.training
-    if not o.do_train and not o.do_eval:
-        raise cli.UserError("At least one of `do_train` or `do_eval` must be True.")
-    if not config.output_dir:
-        raise cli.UserError("--output_dir is required")
-    bert_config = runner.load_bert_config(config.bert_config_file, o.max_seq_length)
-    if o.max_predictions_per_seq < 1 or o.max_predictions_per_seq > o.max_seq_length:
-        raise cli.UserError(f"--max_predictions_per_seq={o.max_predictions_per_seq}: expected 1..max_seq_length")
-    if config.init_checkpoint:
-        checkpoints.resolve_checkpoint(config.init_checkpoint, flag="--init_checkpoint")
-    # Before the first TensorFlow op (the record checks below): a multi-worker strategy must configure the
-    # runtime's collectives at start-up.
-    strategy = strategy or training.create_strategy(config)
-    input_files = expand_input_files(o.input_file)
-    masker = None
-    if o.do_train and o.dynamic_masking:
-        masker = DynamicMasker(o.vocab_file, bert_config.vocab_size, o.max_predictions_per_seq, o.masked_lm_prob)
-    train_input = pretraining_input_fn(input_files, o.max_seq_length, o.max_predictions_per_seq, True,
-                                       seed=config.seed, masker=masker)
-    runner.make_output_dir(config)
-    task = PretrainingTask(bert_config)
-    result = {}
-    if o.do_train:
+class Job(runner.Job):
+    """One run_pretraining.py invocation on runner.Job's shape: train, then evaluate (on the chief, writing
+    eval_results.txt with the original's keys)."""
+
+    steps = (("train", "do_train", "train"), ("eval", "do_eval", "evaluate"))
+    needs_vocab = False  # the records hold token ids; only --dynamic_masking reads the vocabulary
+    needs_checkpoint = False  # evaluating random weights is allowed (logged), as the original
+
+    def __init__(self, options):
+        super().__init__(options)
+        limit = self.model.max_seq_length
+        if not 1 <= options.max_predictions_per_seq <= limit:
+            raise cli.UserError(f"--max_predictions_per_seq={options.max_predictions_per_seq}: expected "
+                                f"1..max_seq_length")
+        self.task = PretrainingTask(self.bert_config)
+        self.input_files = None
+
+    def read_data(self):
+        options = self.options
+        self.input_files = filesystem.input_files(options.input_file, "--input_file")
+        logging.info("*** Input Files ***")
+        for name in self.input_files:
+            logging.info("  %s", name)
+        masker = None
+        if options.do_train and options.dynamic_masking:
+            masker = DynamicMasker(self.model.vocab_file, self.bert_config.vocab_size,
+                                   options.max_predictions_per_seq, options.masked_lm_prob)
+        self.train_input = pretraining_input_fn(self.input_files, self.model.max_seq_length,
+                                                options.max_predictions_per_seq, True, seed=self.config.seed,
+                                                masker=masker)
+
+    def train(self):
         logging.info("***** Running training *****")
-        logging.info("  Batch size = %d", config.train_batch_size)
-        result["train"] = records.naming_corrupt_records(
-            input_files, lambda: training.train(task, train_input, config, strategy, max_steps=max_steps))
-    if o.do_eval:
+        logging.info("  Batch size = %d", self.config.train_batch_size)
+        return records.naming_corrupt_records(self.input_files, lambda: self.train_loop(self.train_input))
+
+    def evaluate(self):
         logging.info("***** Running evaluation *****")
-        logging.info("  Batch size = %d", config.eval_batch_size)
-        input_fn = pretraining_input_fn(input_files, o.max_seq_length, o.max_predictions_per_seq, False)
-        checkpoint = checkpoints.checkpoint_for_inference(config.output_dir, config.init_checkpoint, required=False)
-        result["eval"] = records.naming_corrupt_records(
-            input_files, lambda: training.evaluate(task, input_fn, config, strategy, max_steps=o.max_eval_steps,
-                                                   checkpoint_path=checkpoint))
-    return result
+        logging.info("  Batch size = %d", self.config.eval_batch_size)
+        input_fn = pretraining_input_fn(self.input_files, self.model.max_seq_length,
+                                        self.options.max_predictions_per_seq, False)
+        checkpoint, _ = self.inference_checkpoint()
+        results = records.naming_corrupt_records(self.input_files, lambda: training.evaluate(
+            self.task, input_fn, self.config, self.inference_strategy, checkpoint, self.options.max_eval_steps))
+        return self.write_results(runner.EVAL_RESULTS_FILE, results)
+
+
+def run(options):
+    """Trains and/or evaluates (PretrainingOptions); returns {"train": train result, "eval": eval results} for
+    what ran."""
+    return Job(options).run()
 
 
 if __name__ == "__main__":

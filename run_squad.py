@@ -30,6 +30,7 @@ import tensorflow as tf
 from absl import logging
 
 import filesystem
+import model_options
 import modeling
 import packing
 import records
@@ -38,6 +39,7 @@ import serving
 import squad_evaluation
 import tokenization
 import training
+from model_options import ModelOptions
 
 # Whitespace of the original reader: space, tab, CR, LF and U+202F (narrow no-break space).
 _READER_WHITESPACE = frozenset(" \t\r\n\u202f")
@@ -483,14 +485,16 @@ def _align_final_text(pred_text, orig_text, tok_text, verbose_logging):
     return orig_text[orig_positions[0]:(orig_positions[1] + 1)]
 
 
-def compute_predictions(all_examples, all_features, all_results, n_best_size, max_answer_length,
-                        do_lower_case, version_2_with_negative=False,
-                        null_score_diff_threshold=0.0, verbose_logging=False):
-    """N-best decoding of start/end logits, as the original write_predictions.
+def compute_predictions(all_examples, all_features, all_results, answering, do_lower_case,
+                        verbose_logging=False):
+    """N-best decoding of start/end logits, as the original write_predictions, with the rules of `answering`
+    (serving.SquadAnswering: n_best_size, max_answer_length, version_2_with_negative, null_score_diff_threshold).
 
     Returns (predictions, nbest, null score diffs) as ordered dicts keyed by question id; the
     third is empty unless `version_2_with_negative`.
     """
+    n_best_size, max_answer_length = answering.n_best_size, answering.max_answer_length
+    version_2_with_negative = answering.version_2_with_negative
     example_index_to_features = collections.defaultdict(list)
     for feature in all_features:
         example_index_to_features[feature.example_index].append(feature)
@@ -525,7 +529,7 @@ def compute_predictions(all_examples, all_features, all_results, n_best_size, ma
             score_diff = (null.score - best_non_null_entry.start_logit
                           - best_non_null_entry.end_logit)
             scores_diff_json[example.qas_id] = score_diff
-            if score_diff > null_score_diff_threshold:
+            if score_diff > answering.null_score_diff_threshold:
                 all_predictions[example.qas_id] = ""
             else:
                 all_predictions[example.qas_id] = best_non_null_entry.text
@@ -708,10 +712,9 @@ class SquadTask(training.Task):
         return {"unique_ids": features["unique_ids"], "start_logits": start_logits, "end_logits": end_logits}
 
 
-def decode_text_outputs(questions, contexts, outputs, inv_vocab, do_lower_case=True,
-                        n_best_size=20, max_answer_length=30, version_2_with_negative=False,
-                        null_score_diff_threshold=0.0, qas_ids=None):
-    """Answers from serving_text outputs (numpy arrays), with the original's n-best decoding.
+def decode_text_outputs(questions, contexts, outputs, inv_vocab, answering, do_lower_case=True, qas_ids=None):
+    """Answers from serving_text outputs (numpy arrays), with the original's n-best decoding and the rules of
+    `answering` (serving.SquadAnswering).
 
     Returns (predictions, nbest, null score diffs) keyed by `qas_ids` (default "0", "1", ...).
     """
@@ -723,13 +726,12 @@ def decode_text_outputs(questions, contexts, outputs, inv_vocab, do_lower_case=T
     results = [RawResult(f.unique_id, [float(x) for x in outputs["start_logits"][k]],
                          [float(x) for x in outputs["end_logits"][k]])
                for k, f in enumerate(features)]
-    return compute_predictions(examples, features, results, n_best_size, max_answer_length,
-                               do_lower_case, version_2_with_negative, null_score_diff_threshold)
+    return compute_predictions(examples, features, results, answering, do_lower_case)
 
 
 def validate_flags_or_throw(bert_config, max_seq_length, max_query_length):
     """The original's checks of the sequence lengths; errors name the flag."""
-    runner.check_seq_length(bert_config, max_seq_length)
+    model_options.check_seq_length(bert_config, max_seq_length)
     if max_seq_length <= max_query_length + 3:
         raise cli.UserError("The max_seq_length (%d) must be greater than max_query_length (%d) + 3"
                             % (max_seq_length, max_query_length))
@@ -756,29 +758,18 @@ def predict_features(task, features, config, strategy, checkpoint_path=None):
 
 @dataclasses.dataclass
 class SquadOptions(runner.RecordFinetuningOptions):
-    """run_squad.py's flags: the fine-tuning runners' (runner.RecordFinetuningOptions; no --do_eval: --do_predict
-    scores a predict file that has answers) and the original's SQuAD flags, plus --train_first_answer."""
+    """run_squad.py's flags: the fine-tuning runners' (runner.RecordFinetuningOptions, --max_seq_length 384; no
+    --do_eval: --do_predict scores a predict file that has answers) and the original's SQuAD flags (windowing and
+    answer rules: serving.SquadAnswering), plus --train_first_answer."""
+    model: ModelOptions = cli.nested(ModelOptions, required=("bert_config_file", "vocab_file"),
+                                     defaults={"max_seq_length": 384})
+    answering: serving.SquadAnswering = cli.nested(serving.SquadAnswering)
     train_file: str = cli.option(None, "SQuAD json for training. E.g., train-v1.1.json")
     predict_file: str = cli.option(None, "SQuAD json for predictions. E.g., dev-v1.1.json or test-v1.1.json")
-    max_seq_length: int = cli.option(384, "The maximum total input sequence length after WordPiece tokenization. "
-                                     "Longer sequences are truncated, shorter ones padded.")
     do_eval: bool = cli.option(False, flag=False)
     do_predict: bool = cli.option(False, "Whether to run eval on the dev set.")
-    doc_stride: int = cli.option(128, "When splitting up a long document into chunks, how much stride to take "
-                                 "between chunks.")
-    max_query_length: int = cli.option(64, "The maximum number of tokens for the question. Questions longer than "
-                                       "this will be truncated to this length.")
-    n_best_size: int = cli.option(20, "The total number of n-best predictions to generate in the "
-                                  "nbest_predictions.json output file.")
-    max_answer_length: int = cli.option(30, "The maximum length of an answer that can be generated. This is "
-                                        "needed because the start and end predictions are not conditioned on one "
-                                        "another.")
     verbose_logging: bool = cli.option(False, "If true, all of the warnings related to data processing will be "
                                        "printed. A number of warnings are expected for a normal SQuAD evaluation.")
-    version_2_with_negative: bool = cli.option(False, "If true, the SQuAD examples contain some that do not have "
-                                               "an answer.")
-    null_score_diff_threshold: float = cli.option(0.0, "If null_score - best_non_null is greater than the "
-                                                  "threshold predict null.")
     train_first_answer: bool = cli.option(False, "Train on the first answer of questions that have several (the "
                                           "original requires exactly one answer per training question, as in "
                                           "train-v1.1.json).")
@@ -791,7 +782,7 @@ class Job(runner.Job):
 
     def __init__(self, options):
         super().__init__(options)
-        validate_flags_or_throw(self.bert_config, options.max_seq_length, options.max_query_length)
+        validate_flags_or_throw(self.bert_config, self.model.max_seq_length, options.answering.max_query_length)
         for enabled, flag, path in ((options.do_train, "--train_file", options.train_file),
                                     (options.do_predict, "--predict_file", options.predict_file)):
             if enabled:
@@ -806,16 +797,16 @@ class Job(runner.Job):
         """SQuAD files are read by the steps that use them (their errors name the file and the place)."""
 
     def windows(self, examples, is_training, output_fn):
-        o = self.options
-        return convert_examples_to_features(examples, self.tokenizer, o.max_seq_length, o.doc_stride,
-                                            o.max_query_length, is_training, output_fn)
+        answering = self.options.answering
+        return convert_examples_to_features(examples, self.tokenizer, self.model.max_seq_length, answering.doc_stride,
+                                            answering.max_query_length, is_training, output_fn)
 
     def train(self):
-        o = self.options
-        train_examples = read_squad_examples(o.train_file, is_training=True,
-                                             version_2_with_negative=o.version_2_with_negative,
-                                             train_first_answer=o.train_first_answer)
-        runner.require_examples(train_examples, f"--train_file={o.train_file}", "training questions")
+        options = self.options
+        train_examples = read_squad_examples(options.train_file, is_training=True,
+                                             version_2_with_negative=options.answering.version_2_with_negative,
+                                             train_first_answer=options.train_first_answer)
+        runner.require_examples(train_examples, f"--train_file={options.train_file}", "training questions")
         config = self.finetuning_config(len(train_examples), what="orig examples")
         # Pre-shuffle the examples so that a small shuffle buffer suffices, as the original.
         random.Random(12345).shuffle(train_examples)
@@ -823,54 +814,54 @@ class Job(runner.Job):
         self.windows(train_examples, True, writer.process_feature)
         writer.close()
         logging.info("  Num split examples = %d", writer.num_features)
-        input_fn = self.train_input_fn(writer.filename, records.squad(o.max_seq_length, True), writer.num_features,
-                                       config.seed)
-        return training.train(self.task, input_fn, config, self.strategy)
+        input_fn = self.train_input_fn(writer.filename, records.squad(self.model.max_seq_length, True),
+                                       writer.num_features, config.seed)
+        return self.train_loop(input_fn, config)
 
     def predict(self):
         """Writes predictions.json, nbest_predictions.json (and null_odds.json, and eval_results.json when the
         file has answers); returns the predictions."""
-        o = self.options
-        eval_examples = runner.require_examples(read_squad_examples(o.predict_file, is_training=False),
-                                                f"--predict_file={o.predict_file}", "questions")
+        options = self.options
+        eval_examples = runner.require_examples(read_squad_examples(options.predict_file, is_training=False),
+                                                f"--predict_file={options.predict_file}", "questions")
         eval_features = []
         self.windows(eval_examples, False, eval_features.append)
         logging.info("***** Running predictions *****")
         logging.info("  Num orig examples = %d", len(eval_examples))
         logging.info("  Num split examples = %d", len(eval_features))
         logging.info("  Batch size = %d", self.config.predict_batch_size)
-        all_results = predict_features(self.task, eval_features, self.config, training.local_strategy(self.strategy),
+        all_results = predict_features(self.task, eval_features, self.config, self.inference_strategy,
                                        self.inference_checkpoint()[0])
         predictions, nbest, scores_diff = compute_predictions(
-            eval_examples, eval_features, all_results, o.n_best_size, o.max_answer_length, o.do_lower_case,
-            o.version_2_with_negative, o.null_score_diff_threshold, o.verbose_logging)
+            eval_examples, eval_features, all_results, options.answering, self.model.do_lower_case,
+            options.verbose_logging)
         predictions_path = self.write_output("predictions.json", prediction_json(predictions))
         self.write_output("nbest_predictions.json", prediction_json(nbest))
-        null_odds = self.write_output("null_odds.json", prediction_json(scores_diff)) if o.version_2_with_negative else None
-        self.scores = self.score(predictions_path, null_odds)
+        null_odds = (self.write_output("null_odds.json", prediction_json(scores_diff))
+                     if options.answering.version_2_with_negative else None)
+        self.scores = self.official_scores(predictions_path, null_odds)
         return predictions
 
-    def score(self, predictions_path, null_odds_path):
-        """The official scores of predictions.json when the predict file has answers (eval_results.json)."""
-        o = self.options
-        if not _has_gold_answers(o.predict_file):
+    def official_scores(self, predictions_path, null_odds_path):
+        """The official scores of predictions.json when the predict file has answers (written to
+        eval_results.json), else None."""
+        predict_file = self.options.predict_file
+        if not _has_gold_answers(predict_file):
             return None
         try:
-            result, text = squad_evaluation.run(o.predict_file, predictions_path,
-                                                version="2.0" if o.version_2_with_negative else "auto",
-                                                na_prob_file=null_odds_path)
+            result, text = squad_evaluation.run(
+                predict_file, predictions_path,
+                version="2.0" if self.options.answering.version_2_with_negative else "auto",
+                na_prob_file=null_odds_path)
         except squad_evaluation.SquadEvaluationError as e:
-            logging.warning("Predictions written, but %s cannot be scored: %s", o.predict_file, e)
+            logging.warning("Predictions written, but %s cannot be scored: %s", predict_file, e)
             return None
         self.write_output("eval_results.json", text + "\n")
         logging.info("***** Eval results (official SQuAD metrics) *****\n%s", text)
         return result
 
     def serving(self, model):
-        o = self.options
-        return serving.SquadServing(model, o.vocab_file, o.do_lower_case, o.max_seq_length, o.doc_stride,
-                                    o.max_query_length, o.n_best_size, o.max_answer_length,
-                                    o.version_2_with_negative, o.null_score_diff_threshold)
+        return serving.SquadServing(model, self.model, self.options.answering)
 
 
 def run(options):

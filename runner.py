@@ -1,11 +1,13 @@
-"""The shared steps of a fine-tuning or inference job; each run_*.py supplies only its task.
+"""One shape for every script's job (run_*.py, extract_features.py); each script supplies only its task.
 
-  Options: FinetuningOptions, the flags every fine-tuning runner has (cli.define_flags makes them flags);
+  Options: FinetuningOptions, the flags every fine-tuning runner has (cli.define_flags makes them flags): the
+    model's (model_options.ModelOptions), the loop's (training.TrainingConfig) and the job's;
     RecordFinetuningOptions adds --shuffle_buffer_size for the runners that train from feature TFRecords.
-  The job: Job, one shape for every runner: checks before anything is written (check_job: required flags, BERT
-    config, sequence length, vocab and its special tokens, casing, init_checkpoint; then the runner's data),
-    --output_dir made once, then train / evaluate / predict / export, outputs written once by the chief, and
-    the one inference checkpoint (Job.inference_checkpoint).
+  The job: Job. Construction checks what needs no data (required flags, the model: BERT config, sequence length,
+    vocab and its special tokens, casing, init_checkpoint); run() makes the strategy first (before any TensorFlow
+    op), reads and checks the data, makes the output folder, then runs the steps the flags ask for, in the order
+    of Job.steps: outputs and results written once, by the chief; inference on the chief alone, on its own
+    devices (Job.inference_strategy), from the one inference checkpoint (Job.inference_checkpoint).
   Training: finetuning_config() (the original's step counts), Job.train_input_fn() (feature TFRecords through
     records.py), array_input_fn() (in-memory features).
   Inference: predict_arrays() runs a Task over in-memory features with real-length batches.
@@ -27,10 +29,11 @@ import modeling
 import packing
 import records
 import serving
-import tokenization
 import training
+from model_options import ModelOptions
 
 STEP_COUNT_FLAGS = ("num_train_steps", "num_warmup_steps")
+EVAL_RESULTS_FILE = "eval_results.txt"
 TrainingConfig = training.TrainingConfig
 
 
@@ -40,16 +43,11 @@ TrainingConfig = training.TrainingConfig
 
 @dataclasses.dataclass
 class FinetuningOptions:
-    """The flags every fine-tuning runner has (the original's names, defaults and help): the loop's
+    """The flags every fine-tuning runner has (the original's names, defaults and help): the model's, the loop's
     (training.TrainingConfig, without the step counts, which come from epochs) and the job's. A runner's options
     subclass this and add its own; cli.define_flags makes them the script's flags."""
-    training: TrainingConfig = cli.nested(TrainingConfig, exclude=STEP_COUNT_FLAGS,
-                                          required=("bert_config_file", "output_dir"))
-    vocab_file: str = cli.option(None, "The vocabulary file that the BERT model was trained on.", required=True)
-    do_lower_case: bool = cli.option(True, "Whether to lower case the input text. Should be True for uncased "
-                                     "models and False for cased models.")
-    max_seq_length: int = cli.option(128, "The maximum total input sequence length after WordPiece tokenization. "
-                                     "Longer sequences are truncated, shorter ones padded.")
+    model: ModelOptions = cli.nested(ModelOptions, required=("bert_config_file", "vocab_file"))
+    training: TrainingConfig = cli.nested(TrainingConfig, exclude=STEP_COUNT_FLAGS, required=("output_dir",))
     do_train: bool = cli.option(False, "Whether to run training.")
     do_eval: bool = cli.option(False, "Whether to run eval on the dev set.")
     do_predict: bool = cli.option(False, "Whether to run the model in inference mode on the test set.")
@@ -88,60 +86,6 @@ class RecordFinetuningOptions(FinetuningOptions):
                                 f"records) or a positive number of records")
 
 
-# ---------------------------------------------------------------------------------------------------------
-# Checks before anything is written.
-
-
-def check_job(config, vocab_file, do_lower_case, max_seq_length, min_seq_length=3,
-              special_tokens=("[CLS]", "[SEP]")):
-    """Every check of a runner's job that needs no data: returns (BertConfig, FullTokenizer) or raises
-    cli.UserError."""
-    for flag, value in (("--bert_config_file", config.bert_config_file), ("--vocab_file", vocab_file),
-                        ("--output_dir", config.output_dir)):
-        if not value:
-            raise cli.UserError(f"{flag} is required")
-    return check_model_inputs(config.bert_config_file, vocab_file, do_lower_case, max_seq_length,
-                              config.init_checkpoint, min_seq_length, special_tokens)
-
-
-def check_model_inputs(bert_config_file, vocab_file, do_lower_case, max_seq_length, init_checkpoint=None,
-                       min_seq_length=3, special_tokens=("[CLS]", "[SEP]")):
-    """The BERT config (and --max_seq_length against it), the vocab (its special tokens and size against the
-    config), the casing against a known checkpoint name, and init_checkpoint: (BertConfig, FullTokenizer)."""
-    tokenization.validate_case_matches_checkpoint(do_lower_case, init_checkpoint)
-    bert_config = load_bert_config(bert_config_file, max_seq_length, min_seq_length)
-    tokenizer = tokenization.FullTokenizer(vocab_file=vocab_file, do_lower_case=do_lower_case)
-    tokenization.check_special_tokens(tokenizer.vocab, vocab_file, special_tokens)
-    tokenization.check_vocab_size(vocab_file, bert_config.vocab_size)
-    if init_checkpoint:
-        checkpoints.resolve_checkpoint(init_checkpoint, flag="--init_checkpoint")
-    return bert_config, tokenizer
-
-
-def load_bert_config(path, max_seq_length=None, min_seq_length=1):
-    """The BertConfig of --bert_config_file, checked against --max_seq_length."""
-    filesystem.require_file(path, "--bert_config_file")
-    bert_config = modeling.BertConfig.from_json_file(path)
-    if max_seq_length is not None:
-        check_seq_length(bert_config, max_seq_length, min_seq_length, path)
-    return bert_config
-
-
-def check_seq_length(bert_config, max_seq_length, min_seq_length=1, source="--bert_config_file"):
-    """--max_seq_length must fit the model's position embeddings and hold min_seq_length tokens."""
-    if max_seq_length > bert_config.max_position_embeddings:
-        raise cli.UserError(f"--max_seq_length={max_seq_length}: cannot use sequence length {max_seq_length} "
-                            f"because the BERT model was only trained up to sequence length "
-                            f"{bert_config.max_position_embeddings} ({source})")
-    if max_seq_length < min_seq_length:
-        raise cli.UserError(f"--max_seq_length={max_seq_length}: expected at least {min_seq_length}")
-
-
-def make_output_dir(config):
-    """Creates --output_dir (after the checks: a failed check leaves no folder behind)."""
-    return filesystem.make_dir(config.output_dir, "--output_dir")
-
-
 def finetuning_config(config, num_examples, num_train_epochs, warmup_proportion, what="examples"):
     """The config with the original fine-tuning step counts (epochs x examples / batch, warm-up share)."""
     num_train_steps = int(num_examples / config.train_batch_size * num_train_epochs)
@@ -163,71 +107,97 @@ def require_examples(examples, path, what="examples"):
     return examples
 
 
+def format_eval_results(results):
+    """Sorted `key = value` lines like the original's eval_results.txt (floats as float32, integers as integers);
+    each is logged."""
+    lines = []
+    for key in sorted(results):
+        value = results[key]
+        text = str(value) if isinstance(value, (int, np.integer)) else str(np.float32(value))
+        logging.info("  %s = %s", key, text)
+        lines.append(f"{key} = {text}\n")
+    return "".join(lines)
+
+
 # ---------------------------------------------------------------------------------------------------------
 # The job.
 
 
 class Job:
-    """A fine-tuning runner's job, one shape for every task.
+    """A script's job, one shape for every script.
 
-    Construction checks what needs no data (flags, BERT config, vocab and its special tokens, casing,
-    init_checkpoint); run() then reads and checks the data the flags ask for (read_data), and only then creates
-    --output_dir and runs the steps the flags ask for, in order: train, evaluate, predict, (the runner's own,)
-    export. Every output is written once, by the chief (write_output, write_results; feature records through
-    record_path); evaluation, prediction and export run on the chief alone, on its own devices, from the one
-    inference checkpoint (inference_checkpoint).
+    Construction checks what needs no data (required flags, the model's flags: ModelOptions.check); run() then
+    makes the strategy, reads and checks the data the flags ask for (read_data), makes the output folder, and runs
+    the steps of `steps` whose flag is set, in order. Every output is written once, by the chief (write_output,
+    write_results; feature records through record_path); steps other than training run on the chief alone, on
+    its own devices (inference_strategy), from the one inference checkpoint (inference_checkpoint).
 
-    A runner subclasses it with its options (a FinetuningOptions) and supplies `task` (a training.Task, set in
-    read_data or __init__), read_data(), train(), evaluate(), predict(), serving(model) (the SavedModel's module,
-    serving.py) and `labels` (assets.extra/labels.txt, or None); extra_steps() adds steps of its own.
+    A script subclasses it with its options (holding `model`, a ModelOptions, and `training`, a TrainingConfig)
+    and supplies `task` (a training.Task, set in read_data or __init__), read_data(), the methods its steps name,
+    serving(model) (the SavedModel's module, serving.py) and `labels` (assets.extra/labels.txt, or None).
     """
 
+    # (result name, the flag that asks for the step, or None: always, the method), in the order they run.
+    steps = (("train", "do_train", "train"), ("eval", "do_eval", "evaluate"), ("predict", "do_predict", "predict"),
+             ("export", "export_dir", "export"))
     labels = None
     task = None
+    needs_vocab = True  # the job tokenizes text (a vocab and its special tokens are required)
+    needs_checkpoint = True  # inference without a checkpoint of --output_dir or --init_checkpoint is an error
 
     def __init__(self, options):
         self.options = options
-        self.config = options.training
-        self.bert_config, self.tokenizer = check_job(self.config, options.vocab_file, options.do_lower_case,
-                                                     options.max_seq_length)
-        self.strategy = None
+        self.model = options.model
+        self.config = self.loop_config()
+        required = [("--bert_config_file", self.model.bert_config_file)]
+        if self.needs_vocab:
+            required.append(("--vocab_file", self.model.vocab_file))
+        required.append(self.output_flag())
+        for flag, value in required:
+            if not value:
+                raise cli.UserError(f"{flag} is required")
+        self.bert_config, self.tokenizer = self.model.check(vocab=self.needs_vocab)
+        self.strategy = self.inference_strategy = None
         self.chief = True
         self._checkpoint = None
         self._scratch_dir = None
 
-    def steps(self):
-        """[(result name, flag name, flag value, step)] in the order they run."""
-        o = self.options
-        return ([("train", "do_train", o.do_train, self.train), ("eval", "do_eval", o.do_eval, self.evaluate),
-                 ("predict", "do_predict", o.do_predict, self.predict)] + self.extra_steps()
-                + [("export", "export_dir", o.export_dir, self.export)])
+    def loop_config(self):
+        """The loop's settings (training.TrainingConfig): the options' own by default."""
+        return self.options.training
 
-    def extra_steps(self):
-        """A runner's own steps, run after predict and before export (same tuples as steps())."""
-        return []
+    def output_flag(self):
+        """(flag, value) of the output folder (made by make_output_dir)."""
+        return "--output_dir", self.config.output_dir
+
+    def make_output_dir(self):
+        """Creates the output folder (after the checks: a failed check leaves no folder behind)."""
+        filesystem.make_dir(self.config.output_dir, "--output_dir")
 
     def run(self):
         """The whole job; returns {result name: what the step returned} for the steps that ran."""
-        flag_names = {field.name for field, _ in cli.flag_fields(type(self.options))}
-        steps = [step for step in self.steps() if step[1] in flag_names]
-        if not any(enabled for _, _, enabled, _ in steps):
-            names = [f"`{flag}`" for _, flag, _, _ in steps]
+        flag_names = {flag.name for flag in cli.flag_fields(type(self.options))}
+        steps = [(name, flag, method) for name, flag, method in self.steps if flag is None or flag in flag_names]
+        flagged = [flag for _, flag, _ in steps if flag is not None]
+        if flagged and not any(getattr(self.options, flag) for flag in flagged):
+            names = [f"`{flag}`" for flag in flagged]
             raise cli.UserError(f"At least one of {', '.join(names[:-1])} or {names[-1]} must be set.")
-        # Before the first TensorFlow op (reading the data may run some): a multi-worker strategy must configure
+        # First, before any TensorFlow op (reading the data may run some): a multi-worker strategy must configure
         # the runtime's collectives at start-up.
         self.strategy = training.create_strategy(self.config)
         self.chief = training.is_chief(self.strategy)
+        self.inference_strategy = training.local_strategy(self.strategy)
         self.read_data()
-        make_output_dir(self.config)
+        self.make_output_dir()
         self.start()
         results = {}
-        for name, _, enabled, step in steps:
-            if not enabled:
+        for name, flag, method in steps:
+            if flag is not None and not getattr(self.options, flag):
                 continue
             if name != "train" and not self.chief:
                 logging.info("%s: runs on the chief; this worker has no more to do", name)
                 continue
-            results[name] = step()
+            results[name] = getattr(self, method)()
         training.end_together(self.strategy)
         if self._scratch_dir:
             shutil.rmtree(self._scratch_dir, ignore_errors=True)
@@ -240,18 +210,14 @@ class Job:
     def start(self):
         """What a runner writes once --output_dir exists and the strategy is made, before its steps."""
 
-    def train(self):
-        raise NotImplementedError
-
-    def evaluate(self):
-        raise NotImplementedError
-
-    def predict(self):
-        raise NotImplementedError
-
     def serving(self, model):
         """The tf.Module the SavedModel saves (serving.py) around the model with the checkpoint's weights."""
         raise NotImplementedError
+
+    def train_loop(self, input_fn, config=None):
+        """training.train of the task under the job's strategy, from --init_checkpoint unless --output_dir holds
+        a checkpoint."""
+        return training.train(self.task, input_fn, config or self.config, self.strategy, self.model.init_checkpoint)
 
     def finetuning_config(self, num_examples, what="examples"):
         """The loop's config with the original's step counts for num_examples (finetuning_config)."""
@@ -269,16 +235,18 @@ class Job:
 
     def inference_checkpoint(self):
         """(path, global step) of the checkpoint evaluation, prediction and export use: the newest readable one
-        of --output_dir, else --init_checkpoint; chosen once, after training (an error when there is none)."""
+        of --output_dir, else --init_checkpoint; chosen once, after training (an error when there is none and
+        the job needs_checkpoint; else (None, 0): random weights, logged)."""
         if self._checkpoint is None:
-            path = checkpoints.checkpoint_for_inference(self.config.output_dir, self.config.init_checkpoint)
-            self._checkpoint = (path, checkpoints.global_step_of(path))
+            path = checkpoints.checkpoint_for_inference(self.config.output_dir, self.model.init_checkpoint,
+                                                        required=self.needs_checkpoint)
+            self._checkpoint = (path, checkpoints.global_step_of(path) if path else 0)
         return self._checkpoint
 
     def predict_arrays(self, arrays, batch_size, real_lengths=None):
         """predict_arrays() of the task from the inference checkpoint, on the chief's own devices."""
-        return predict_arrays(self.task, arrays, self.config, training.local_strategy(self.strategy),
-                              self.inference_checkpoint()[0], batch_size, real_lengths)
+        return predict_arrays(self.task, arrays, dataclasses.replace(self.config, predict_batch_size=batch_size),
+                              self.inference_strategy, self.inference_checkpoint()[0], real_lengths)
 
     def record_path(self, name):
         """Where the feature records `name` go: --output_dir on the chief (as the original); a local scratch
@@ -300,9 +268,9 @@ class Job:
         return path
 
     def write_results(self, name, results):
-        """Writes `key = value` lines (training.format_eval_results) to --output_dir/name; returns results."""
+        """Writes `key = value` lines (format_eval_results) to --output_dir/name; returns results."""
         logging.info("***** Eval results (%s) *****", name)
-        self.write_output(name, training.format_eval_results(results))
+        self.write_output(name, format_eval_results(results))
         return results
 
     def export(self):
@@ -350,9 +318,9 @@ def uses_real_lengths(config):
     return not (config.use_xla or config.use_tpu)
 
 
-def predict_arrays(task, arrays, config, strategy=None, checkpoint_path=None, batch_size=None, real_lengths=None):
-    """Runs task.predict_outputs over in-memory features ({name: array [n, ...]}, input_mask included);
-    returns {output name: array [n, ...]} in input order.
+def predict_arrays(task, arrays, config, strategy=None, checkpoint_path=None, real_lengths=None):
+    """Runs task.predict_outputs over in-memory features ({name: array [n, ...]}, input_mask included) in batches
+    of config.predict_batch_size; returns {output name: array [n, ...]} in input order.
 
     Off XLA and TPU the features are sorted by length and each batch is cut to its longest sequence (rounded
     up to a multiple of packing.LENGTH_MULTIPLE); the task's sequence_outputs are padded back to full length with
@@ -363,7 +331,6 @@ def predict_arrays(task, arrays, config, strategy=None, checkpoint_path=None, ba
     n = len(arrays["input_ids"])
     if not n:
         return {}
-    batch_size = batch_size or config.predict_batch_size
     real_lengths = uses_real_lengths(config) if real_lengths is None else real_lengths and uses_real_lengths(config)
     order = np.arange(n)
     if real_lengths:
@@ -371,7 +338,6 @@ def predict_arrays(task, arrays, config, strategy=None, checkpoint_path=None, ba
     ordered = {name: np.asarray(value)[order] for name, value in arrays.items()}
     full_width = ordered["input_ids"].shape[1]
     input_fn = array_input_fn(ordered, is_training=False, trim=real_lengths)
-    config = dataclasses.replace(config, predict_batch_size=batch_size)
     columns = collections.defaultdict(list)
     for example in training.predict(task, input_fn, config, strategy, checkpoint_path=checkpoint_path):
         for name, value in example.items():

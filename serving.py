@@ -11,9 +11,12 @@ Loading one needs TensorFlow and `import tensorflow_text` (the tokenizer's ops),
   SquadServing: serving_text(question, context) -> the answer, its character span, score and null_score_diff
     (chosen with run_squad.py's n-best rules), with the windows and their logits.
   export_saved_model(export_dir, build_model, checkpoint_path, make_module, labels=None) writes one.
-Settings a client may want (labels, packing) are variables of the module: loaded.labels.numpy().
+The modules take the model's flags as a model_options.ModelOptions (vocab, casing, sequence length), SQuAD's
+windowing and answer rules as a SquadAnswering (run_squad.py's flags). Settings a client may want (labels,
+packing) are variables of the module: loaded.labels.numpy().
 """
 import contextlib
+import dataclasses
 import os
 
 import keras
@@ -22,8 +25,9 @@ import tensorflow_text as tf_text
 from absl import logging
 
 import checkpoints
-import filesystem
+import cli
 import fast_tokenization
+import filesystem
 import packing
 import tokenization
 
@@ -103,11 +107,11 @@ class _Serving(tf.Module):
     def _outputs(self, input_ids, input_mask, segment_ids):
         raise NotImplementedError
 
-    def _text_input(self, vocab_file, do_lower_case):
-        """The in-graph tokenizer of the vocabulary and its [CLS] / [SEP] ids, for serving_text."""
-        vocab = tokenization.load_vocab(vocab_file)
-        tokenization.check_special_tokens(vocab, vocab_file)
-        self.tokenizer = fast_tokenization.FastBertTokenizer(vocab_file, do_lower_case)
+    def _text_input(self, model_options):
+        """The in-graph tokenizer of the model's vocabulary and its [CLS] / [SEP] ids, for serving_text."""
+        vocab = tokenization.load_vocab(model_options.vocab_file)
+        tokenization.check_special_tokens(vocab, model_options.vocab_file)
+        self.tokenizer = fast_tokenization.FastBertTokenizer(model_options.vocab_file, model_options.do_lower_case)
         self.cls_id, self.sep_id = vocab["[CLS]"], vocab["[SEP]"]
 
     def signatures(self):
@@ -125,13 +129,13 @@ class ClassifierServing(_Serving):
     serving_text packs at most max_seq_length pieces, then cuts the batch to its longest sequence (the model's
     [CLS] output does not depend on the padding), so short requests run at their own length."""
 
-    def __init__(self, model, vocab_file, do_lower_case, max_seq_length, is_regression, is_pair, labels=None):
+    def __init__(self, model, model_options, is_regression, is_pair, labels=None):
         super().__init__(model, name="classifier_export")
-        self._text_input(vocab_file, do_lower_case)
-        self.max_seq_length = max_seq_length
+        self._text_input(model_options)
+        self.max_seq_length = model_options.max_seq_length
         self.is_regression = is_regression
         self.is_pair = is_pair
-        self.max_seq_length_value = _setting(max_seq_length, "max_seq_length")
+        self.max_seq_length_value = _setting(self.max_seq_length, "max_seq_length")
         if not is_regression and labels is None:
             labels = [str(i) for i in range(model.num_labels)]
         self.labels = None if is_regression else _setting([str(label) for label in labels], "labels")
@@ -170,13 +174,13 @@ class NerServing(_Serving):
     end), "num_words": int32 [batch]}: one tag per word, from the window where its first piece has the most
     context."""
 
-    def __init__(self, model, vocab_file=None, do_lower_case=True, max_seq_length=128, doc_stride=64, labels=None):
+    def __init__(self, model, model_options=None, doc_stride=64, labels=None):
         super().__init__(model, name="ner_export")
         self.serve_text = None
-        if vocab_file:
-            self._text_input(vocab_file, do_lower_case)
+        if model_options is not None and model_options.vocab_file:
+            self._text_input(model_options)
             self.unk_id = self.tokenizer.unk_id
-            self.windows = (max_seq_length, doc_stride)
+            self.windows = (model_options.max_seq_length, doc_stride)
             self.labels = _setting([str(label) for label in labels], "labels")
             spec = tf.TensorSpec([None], tf.string)
             self.serve_text = tf.function(self._serve_text, input_signature=[spec], autograph=False)
@@ -203,6 +207,25 @@ class NerServing(_Serving):
         tags = tf.gather(tf.concat([[""], self.labels], 0), tag_ids)
         return {"words": dense_words, "tags": tags, "num_words": tf.cast(words.row_lengths(), tf.int32)}
 
+@dataclasses.dataclass
+class SquadAnswering:
+    """How run_squad.py windows a context and chooses an answer: its flags (the original's), for its predictions
+    and for the SavedModel's serving_text."""
+    doc_stride: int = cli.option(128, "When splitting up a long document into chunks, how much stride to take "
+                                 "between chunks.")
+    max_query_length: int = cli.option(64, "The maximum number of tokens for the question. Questions longer than "
+                                       "this will be truncated to this length.")
+    n_best_size: int = cli.option(20, "The total number of n-best predictions to generate in the "
+                                  "nbest_predictions.json output file.")
+    max_answer_length: int = cli.option(30, "The maximum length of an answer that can be generated. This is "
+                                        "needed because the start and end predictions are not conditioned on one "
+                                        "another.")
+    version_2_with_negative: bool = cli.option(False, "If true, the SQuAD examples contain some that do not have "
+                                               "an answer.")
+    null_score_diff_threshold: float = cli.option(0.0, "If null_score - best_non_null is greater than the "
+                                                  "threshold predict null.")
+
+
 class SquadServing(_Serving):
     """serving_default(input_ids, input_mask, segment_ids: int32 [batch, seq]) returns
     {"start_logits", "end_logits": float32 [batch, seq]}. With a vocabulary, serving_text(question, context:
@@ -224,17 +247,17 @@ class SquadServing(_Serving):
     full n-best decoding.
     """
 
-    def __init__(self, model, vocab_file=None, do_lower_case=True, max_seq_length=384, doc_stride=128,
-                 max_query_length=64, n_best_size=20, max_answer_length=30, version_2_with_negative=False,
-                 null_score_diff_threshold=0.0):
+    def __init__(self, model, model_options=None, answering=None):
         super().__init__(model, name="squad_export")
         self.serve_text = None
-        if vocab_file:
-            self._text_input(vocab_file, do_lower_case)
-            self.packing = (max_seq_length, doc_stride, max_query_length)
+        if model_options is not None and model_options.vocab_file:
+            answering = answering or SquadAnswering()
+            self._text_input(model_options)
+            self.packing = (model_options.max_seq_length, answering.doc_stride, answering.max_query_length)
             self.packing_config = _setting(list(self.packing), "packing_config")
-            self.do_lower_case = _setting(do_lower_case, "do_lower_case")
-            self.decoding = (n_best_size, max_answer_length, version_2_with_negative, null_score_diff_threshold)
+            self.do_lower_case = _setting(model_options.do_lower_case, "do_lower_case")
+            self.decoding = (answering.n_best_size, answering.max_answer_length, answering.version_2_with_negative,
+                             answering.null_score_diff_threshold)
             spec = tf.TensorSpec([None], tf.string)
             self.serve_text = tf.function(self._serve_text, input_signature=[spec, spec], autograph=False)
 
@@ -247,14 +270,13 @@ class SquadServing(_Serving):
         return {"start_logits": start_logits, "end_logits": end_logits}
 
     def _serve_text(self, question, context):
-        packed, (words, word_begin, word_end), (doc_pieces, piece_begin, piece_end) = squad_text_windows(
-            self.tokenizer, question, context, *self.packing, self.cls_id, self.sep_id)
+        packed, words, pieces = squad_text_windows(self.tokenizer, question, context, self.packing,
+                                                   (self.cls_id, self.sep_id))
         packed["start_logits"], packed["end_logits"] = self._logits(
             packed["input_ids"], packed["input_mask"], packed["segment_ids"])
         n_best_size, max_answer_length, version_2, threshold = self.decoding
         best = best_spans(packed, tf.shape(question)[0], n_best_size, max_answer_length)
-        answers = answer_text(context, words, word_begin, word_end, doc_pieces, piece_begin, piece_end, packed,
-                              best, self.tokenizer.unk_id)
+        answers = answer_text(context, words, pieces, packed, best, self.tokenizer.unk_id)
         if version_2:
             no_answer = best["null_score_diff"] > threshold
             answers["answer"] = tf.where(no_answer, "", answers["answer"])
@@ -314,8 +336,11 @@ def best_spans(packed, num_questions, n_best_size, max_answer_length):
             "null_score_diff": null - score}
 
 
-def answer_text(context, words, word_begin, word_end, doc_pieces, piece_begin, piece_end, packed, best, unk_id):
-    """{"answer", "start", "end"} of the chosen spans (see SquadServing)."""
+def answer_text(context, words, pieces, packed, best, unk_id):
+    """{"answer", "start", "end"} of the chosen spans (see SquadServing); words and pieces as squad_text_windows
+    gives them."""
+    words, word_begin, word_end = words
+    doc_pieces, piece_begin, piece_end = pieces
     found = best["window"] >= 0
     window, first_slot, last_slot = best["window"], best["start_slot"], best["end_slot"]
     question = tf.range(tf.shape(found, out_type=tf.int64)[0])
@@ -356,17 +381,15 @@ def answer_text(context, words, word_begin, word_end, doc_pieces, piece_begin, p
             "end": tf.where(found, chars(end_byte), -1)}
 
 
-def squad_text_windows(tokenizer, questions, contexts, max_seq_length, doc_stride, max_query_length, cls_id,
-                       sep_id):
-    """packing.squad_windows of raw (question, context) strings: the context split into words as the original
-    reader splits it, each word tokenized on its own (as run_squad.py tokenizes them). Returns (the windows,
-    (words, their byte begin, end), (pieces ragged [batch, (words), (pieces)], their byte begin, end within
-    their word))."""
+def squad_text_windows(tokenizer, questions, contexts, windowing, special_ids):
+    """packing.squad_windows of raw (question, context) strings (windowing: max_seq_length, doc_stride,
+    max_query_length; special_ids: [CLS] and [SEP]): the context split into words as the original reader splits
+    it, each word tokenized on its own (as run_squad.py tokenizes them). Returns (the windows, (words, their byte
+    begin, end), (pieces ragged [batch, (words), (pieces)], their byte begin, end within their word))."""
     words, word_begin, word_end = context_words_with_offsets(contexts)
     pieces, piece_begin, piece_end = tokenizer.tokenize_with_offsets(words.flat_values)
     doc_pieces = tf.RaggedTensor.from_row_splits(pieces, words.row_splits, validate=False)
-    windows = packing.squad_windows(tokenizer.tokenize(questions), doc_pieces, max_seq_length, doc_stride,
-                                    max_query_length, cls_id, sep_id)
+    windows = packing.squad_windows(tokenizer.tokenize(questions), doc_pieces, *windowing, *special_ids)
     return windows, (words, word_begin, word_end), (doc_pieces, piece_begin, piece_end)
 
 

@@ -24,12 +24,14 @@ Usage:
     def input_fn(batch_size, input_context):         # per-replica batch size, tf.distribute.InputContext
         return tf.data.Dataset...                    # deterministic (seeded); repeat() for training
 
-    config = cli.options_from_flags(MyOptions).training     # or training.TrainingConfig(output_dir=..., ...)
-    strategy = training.create_strategy(config)
-    training.train(MyTask(), input_fn, config, strategy)       # -> dict with global_step and last losses
-    checkpoint = checkpoints.checkpoint_for_inference(config.output_dir, config.init_checkpoint)
-    results = training.evaluate(MyTask(), eval_input_fn, config, strategy, checkpoint_path=checkpoint)
-    for example in training.predict(MyTask(), predict_input_fn, config, strategy, checkpoint_path=checkpoint): ...
+    config = training.TrainingConfig(output_dir=..., ...)   # a script's: options.training
+    strategy = training.create_strategy(config)              # a script's runner.Job makes it, first
+    training.train(MyTask(), input_fn, config, strategy, init_checkpoint)  # -> dict: global_step, last losses
+    checkpoint = checkpoints.checkpoint_for_inference(config.output_dir, init_checkpoint)
+    results = training.evaluate(MyTask(), eval_input_fn, config, strategy, checkpoint)
+    for example in training.predict(MyTask(), predict_input_fn, config, strategy, checkpoint): ...
+
+The loop neither makes strategies nor writes result files: runner.Job does both, once per job.
 
 Resume: the input function must be deterministic (seeded); on restart the loop skips the batches already
 consumed (one per global step). Each step's dropout masks are drawn from --seed and the global step
@@ -64,10 +66,9 @@ EVAL_RESULTS_FILE = "eval_results.txt"
 
 @dataclasses.dataclass
 class TrainingConfig:
-    """Everything the loop needs, one field per runner flag (the original's names and defaults); a runner's
-    options hold it as cli.nested(TrainingConfig), so these fields are its flags."""
-    bert_config_file: str = cli.option(None, "The config json file corresponding to the pre-trained BERT model.")
-    init_checkpoint: str = cli.option(None, "Initial checkpoint (usually from a pre-trained BERT model).")
+    """The loop's settings, one field per flag (the original's names and defaults): where it writes, batches,
+    schedule, devices, precision, checkpoints. A script's options hold it as cli.nested(TrainingConfig), so these
+    fields are its flags; the model the loop trains is the script's (model_options.ModelOptions)."""
     output_dir: str = cli.option(None, "The output directory where the model checkpoints will be written.")
     train_batch_size: int = cli.option(32, "Total batch size for training.")
     eval_batch_size: int = cli.option(8, "Total batch size for eval.")
@@ -467,14 +468,15 @@ def build_training_state(task, config, strategy):
     return model, optimizer, loss_scale, state
 
 
-def train(task, input_fn, config, strategy=None, max_steps=None):
-    """Trains to config.num_train_steps (or max_steps if smaller, like Estimator.train(max_steps)), resuming
-    from output_dir; the learning-rate schedule always spans num_train_steps. Returns {"global_step", the
-    logged means of the last loop, "examples_per_sec" of the last loop}."""
+def train(task, input_fn, config, strategy=None, init_checkpoint=None, max_steps=None):
+    """Trains to config.num_train_steps (or max_steps if smaller, like Estimator.train(max_steps)) under
+    `strategy` (the default one when None), resuming from output_dir, else starting from init_checkpoint; the
+    learning-rate schedule always spans num_train_steps. Returns {"global_step", the logged means of the last
+    loop, "examples_per_sec" of the last loop}."""
     if config.num_train_steps < 1:
         raise UserError(f"--num_train_steps={config.num_train_steps}: expected a positive number of steps")
     _setup_run(config)
-    strategy = strategy or create_strategy(config)
+    strategy = strategy or tf.distribute.get_strategy()
     replicas = strategy.num_replicas_in_sync
     k = config.gradient_accumulation_steps
     if config.train_batch_size % (replicas * k):
@@ -486,7 +488,7 @@ def train(task, input_fn, config, strategy=None, max_steps=None):
     model, optimizer, loss_scale, state = build_training_state(task, config, strategy)
     global_step = _global_step_variable(optimizer, state)
     manager = _checkpoint_manager(config)
-    latest = _restore_or_initialize(manager, state, model, config, chief)
+    latest = _restore_or_initialize(manager, state, model, config.output_dir, init_checkpoint, chief)
     start_step = int(global_step.numpy())
     total_steps = config.num_train_steps if max_steps is None else min(max_steps, config.num_train_steps)
     if start_step >= total_steps:
@@ -501,6 +503,7 @@ def train(task, input_fn, config, strategy=None, max_steps=None):
         lambda input_context: _resumed_input(input_fn, per_replica_batch, input_context, start_step)))
     replica_step = _build_replica_step(task, model, optimizer, config, loss_scale, replicas)
     writer = tf.summary.create_file_writer(config.output_dir) if chief else tf.summary.create_noop_writer()
+    loop_log = _LoopLog(writer, total_steps, config.train_batch_size)
 
     notice = preemption.PreemptionNotice(strategy)
     train_loop = _make_train_loop(strategy, replica_step, config.use_xla, notice, task.autograph)
@@ -537,8 +540,7 @@ def train(task, input_fn, config, strategy=None, max_steps=None):
                 if profiling:
                     _stop_profiler(config.output_dir, loops, first_step, n)
             step = int(global_step.numpy())
-            examples_per_sec = _log_loop(writer, step, total_steps, logs, _learning_rate(optimizer, step),
-                                         int(ran), elapsed, config.train_batch_size)
+            examples_per_sec = loop_log.write(step, logs, _learning_rate(optimizer, step), int(ran), elapsed)
             noticed = noticed.numpy()
             if chief and (step % config.save_checkpoints_steps == 0 or step >= total_steps or noticed.any()):
                 manager.save(state, step)
@@ -567,7 +569,7 @@ def _resumed_input(input_fn, batch_size, input_context, start_step):
     return dataset
 
 
-def _restore_or_initialize(manager, state, model, config, chief):
+def _restore_or_initialize(manager, state, model, output_dir, init_checkpoint, chief):
     """Resumes from the newest readable checkpoint of output_dir (returned), else loads init_checkpoint; never
     starts over checkpoints of the run's own that fail to read."""
     if chief:
@@ -577,11 +579,11 @@ def _restore_or_initialize(manager, state, model, config, chief):
         step = manager.restore(state, latest)
         logging.info("Resumed from %s (global step %d)", latest, step)
     elif manager.has_checkpoints():
-        raise UserError(f"--output_dir={config.output_dir} holds checkpoints of its own but none reads back whole "
+        raise UserError(f"--output_dir={output_dir} holds checkpoints of its own but none reads back whole "
                         f"(see the warnings above): not starting again from --init_checkpoint over them; remove "
                         f"or repair them")
-    elif config.init_checkpoint:
-        checkpoints.init_from_checkpoint(model.variables_by_name(), config.init_checkpoint)
+    elif init_checkpoint:
+        checkpoints.init_from_checkpoint(model.variables_by_name(), init_checkpoint)
     return latest
 
 
@@ -593,32 +595,26 @@ def _stop_profiler(output_dir, loop, first_step, n):
                  os.path.join(output_dir, "plugins", "profile"))
 
 
-def summary_scalars(output_dir):
-    """{tag: [(step, value), ...] in step order} of the scalars in output_dir's TensorBoard event files (what
-    _log_loop writes: the loss and other logs of each training loop, learning_rate, examples_per_sec)."""
-    out = {}
-    for path in sorted(tf.io.gfile.glob(os.path.join(output_dir, "events.out.tfevents.*"))):
-        for raw in tf.data.TFRecordDataset(path):
-            event = tf.compat.v1.Event.FromString(raw.numpy())
-            for value in event.summary.value:
-                out.setdefault(value.tag, []).append((event.step, float(tf.make_ndarray(value.tensor))))
-    return {tag: sorted(values) for tag, values in out.items()}
+class _LoopLog:
+    """The log line and TensorBoard summaries of each training loop of a run."""
 
+    def __init__(self, writer, total_steps, batch_size):
+        self.writer, self.total_steps, self.batch_size = writer, total_steps, batch_size
 
-def _log_loop(writer, step, total_steps, logs, lr, n, elapsed, batch_size):
-    """The log line and TensorBoard summaries of a loop of n steps; returns its examples/s."""
-    examples_per_sec = n * batch_size / max(elapsed, 1e-9)
-    logging.info("step %d/%d: %s, lr = %.3g, %.1f examples/s, ETA %s", step, total_steps,
-                 ", ".join(f"{name} = {value:.5g}" for name, value in sorted(logs.items())), lr, examples_per_sec,
-                 _format_eta((total_steps - step) * elapsed / n))
-    with writer.as_default(step=step):
-        for name, value in logs.items():
-            tf.summary.scalar(name, value)
-        tf.summary.scalar("learning_rate", lr)
-        tf.summary.scalar("examples_per_sec", examples_per_sec)
-        tf.summary.scalar("global_step/sec", n / max(elapsed, 1e-9))
-    writer.flush()
-    return examples_per_sec
+    def write(self, step, logs, lr, n, elapsed):
+        """Logs a loop of n steps ending at `step`; returns its examples/s."""
+        examples_per_sec = n * self.batch_size / max(elapsed, 1e-9)
+        logging.info("step %d/%d: %s, lr = %.3g, %.1f examples/s, ETA %s", step, self.total_steps,
+                     ", ".join(f"{name} = {value:.5g}" for name, value in sorted(logs.items())), lr,
+                     examples_per_sec, _format_eta((self.total_steps - step) * elapsed / n))
+        with self.writer.as_default(step=step):
+            for name, value in logs.items():
+                tf.summary.scalar(name, value)
+            tf.summary.scalar("learning_rate", lr)
+            tf.summary.scalar("examples_per_sec", examples_per_sec)
+            tf.summary.scalar("global_step/sec", n / max(elapsed, 1e-9))
+        self.writer.flush()
+        return examples_per_sec
 
 
 def _restore_for_inference(model, checkpoint_path):
@@ -631,11 +627,11 @@ def _restore_for_inference(model, checkpoint_path):
     return checkpoints.global_step_of(checkpoint_path)
 
 
-def evaluate(task, input_fn, config, strategy=None, max_steps=None, checkpoint_path=None,
-             results_file=EVAL_RESULTS_FILE):
-    """One deterministic pass (at most max_steps batches); returns results and writes `key = value` lines."""
+def evaluate(task, input_fn, config, strategy=None, checkpoint_path=None, max_steps=None):
+    """One deterministic pass (at most max_steps batches) under `strategy` (the default one when None) with the
+    weights of checkpoint_path; returns the results (the job writes them: format_eval_results)."""
     set_precision_policy(config.dtype)
-    strategy = strategy or create_strategy(config)
+    strategy = strategy or tf.distribute.get_strategy()
     with strategy.scope():
         model = task.build_model()
     global_step = _restore_for_inference(model, checkpoint_path)
@@ -673,8 +669,6 @@ def evaluate(task, input_fn, config, strategy=None, max_steps=None, checkpoint_p
     results["loss"] = loss_sum / batches
     results["global_step"] = global_step
     logging.info("Eval of %s on %d batches: %s", checkpoint_path, batches, results)
-    if results_file and config.output_dir and is_chief(strategy):
-        write_eval_results(os.path.join(config.output_dir, results_file), results)
     return results
 
 
@@ -690,18 +684,11 @@ def format_eval_results(results):
     return "".join(lines)
 
 
-def write_eval_results(path, results):
-    """Writes format_eval_results(results) to path."""
-    tf.io.gfile.makedirs(os.path.dirname(path) or ".")
-    logging.info("***** Eval results *****")
-    with tf.io.gfile.GFile(path, "w") as writer:
-        writer.write(format_eval_results(results))
-
-
 def predict(task, input_fn, config, strategy=None, checkpoint_path=None):
-    """Yields one {name: numpy value} per example, in input order."""
+    """Yields one {name: numpy value} per example, in input order, under `strategy` (the default one when None)
+    with the weights of checkpoint_path."""
     set_precision_policy(config.dtype)
-    strategy = strategy or create_strategy(config)
+    strategy = strategy or tf.distribute.get_strategy()
     with strategy.scope():
         model = task.build_model()
     _restore_for_inference(model, checkpoint_path)

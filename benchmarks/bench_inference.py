@@ -535,11 +535,14 @@ def prep_litert(ctx):
     sys.path.insert(0, ROOT)
     _tf()
     import litert
+    from model_options import ModelOptions
     out = {}
     for dtype in ("float32", "int8"):
         path = ctx["litert"][dtype]
         t0 = time.perf_counter()
-        litert.export(path, ctx["export_dir"], ctx["export_vocab_file"], ctx["do_lower_case"], ctx["max_seq_length"],
+        litert.export(path, ctx["export_dir"], ModelOptions(vocab_file=ctx["export_vocab_file"],
+                                                            do_lower_case=ctx["do_lower_case"],
+                                                            max_seq_length=ctx["max_seq_length"]),
                       is_pair=True, quantize=dtype == "int8")
         out[dtype] = {"convert_s": time.perf_counter() - t0, "mb": os.path.getsize(path) / 2 ** 20}
     return out

@@ -22,7 +22,6 @@ already compiled) loop, its peak resident memory (and peak GPU memory where ther
     .venv/bin/python benchmarks/bench_pretraining.py --steps=5 --configs=ours:float32:0,peer:float32:0,hf:float32:0
 """
 import argparse
-import dataclasses
 import json
 import os
 import resource
@@ -171,6 +170,7 @@ def run_ours(args, dtype, xla):
     import modeling
     import run_pretraining
     import training
+    from model_options import ModelOptions
     with tempfile.TemporaryDirectory() as output_dir:
         config = training.TrainingConfig(
             output_dir=output_dir, train_batch_size=args.batch_size, learning_rate=1e-4,
@@ -180,9 +180,8 @@ def run_ours(args, dtype, xla):
         config_file = os.path.join(output_dir, "bert_config.json")
         modeling.BertConfig.from_dict(MODELS[args.model]).to_json_file(config_file)
         result = run_pretraining.run(run_pretraining.PretrainingOptions(
-            training=dataclasses.replace(config, bert_config_file=config_file), input_file=args.input_file,
-            max_seq_length=args.max_seq_length, max_predictions_per_seq=args.max_predictions_per_seq,
-            do_train=True))
+            model=ModelOptions(bert_config_file=config_file, max_seq_length=args.max_seq_length), training=config,
+            input_file=args.input_file, max_predictions_per_seq=args.max_predictions_per_seq, do_train=True))
         wall = time.time() - start
     return {"examples_per_sec": result["train"]["examples_per_sec"], "loss": result["train"]["loss"],
             "wall_s": wall}

@@ -4,6 +4,7 @@ against run_squad.py's training."""
 import pytest
 
 from tests.benchmark_modules import load_benchmark  # first: puts benchmarks/ on sys.path for the imports below
+from tests.event_files import summary_scalars
 from tests.shared_data import minilm_dir, shared_path
 
 import finetuning_report as report
@@ -423,11 +424,10 @@ def test_run_squad_training_takes_the_matched_hf_rows_steps_on_the_same_batches(
     config.to_json_file(str(tmp_path / "no_dropout.json"))
     output_dir = str(tmp_path / "ours")
     training.train(run_squad.SquadTask(config), runner.array_input_fn(arrays, is_training=False),
-                   training.TrainingConfig(output_dir=output_dir, bert_config_file=str(tmp_path / "no_dropout.json"),
-                                           init_checkpoint=prefix, train_batch_size=batch_size, learning_rate=1e-4,
+                   training.TrainingConfig(output_dir=output_dir, train_batch_size=batch_size, learning_rate=1e-4,
                                            num_train_steps=60, num_warmup_steps=steps - 1, iterations_per_loop=1,
-                                           save_checkpoints_steps=1000))
-    ours_losses = [value for _, value in training.summary_scalars(output_dir)["loss"]]
+                                           save_checkpoints_steps=1000), init_checkpoint=prefix)
+    ours_losses = [value for _, value in summary_scalars(output_dir)["loss"]]
     start = checkpoints.load_checkpoint(os.path.join(output_dir, "model.ckpt-0"))
     end = checkpoints.load_checkpoint(os.path.join(output_dir, f"model.ckpt-{steps}"))
 

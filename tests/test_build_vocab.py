@@ -30,9 +30,9 @@ def test_reserved_tokens_match_original_layout():
 
 def test_bad_input(tmp_path):
     with pytest.raises(ValueError, match="no words"):
-        build_vocab.build_vocab(["", "   ", "\x00"], 100, True)
+        build_vocab.build_vocab(["", "   ", "\x00"], build_vocab.BuildVocabOptions(vocab_size=100))
     with pytest.raises(ValueError, match="no room"):
-        build_vocab.build_vocab(["a b c"], 5, True)
+        build_vocab.build_vocab(["a b c"], build_vocab.BuildVocabOptions(vocab_size=5))
     with pytest.raises(ValueError, match="--input_file pattern .*missing.* matches no file"):
         list(build_vocab.read_lines(str(tmp_path / "missing*.txt")))
     with pytest.raises(ValueError, match="duplicate"):
@@ -44,7 +44,7 @@ def test_build_vocab_on_conll_corpus(tmp_path):
     import tensorflow as tf
 
     lines = _read(shared_path("data", "text", "conll_train_docs.txt"))
-    tokens = build_vocab.build_vocab(lines, vocab_size=3000, do_lower_case=True, num_iterations=2)
+    tokens = build_vocab.build_vocab(lines, build_vocab.BuildVocabOptions(vocab_size=3000, num_iterations=2))
     assert 0.95 * 3000 <= len(tokens) <= 3000
     assert tokens[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     assert len(set(tokens)) == len(tokens)

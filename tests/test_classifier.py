@@ -1,10 +1,12 @@
 """run_classifier: GLUE reading on the real data, feature conversion, metrics, bad input, fine-tuning."""
+import dataclasses
 import os
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
+import cli
 import glue_evaluation
 import packing
 import records
@@ -298,13 +300,14 @@ def test_fine_tune_tiny_model_on_mrpc_end_to_end(tmp_path):
     import training
     data_dir = _subset("MRPC", tmp_path / "mrpc", {"train.tsv": 97, "dev.tsv": 41, "test.tsv": 31})
     output_dir = str(tmp_path / "out")
-    config = training.TrainingConfig(
-        output_dir=output_dir, bert_config_file=_tiny_bert_config(str(tmp_path / "bert_config.json")),
-        train_batch_size=16, eval_batch_size=8, predict_batch_size=8, learning_rate=1e-3,
-        save_checkpoints_steps=4, iterations_per_loop=2)
-    results = rc.run(rc.ClassifierOptions(
-        task_name="MRPC", data_dir=data_dir, vocab_file=shared_path("vocab", "uncased", "vocab.txt"), training=config,
-        max_seq_length=32, do_train=True, do_eval=True, do_predict=True, num_train_epochs=1.0))
+    options = cli.build_options(
+        rc.ClassifierOptions, output_dir=output_dir,
+        bert_config_file=_tiny_bert_config(str(tmp_path / "bert_config.json")), train_batch_size=16,
+        eval_batch_size=8, predict_batch_size=8, learning_rate=1e-3, save_checkpoints_steps=4, iterations_per_loop=2,
+        task_name="MRPC", data_dir=data_dir, vocab_file=shared_path("vocab", "uncased", "vocab.txt"),
+        max_seq_length=32, do_train=True, do_eval=True, do_predict=True, num_train_epochs=1.0)
+    config = options.training
+    results = rc.run(options)
     assert results["train"]["global_step"] == 6  # int(96 / 16 * 1.0)
     for name in ("train.tf_record", "eval_results.txt", "test_results.tsv", "model.ckpt-6.index", "checkpoint"):
         assert os.path.exists(os.path.join(output_dir, name)), name
@@ -314,7 +317,7 @@ def test_fine_tune_tiny_model_on_mrpc_end_to_end(tmp_path):
     assert written["global_step"] == 6 and 0.0 <= written["eval_accuracy"] <= 1.0
     # The written metrics equal the ones recomputed from the model's predictions on the dev set.
     dev = rc.MrpcProcessor().get_dev_examples(data_dir)
-    task = rc.ClassifierTask(__import__("modeling").BertConfig.from_json_file(config.bert_config_file), 2)
+    task = rc.ClassifierTask(__import__("modeling").BertConfig.from_json_file(options.model.bert_config_file), 2)
     tokenizer = tokenization.FullTokenizer(shared_path("vocab", "uncased", "vocab.txt"), True)
     eval_input = runner.array_input_fn(rc.examples_to_arrays(dev, ["0", "1"], 32, tokenizer), False, trim=False)
     probs = np.array([p["probabilities"] for p in training.predict(
@@ -336,16 +339,16 @@ def test_fine_tune_tiny_model_on_mrpc_end_to_end(tmp_path):
 @pytest.mark.slow
 def test_fine_tune_tiny_regression_on_stsb(tmp_path):
     """STS-B: one output, squared error, Pearson and Spearman in eval_results.txt, a score per test row."""
-    import training
     data_dir = _subset("STS-B", tmp_path / "stsb", {"train.tsv": 49, "dev.tsv": 61, "test.tsv": 11})
     output_dir = str(tmp_path / "out")
-    config = training.TrainingConfig(
-        output_dir=output_dir, bert_config_file=_tiny_bert_config(str(tmp_path / "bert_config.json")),
-        train_batch_size=16, eval_batch_size=16, predict_batch_size=16, learning_rate=1e-3)
-    rc.run(rc.ClassifierOptions(task_name="sts-b", data_dir=data_dir, vocab_file=shared_path("vocab", "uncased",
-                                                                                            "vocab.txt"),
-                                training=config, max_seq_length=32, do_train=True, do_eval=True, do_predict=True,
-                                num_train_epochs=1.0))
+    options = cli.build_options(
+        rc.ClassifierOptions, output_dir=output_dir,
+        bert_config_file=_tiny_bert_config(str(tmp_path / "bert_config.json")), train_batch_size=16,
+        eval_batch_size=16, predict_batch_size=16, learning_rate=1e-3, task_name="sts-b", data_dir=data_dir,
+        vocab_file=shared_path("vocab", "uncased", "vocab.txt"), max_seq_length=32, do_train=True, do_eval=True,
+        do_predict=True, num_train_epochs=1.0)
+    config = options.training
+    rc.run(options)
     written = _read_results(os.path.join(output_dir, "eval_results.txt"))
     assert sorted(written) == ["eval_corr", "eval_loss", "eval_pearson", "eval_spearman", "global_step", "loss"]
     rows = open(os.path.join(output_dir, "test_results.tsv")).read().splitlines()
@@ -353,13 +356,14 @@ def test_fine_tune_tiny_regression_on_stsb(tmp_path):
     reader = tf.train.load_checkpoint(os.path.join(output_dir, "model.ckpt-3"))
     assert reader.get_variable_to_shape_map()["output_weights"] == [1, 32]
     dev = rc.StsbProcessor().get_dev_examples(data_dir)
-    task = rc.ClassifierTask(__import__("modeling").BertConfig.from_json_file(config.bert_config_file), 1,
+    task = rc.ClassifierTask(__import__("modeling").BertConfig.from_json_file(options.model.bert_config_file), 1,
                              is_regression=True)
     # Recomputed from the dev features the way evaluation predicts (real-length batches of eval_batch_size).
     tokenizer = tokenization.FullTokenizer(shared_path("vocab", "uncased", "vocab.txt"), True)
     arrays = rc.examples_to_arrays(dev, None, 32, tokenizer)
-    scores = runner.predict_arrays(task, arrays, config, checkpoint_path=os.path.join(output_dir, "model.ckpt-3"),
-                                   batch_size=config.eval_batch_size)["score"]
+    eval_config = dataclasses.replace(config, predict_batch_size=config.eval_batch_size)
+    scores = runner.predict_arrays(task, arrays, eval_config,
+                                   checkpoint_path=os.path.join(output_dir, "model.ckpt-3"))["score"]
     gold = np.array([e.label for e in dev])
     assert written["eval_pearson"] == pytest.approx(glue_evaluation.pearson_corrcoef(scores, gold), abs=1e-6)
     assert written["eval_spearman"] == pytest.approx(glue_evaluation.spearman_corrcoef(scores, gold), abs=1e-6)

@@ -10,9 +10,9 @@ import pytest
 import tensorflow as tf
 
 import checkpoints
+import cli
 import modeling
 import run_classifier as rc
-import training
 from tests.shared_data import shared_path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -76,19 +76,13 @@ def mrpc_job(tmp_path_factory):
             "vocab": shared_path("vocab", "uncased", "vocab.txt")}
 
 
-def _config(job, **overrides):
-    values = dict(output_dir=job["output_dir"], bert_config_file=job["config_file"], predict_batch_size=32,
+def _options(job, **overrides):
+    """The MRPC job's ClassifierOptions on mrpc_job's data, vocab, config and output; overrides: flat flags."""
+    values = dict(task_name="mrpc", data_dir=job["data_dir"], vocab_file=job["vocab"], max_seq_length=MAX_SEQ_LENGTH,
+                  output_dir=job["output_dir"], bert_config_file=job["config_file"], predict_batch_size=32,
                   eval_batch_size=32)
     values.update(overrides)
-    return training.TrainingConfig(**values)
-
-
-def _options(job, **overrides):
-    """The MRPC job's ClassifierOptions on mrpc_job's data, vocab and output (training: _config(job))."""
-    values = dict(task_name="mrpc", data_dir=job["data_dir"], vocab_file=job["vocab"], training=_config(job),
-                  max_seq_length=MAX_SEQ_LENGTH)
-    values.update(overrides)
-    return rc.ClassifierOptions(**values)
+    return cli.build_options(rc.ClassifierOptions, **values)
 
 
 @pytest.mark.slow
@@ -162,10 +156,9 @@ def test_init_checkpoint_shape_mismatch_is_a_clear_error(mrpc_job, tmp_path):
     values = json.load(open(mrpc_job["config_file"]))
     values["hidden_size"] = 48
     json.dump(values, open(config_file, "w"))
-    config = _config(mrpc_job, bert_config_file=config_file, output_dir=str(tmp_path / "out"),
-                     init_checkpoint=os.path.join(mrpc_job["output_dir"], "model.ckpt-0"))
     with pytest.raises(ValueError, match=r"Shape mismatch .*bert/embeddings/word_embeddings: model \[30522, 48\]"):
-        rc.run(_options(mrpc_job, training=config, do_predict=True))
+        rc.run(_options(mrpc_job, bert_config_file=config_file, output_dir=str(tmp_path / "out"), do_predict=True,
+                        init_checkpoint=os.path.join(mrpc_job["output_dir"], "model.ckpt-0")))
 
 
 def _loaded_text_outputs(export_dir, **texts):
@@ -198,11 +191,10 @@ def test_single_sentence_and_regression_exports_equal_do_predict(tmp_path):
         "%d\t%s\n" % (i, line.rstrip("\n").split("\t")[3]) for i, line in enumerate(dev_lines)), encoding="utf-8")
     out = str(tmp_path / "cola_out")
     random_checkpoint(out, 2, False)
-    config = training.TrainingConfig(output_dir=out, bert_config_file=config_file, eval_batch_size=16,
-                                     predict_batch_size=16)
-    rc.run(rc.ClassifierOptions(task_name="cola", data_dir=str(cola), vocab_file=vocab, training=config,
-                                max_seq_length=32, do_eval=True, do_predict=True,
-                                export_dir=str(tmp_path / "cola_export")))
+    rc.run(cli.build_options(rc.ClassifierOptions, output_dir=out, bert_config_file=config_file, eval_batch_size=16,
+                             predict_batch_size=16, task_name="cola", data_dir=str(cola), vocab_file=vocab,
+                             max_seq_length=32, do_eval=True, do_predict=True,
+                             export_dir=str(tmp_path / "cola_export")))
     written = open(os.path.join(out, "eval_results.txt")).read()
     assert "eval_mcc = " in written and "eval_accuracy = " in written
     expected = np.loadtxt(os.path.join(out, "test_results.tsv"), delimiter="\t")
@@ -217,9 +209,9 @@ def test_single_sentence_and_regression_exports_equal_do_predict(tmp_path):
             (stsb / name).write_text("".join(itertools.islice(f, n)), encoding="utf-8")
     out = str(tmp_path / "stsb_out")
     random_checkpoint(out, 1, True)
-    config = training.TrainingConfig(output_dir=out, bert_config_file=config_file, predict_batch_size=16)
-    rc.run(rc.ClassifierOptions(task_name="sts-b", data_dir=str(stsb), vocab_file=vocab, training=config,
-                                max_seq_length=32, do_predict=True, export_dir=str(tmp_path / "stsb_export")))
+    rc.run(cli.build_options(rc.ClassifierOptions, output_dir=out, bert_config_file=config_file,
+                             predict_batch_size=16, task_name="sts-b", data_dir=str(stsb), vocab_file=vocab,
+                             max_seq_length=32, do_predict=True, export_dir=str(tmp_path / "stsb_export")))
     expected = np.loadtxt(os.path.join(out, "test_results.tsv"))
     assert expected.shape == (40,) and expected.std() > 0
     examples = rc.StsbProcessor().get_test_examples(str(stsb))

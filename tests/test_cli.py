@@ -91,7 +91,8 @@ def test_files_and_folders_named_by_flags(tmp_path):
         filesystem.input_files("")
     with pytest.raises(FileNotFoundError, match="--vocab_file=.*sub: is a folder, expected a file"):
         filesystem.require_file(str(tmp_path / "sub"), "--vocab_file")
-    assert filesystem.make_dir(str(tmp_path / "new" / "deeper"), "--output_dir") and (tmp_path / "new" / "deeper").is_dir()
+    deeper = tmp_path / "new" / "deeper"
+    assert filesystem.make_dir(str(deeper), "--output_dir") and deeper.is_dir()
     with pytest.raises(cli.UserError, match=r"--output_dir=.*a.txt/out: cannot create the folder: .*a.txt is a file"):
         filesystem.make_dir(str(tmp_path / "a.txt" / "out"), "--output_dir")
     assert filesystem.make_parent_dir(str(tmp_path / "p" / "q" / "f.tfrecord"), "--output_file")

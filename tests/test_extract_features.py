@@ -7,9 +7,12 @@ import sys
 import numpy as np
 import pytest
 
+import cli
 import conversions
 import extract_features as ef
+import runner
 import tokenization
+import training
 from tests.shared_data import shared_path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -144,10 +147,13 @@ def test_minilm_layers_and_sentence_vectors_equal_reference(minilm, reference):
     features = _reference_features(reference)
     masks = reference["input_mask"].astype(bool)
     for sentence_vector in ("pooled", "mean"):
-        results = list(ef.predict_features(features, config, minilm["init_checkpoint"], [-1, -4, 0], SEQ,
-                                           batch_size=4, sentence_vector=sentence_vector))
-        assert [f.unique_id for f, _ in results] == list(range(6))
-        for i, (feature, result) in enumerate(results):
+        task = ef.ExtractFeaturesTask(config, [-1, -4, 0], sentence_vector)
+        outputs = runner.predict_arrays(task, ef.feature_arrays(features),
+                                        training.TrainingConfig(predict_batch_size=4),
+                                        checkpoint_path=minilm["init_checkpoint"])
+        assert outputs["unique_id"].tolist() == list(range(6))
+        for i, feature in enumerate(features):
+            result = {name: value[i] for name, value in outputs.items()}
             m = masks[i]
             last = result["layer_output_0"][m]
             np.testing.assert_allclose(last, reference["sequence_output"][i][m], atol=1e-4, rtol=0)
@@ -221,11 +227,12 @@ def test_bad_flags_are_clear_errors(minilm, tmp_path):
                 bert_config_file=minilm["bert_config_file"], init_checkpoint=minilm["init_checkpoint"],
                 vocab_file=minilm["vocab_file"])
     with pytest.raises(ValueError, match="--layers: index 6"):
-        ef.run(ef.ExtractFeaturesOptions(layers="-1,6", **args))
+        ef.run(cli.build_options(ef.ExtractFeaturesOptions, layers="-1,6", **args))
     with pytest.raises(ValueError, match="--max_seq_length=1024: cannot use sequence length 1024 because the BERT "
                                          "model was only trained up to sequence length 512"):
-        ef.run(ef.ExtractFeaturesOptions(max_seq_length=1024, **args))
+        ef.run(cli.build_options(ef.ExtractFeaturesOptions, max_seq_length=1024, **args))
     with pytest.raises(ValueError, match="--init_checkpoint is required"):
-        ef.run(ef.ExtractFeaturesOptions(**dict(args, init_checkpoint=None)))
+        ef.run(cli.build_options(ef.ExtractFeaturesOptions, **dict(args, init_checkpoint=None)))
     with pytest.raises(FileNotFoundError, match="--input_file=.*missing.txt: no such file"):
-        ef.run(ef.ExtractFeaturesOptions(**dict(args, input_file=str(tmp_path / "missing.txt"))))
+        ef.run(cli.build_options(ef.ExtractFeaturesOptions, **dict(args, input_file=str(tmp_path / "missing.txt"))))
+    assert not (tmp_path / "o.jsonl").exists()

@@ -25,6 +25,7 @@ import run_pretraining as rp
 import serving
 import tokenization
 import training
+from model_options import ModelOptions
 from tests.shared_data import shared_path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -218,14 +219,14 @@ def test_empty_and_corrupt_pretraining_records(tmp_path):
 # Checkpoints: resume from the newest that reads back whole, never start over, clean up, fail safely.
 
 
-def _tiny_train(output_dir, steps, **kwargs):
+def _tiny_train(output_dir, steps, init_checkpoint=None):
     config = training.TrainingConfig(output_dir=str(output_dir), train_batch_size=8, learning_rate=1e-3,
                                      num_train_steps=steps, num_warmup_steps=0, save_checkpoints_steps=20,
-                                     iterations_per_loop=20, deterministic=True, **kwargs)
+                                     iterations_per_loop=20, deterministic=True)
     bert_config = modeling.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1,
                                       num_attention_heads=2, intermediate_size=64, type_vocab_size=2)
     input_fn = rp.pretraining_input_fn([records()], 128, 20, is_training=True, seed=config.seed)
-    return training.train(rp.PretrainingTask(bert_config), input_fn, config)
+    return training.train(rp.PretrainingTask(bert_config), input_fn, config, init_checkpoint=init_checkpoint)
 
 
 def _files(folder):
@@ -381,7 +382,7 @@ def test_exported_signature_checks_its_inputs(tmp_path):
     vocab_file.write_text("".join(t + "\n" for t in ["[PAD]", "[UNK]", "[CLS]", "[SEP]"] +
                                   [f"w{i}" for i in range(36)]))
     model = modeling.ClassifierModel(config, 2)
-    export = serving.ClassifierServing(model, str(vocab_file), True, 16, False, True)
+    export = serving.ClassifierServing(model, ModelOptions(vocab_file=str(vocab_file), max_seq_length=16), False, True)
     tf.saved_model.save(export, str(tmp_path / "sm"), signatures=export.signatures())
     serve = tf.saved_model.load(str(tmp_path / "sm")).signatures["serving_default"]
     ids = tf.constant([[2, 5, 3] + [0] * 29] * 2, tf.int32)

@@ -20,7 +20,6 @@ import run_classifier
 import run_ner
 import run_pretraining
 import run_squad
-import training
 from tests.shared_data import shared_path
 
 TINY_CONFIG = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
@@ -42,12 +41,13 @@ def _read(path):
         return f.read()
 
 
-def _config(root, output, **kwargs):
+def _options(options_class, root, output, **flags):
+    """options_class (flat flags, cli.build_options) of a job writing to root/output, its config in root."""
     values = dict(output_dir=f"{root}/{output}", bert_config_file=f"{root}/bert_config.json", train_batch_size=4,
                   eval_batch_size=4, predict_batch_size=4, save_checkpoints_steps=4, iterations_per_loop=4,
                   deterministic=True)
-    values.update(kwargs)
-    return training.TrainingConfig(**values)
+    values.update(flags)
+    return cli.build_options(options_class, **values)
 
 
 @pytest.fixture(scope="module")
@@ -84,8 +84,8 @@ def pretrained(ram):
         output_file=f"{ram}/records/train.tfrecord", vocab_file=f"{ram}/vocab.txt", max_seq_length=64,
         max_predictions_per_seq=10, dupe_factor=2))
     assert list(written) == [f"{ram}/records/train.tfrecord"] and sum(written.values()) > 4
-    result = run_pretraining.run(run_pretraining.PretrainingOptions(
-        training=_config(ram, "pretrain", num_train_steps=4, num_warmup_steps=1),
+    result = run_pretraining.run(_options(
+        run_pretraining.PretrainingOptions, ram, "pretrain", num_train_steps=4, num_warmup_steps=1,
         input_file=f"{ram}/records/*.tfrecord", max_seq_length=64, max_predictions_per_seq=10, do_train=True,
         do_eval=True, max_eval_steps=2))
     assert result["train"]["global_step"] == 4
@@ -93,10 +93,10 @@ def pretrained(ram):
     assert tf.io.gfile.exists(f"{ram}/pretrain/checkpoint")
     assert tf.io.gfile.isdir(f"{ram}/pretrain/model.ckpt-4")  # ram:// calls a checkpoint prefix a folder
     # Starting another run from that prefix (a prefix, not a folder, although ram:// says folder).
-    again = run_pretraining.run(run_pretraining.PretrainingOptions(
-        training=_config(ram, "pretrain2", num_train_steps=1, num_warmup_steps=0,
-                         init_checkpoint=f"{ram}/pretrain/model.ckpt-4"),
-        input_file=f"{ram}/records/train.tfrecord", max_seq_length=64, max_predictions_per_seq=10, do_train=True))
+    again = run_pretraining.run(_options(
+        run_pretraining.PretrainingOptions, ram, "pretrain2", num_train_steps=1, num_warmup_steps=0,
+        init_checkpoint=f"{ram}/pretrain/model.ckpt-4", input_file=f"{ram}/records/train.tfrecord",
+        max_seq_length=64, max_predictions_per_seq=10, do_train=True))
     assert again["train"]["global_step"] == 1
     return f"{ram}/pretrain/model.ckpt-4"
 
@@ -109,9 +109,9 @@ def _load_saved_model(export_dir):
 @pytest.mark.slow
 def test_classifier_on_ram_equals_the_same_job_on_local_disk(ram, pretrained, tmp_path):
     def job(root, data_dir, init_checkpoint, vocab_file, config_file, predict_input):
-        config = _config(root, "mrpc", init_checkpoint=init_checkpoint, bert_config_file=config_file)
-        return run_classifier.run(run_classifier.ClassifierOptions(
-            task_name="MRPC", data_dir=data_dir, vocab_file=vocab_file, training=config, max_seq_length=32,
+        return run_classifier.run(_options(
+            run_classifier.ClassifierOptions, root, "mrpc", init_checkpoint=init_checkpoint,
+            bert_config_file=config_file, task_name="MRPC", data_dir=data_dir, vocab_file=vocab_file, max_seq_length=32,
             do_train=True, do_eval=True, do_predict=True, num_train_epochs=1.0, export_dir=f"{root}/mrpc/export",
             predict_input=predict_input, predict_output=f"{root}/mrpc/streamed.tsv"))
 
@@ -147,10 +147,10 @@ def test_classifier_on_ram_equals_the_same_job_on_local_disk(ram, pretrained, tm
 
 @pytest.mark.slow
 def test_ner_squad_and_features_on_ram(ram, pretrained):
-    ner = run_ner.run(run_ner.NerOptions(
-        data_dir=f"{ram}/conll", vocab_file=f"{ram}/vocab.txt",
-        training=_config(ram, "ner", init_checkpoint=pretrained), max_seq_length=32, do_train=True, do_eval=True,
-        do_predict=True, num_train_epochs=1.0, export_dir=f"{ram}/ner/export"))
+    ner = run_ner.run(_options(
+        run_ner.NerOptions, ram, "ner", init_checkpoint=pretrained, data_dir=f"{ram}/conll",
+        vocab_file=f"{ram}/vocab.txt", max_seq_length=32, do_train=True, do_eval=True, do_predict=True,
+        num_train_epochs=1.0, export_dir=f"{ram}/ner/export"))
     assert ner["train"]["global_step"] > 0 and 0.0 <= ner["eval"]["eval_f1"] <= 1.0
     for name in ("label_list.txt", "eval_results.txt", "test_results.txt", "eval_predictions.txt",
                  "test_predictions.txt", "eval_conlleval.txt", "test_conlleval.txt"):
@@ -159,8 +159,8 @@ def test_ner_squad_and_features_on_ram(ram, pretrained):
         sentence=tf.constant(["Japan beat Syria ."]))
     assert int(tagged["num_words"][0]) == 4
 
-    squad = run_squad.run(run_squad.SquadOptions(
-        training=_config(ram, "squad", init_checkpoint=pretrained), vocab_file=f"{ram}/vocab.txt",
+    squad = run_squad.run(_options(
+        run_squad.SquadOptions, ram, "squad", init_checkpoint=pretrained, vocab_file=f"{ram}/vocab.txt",
         train_file=f"{ram}/squad/dev.json", predict_file=f"{ram}/squad/dev.json", max_seq_length=64, doc_stride=32,
         max_query_length=16, do_train=True, do_predict=True, num_train_epochs=1.0, train_first_answer=True,
         export_dir=f"{ram}/squad/export"))
@@ -174,7 +174,8 @@ def test_ner_squad_and_features_on_ram(ram, pretrained):
 
     with tf.io.gfile.GFile(f"{ram}/sentences.txt", "w") as f:
         f.write("Who was Jim Henson ? ||| Jim Henson was a puppeteer\nHello world\n")
-    extract_features.run(extract_features.ExtractFeaturesOptions(
+    extract_features.run(cli.build_options(
+        extract_features.ExtractFeaturesOptions,
         input_file=f"{ram}/sentences.txt", output_file=f"{ram}/features.jsonl",
         bert_config_file=f"{ram}/bert_config.json", init_checkpoint=pretrained, vocab_file=f"{ram}/vocab.txt",
         layers="-1,-2", max_seq_length=32, batch_size=2, sentence_vector="mean"))

@@ -5,8 +5,8 @@ import pytest
 
 import checkpoints
 import run_pretraining as rp
-import training
 from tests import test_training
+from tests.event_files import summary_scalars
 from tests.test_training import float32_policy, pretraining_input_fn, tiny_config  # noqa: F401
 
 pytestmark = pytest.mark.gpu
@@ -50,8 +50,8 @@ def test_float16_200_steps_converge_like_float32(tmp_path):
     _train(fp32, 200)
     fp16 = str(tmp_path / "fp16")
     result = _train(fp16, 200, dtype="float16", init_checkpoint=f"{fp32}/model.ckpt-0")
-    losses32 = [v for _, v in training.summary_scalars(fp32)["loss"]]
-    losses16 = [v for _, v in training.summary_scalars(fp16)["loss"]]
+    losses32 = [v for _, v in summary_scalars(fp32)["loss"]]
+    losses16 = [v for _, v in summary_scalars(fp16)["loss"]]
     assert len(losses16) == 4 and all(np.isfinite(losses16)), losses16
     assert losses16[-1] < losses16[0] - 1.0, losses16
     assert abs(losses16[-1] - losses32[-1]) < 0.05 * losses32[-1], (losses16, losses32)

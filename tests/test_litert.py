@@ -9,11 +9,11 @@ import pytest
 import tensorflow as tf
 
 import checkpoints
+import cli
 import litert
 import modeling
 import run_classifier as rc
 import tokenization
-import training
 from tests.shared_data import shared_path
 
 REFERENCES = {"uncased": True, "cased": False, "multi_cased": False, "chinese": True}
@@ -57,8 +57,8 @@ def test_litert_classifier_matches_the_saved_model_on_mrpc_dev(tmp_path):
     output_dir = tmp_path / "out"
     checkpoints.CheckpointManager(str(output_dir)).save(model.variables_by_name(), 0)
     export_dir, tflite, int8 = str(tmp_path / "saved_model"), tmp_path / "mrpc.tflite", tmp_path / "mrpc_int8.tflite"
-    run_config = training.TrainingConfig(output_dir=str(output_dir), bert_config_file=str(config_file))
-    options = rc.ClassifierOptions(task_name="MRPC", vocab_file=vocab, training=run_config, max_seq_length=128)
+    options = cli.build_options(rc.ClassifierOptions, output_dir=str(output_dir), bert_config_file=str(config_file),
+                                task_name="MRPC", vocab_file=vocab, max_seq_length=128)
     rc.run(dataclasses.replace(options, export_dir=export_dir, export_tflite=str(tflite)))
     rc.run(dataclasses.replace(options, export_tflite=str(int8), tflite_quantize=True))
     assert sorted(litert.custom_ops(tflite.read_bytes())) == sorted(litert.CUSTOM_OPS)

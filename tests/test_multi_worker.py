@@ -2,9 +2,10 @@
 are written once, by the chief, and its evaluation and predictions are those of one worker with the same model.
 
 Each runner trains, evaluates, predicts and exports with two worker processes of its command line; then one
-process (mirrored on its one device) evaluates and predicts from the checkpoint the two wrote. The files must be equal (the chief evaluates on
-its own devices, over the whole data), and every write the logs report ("Wrote", "Saved checkpoint",
-"Exported") must come from the chief, the other worker's feature records going to a scratch folder of its own.
+process (mirrored on its one device) evaluates and predicts from the checkpoint the two wrote. The files must be
+equal (the chief evaluates on its own devices, over the whole data), and every write the logs report ("Wrote",
+"Saved checkpoint", "Exported") must come from the chief, the other worker's feature records going to a scratch
+folder of its own.
 """
 import json
 import os

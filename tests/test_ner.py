@@ -5,12 +5,14 @@ import numpy as np
 import pytest
 
 import checkpoints
+import cli
 import conlleval
 import packing
 import run_ner
 import runner
 import serving
 import tokenization
+from model_options import ModelOptions
 from tests.shared_data import shared_path
 
 SPLITS = (("train.txt", "eng.train", 14041), ("dev.txt", "eng.testa", 3250), ("test.txt", "eng.testb", 3453))
@@ -281,14 +283,14 @@ def tiny_run(tmp_path_factory):
     config_file.write_text(json.dumps(TINY_CONFIG))
     output_dir = root / "out"
     export_dir = root / "export"
-    config = training.TrainingConfig(output_dir=str(output_dir), bert_config_file=str(config_file),
-                                     train_batch_size=8, eval_batch_size=8, predict_batch_size=8,
-                                     learning_rate=2e-3, save_checkpoints_steps=100, iterations_per_loop=100,
-                                     deterministic=True)
-    results = run_ner.run(run_ner.NerOptions(
-        data_dir=str(data_dir), vocab_file=shared_path("vocab", "uncased", "vocab.txt"), training=config,
-        do_lower_case=True, max_seq_length=24, do_train=True, do_eval=True, do_predict=True, num_train_epochs=2.0,
-        export_dir=str(export_dir), doc_stride=8))
+    options = cli.build_options(
+        run_ner.NerOptions, output_dir=str(output_dir), bert_config_file=str(config_file), train_batch_size=8,
+        eval_batch_size=8, predict_batch_size=8, learning_rate=2e-3, save_checkpoints_steps=100,
+        iterations_per_loop=100, deterministic=True, data_dir=str(data_dir),
+        vocab_file=shared_path("vocab", "uncased", "vocab.txt"), do_lower_case=True, max_seq_length=24,
+        do_train=True, do_eval=True, do_predict=True, num_train_epochs=2.0, export_dir=str(export_dir), doc_stride=8)
+    config = options.training
+    results = run_ner.run(options)
     return dict(root=root, data_dir=data_dir, output_dir=output_dir, export_dir=export_dir, results=results,
                 config=config)
 
@@ -377,10 +379,12 @@ def test_serving_text_tags_equal_the_runner_on_long_sentences(conll_test, cased_
     sentences = conll_test[:300]
     features = run_ner.convert_sentences_to_features(sentences, labels, 24, cased_tokenizer, doc_stride=8)
     assert len(features) > len(sentences) * 1.2
-    tags, _ = run_ner.predict_sentences(task, sentences, features, labels, 24,
-                                        training.TrainingConfig(predict_batch_size=32), None, checkpoint)
+    outputs = runner.predict_arrays(task, run_ner.features_to_arrays(features, 24),
+                                    training.TrainingConfig(predict_batch_size=32), None, checkpoint)
+    tags, _ = run_ner.sentence_tags(sentences, features, outputs, labels)
     assert len({t for sentence in tags for t in sentence}) > 3
-    module = serving.NerServing(model, shared_path("vocab", "cased", "vocab.txt"), False, 24, 8, labels)
+    module = serving.NerServing(model, ModelOptions(vocab_file=shared_path("vocab", "cased", "vocab.txt"),
+                                                    do_lower_case=False, max_seq_length=24), 8, labels)
     out = module.serve_text(tf.constant([" ".join(s.words) for s in sentences]))
     got = [[t.decode() for t in row[:n]] for row, n in zip(out["tags"].numpy(), out["num_words"].numpy())]
     assert got == tags

@@ -12,6 +12,8 @@ import pytest
 import tensorflow as tf
 
 import checkpoints
+import cli
+import filesystem
 import modeling
 import run_pretraining as rp
 import training
@@ -76,10 +78,10 @@ def test_record_not_matching_flags_names_file_and_feature():
 
 def test_input_file_globs(tmp_path):
     records = sample_records()
-    files = rp.expand_input_files(f"{records}, {os.path.dirname(records)}/sample_text_*.tfrecord")
+    files = filesystem.input_files(f"{records}, {os.path.dirname(records)}/sample_text_*.tfrecord", "--input_file")
     assert files[0] == records and len(files) == 3
     with pytest.raises(ValueError, match="--input_file pattern .*nothing_here"):
-        rp.expand_input_files(str(tmp_path / "nothing_here*.tfrecord"))
+        filesystem.input_files(str(tmp_path / "nothing_here*.tfrecord"), "--input_file")
 
 
 def test_dynamic_masking_draws_new_masks():
@@ -161,11 +163,11 @@ def test_300_steps_from_original_checkpoint_then_eval(tmp_path):
     seeds (0.99, 0.83, 1.0; 0.71, 0.54, 0.54) and passes with the default seed used here."""
     output_dir = str(tmp_path / "out")
     _copy_reference_checkpoint(output_dir)
-    config = training.TrainingConfig(
-        output_dir=output_dir, bert_config_file=os.path.join(reference_dir(), "bert_config.json"),
-        train_batch_size=32, eval_batch_size=8, learning_rate=1e-3, num_train_steps=330, num_warmup_steps=0,
-        save_checkpoints_steps=330, iterations_per_loop=100)
-    options = rp.PretrainingOptions(training=config, input_file=sample_records())
+    options = cli.build_options(
+        rp.PretrainingOptions, output_dir=output_dir,
+        bert_config_file=os.path.join(reference_dir(), "bert_config.json"), train_batch_size=32, eval_batch_size=8,
+        learning_rate=1e-3, num_train_steps=330, num_warmup_steps=0, save_checkpoints_steps=330,
+        iterations_per_loop=100, input_file=sample_records())
     result = rp.run(dataclasses.replace(options, do_train=True, do_eval=True))
     results = result["eval"]
     assert results["global_step"] == 330
@@ -189,11 +191,11 @@ def test_eval_metrics_are_the_originals_weighted_means(tmp_path):
     with tf.io.TFRecordWriter(path) as writer:
         for raw in tf.data.TFRecordDataset(sample_records()).take(8):
             writer.write(raw.numpy())
-    config = training.TrainingConfig(output_dir=str(tmp_path / "out"),
-                                     bert_config_file=os.path.join(reference_dir(), "bert_config.json"),
-                                     init_checkpoint=os.path.join(reference_dir(), "model.ckpt-30"),
-                                     eval_batch_size=8)
-    results = rp.run(rp.PretrainingOptions(training=config, input_file=path, do_eval=True))["eval"]
+    results = rp.run(cli.build_options(
+        rp.PretrainingOptions, output_dir=str(tmp_path / "out"),
+        bert_config_file=os.path.join(reference_dir(), "bert_config.json"),
+        init_checkpoint=os.path.join(reference_dir(), "model.ckpt-30"), eval_batch_size=8, input_file=path,
+        do_eval=True))["eval"]
     w = ref["in_masked_lm_weights"].reshape(-1)
     np.testing.assert_allclose(results["masked_lm_loss"], np.sum(w * ref["out_mlm_example_loss"]) / w.sum(),
                                rtol=1e-5)

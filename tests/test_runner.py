@@ -1,4 +1,6 @@
 """runner.py: checks before anything is written, parallel tokenization, real-length prediction."""
+import dataclasses
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -11,6 +13,7 @@ import run_classifier as rc
 import runner
 import tokenization
 import training
+from model_options import ModelOptions
 from tests.shared_data import shared_path
 
 
@@ -19,33 +22,32 @@ def tokenizer():
     return tokenization.FullTokenizer(shared_path("vocab", "uncased", "vocab.txt"), do_lower_case=True)
 
 
-def test_check_job_names_the_flag_and_writes_nothing(tmp_path):
+def test_model_and_job_checks_name_the_flag_and_write_nothing(tmp_path):
     config_file = tmp_path / "bert_config.json"
     modeling.BertConfig(vocab_size=30522, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
                         intermediate_size=16, max_position_embeddings=64).to_json_file(str(config_file))
     vocab = shared_path("vocab", "uncased", "vocab.txt")
     out = tmp_path / "out"
-    config = training.TrainingConfig(bert_config_file=str(config_file), output_dir=str(out))
-    bert_config, tokenizer = runner.check_job(config, vocab, True, 64)
+    model = ModelOptions(bert_config_file=str(config_file), vocab_file=vocab, max_seq_length=64)
+    bert_config, tokenizer = model.check()
     assert bert_config.hidden_size == 8 and "[CLS]" in tokenizer.vocab
     with pytest.raises(cli.UserError, match="--max_seq_length=65: cannot use sequence length 65 because the BERT "
                                             "model was only trained up to sequence length 64"):
-        runner.check_job(config, vocab, True, 65)
+        dataclasses.replace(model, max_seq_length=65).check()
     with pytest.raises(cli.UserError, match="--max_seq_length=2: expected at least 3"):
-        runner.check_job(config, vocab, True, 2)
+        dataclasses.replace(model, max_seq_length=2).check()
     with pytest.raises(cli.UserError, match="--output_dir is required"):
-        runner.check_job(training.TrainingConfig(bert_config_file=str(config_file)), vocab, True, 64)
+        rc.Job(cli.build_options(rc.ClassifierOptions, task_name="mrpc", bert_config_file=str(config_file),
+                                 vocab_file=vocab, max_seq_length=64))
     with pytest.raises(FileNotFoundError, match="--init_checkpoint=.*nowhere: checkpoint not found"):
-        runner.check_job(training.TrainingConfig(bert_config_file=str(config_file), output_dir=str(out),
-                                                 init_checkpoint=str(tmp_path / "nowhere")), vocab, True, 64)
+        dataclasses.replace(model, init_checkpoint=str(tmp_path / "nowhere")).check()
     small = tmp_path / "small_vocab.txt"
     small.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\n")
     big_config = tmp_path / "big.json"
     modeling.BertConfig(vocab_size=4, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
                         intermediate_size=16).to_json_file(str(big_config))
     with pytest.raises(cli.UserError, match="small_vocab.txt has 5 tokens but the config's vocab_size is 4"):
-        runner.check_job(training.TrainingConfig(bert_config_file=str(big_config), output_dir=str(out)),
-                         str(small), True, 64)
+        ModelOptions(bert_config_file=str(big_config), vocab_file=str(small), max_seq_length=64).check()
     assert not out.exists()
 
 

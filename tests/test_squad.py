@@ -12,6 +12,7 @@ import pytest
 import tensorflow as tf
 
 import checkpoints
+import cli
 import conversions
 import fast_tokenization
 import modeling
@@ -22,6 +23,7 @@ import serving
 import squad_evaluation
 import tokenization
 import training
+from model_options import ModelOptions
 from tests.shared_data import shared_path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -78,6 +80,10 @@ def _tokenize_doc(doc_tokens, tokenizer):
         orig_to_tok_index.append(len(all_doc_tokens))
         all_doc_tokens.extend(tokenizer.tokenize(token))
     return None, orig_to_tok_index, all_doc_tokens
+
+
+V1 = serving.SquadAnswering()  # the original's default n-best rules (n_best_size 20, max_answer_length 30)
+V2 = serving.SquadAnswering(version_2_with_negative=True)
 
 
 def _features(examples, tokenizer, max_seq_length, doc_stride, max_query_length, is_training=False):
@@ -173,7 +179,7 @@ def test_v11_dev_features_and_gold_round_trip(tokenizer):
     assert [f.unique_id for f in features] == list(range(1000000000, 1000000000 + len(features)))
 
     results, not_representable = _gold_results(examples, features, questions, tokenizer, 384, 128, 30)
-    predictions, nbest, diffs = run_squad.compute_predictions(examples, features, results, 20, 30, True)
+    predictions, nbest, diffs = run_squad.compute_predictions(examples, features, results, V1, True)
     assert not diffs and len(predictions) == len(nbest) == 10570
     scores = squad_evaluation.evaluate_v1(data, predictions)
     wrong = [qa["id"] for _, qa in questions if not any(
@@ -215,7 +221,7 @@ def test_v20_dev_subset_gold_round_trip_is_exact(tokenizer):
                                                    max_seq_length, doc_stride, 30)
         assert not not_representable
         predictions, nbest, diffs = run_squad.compute_predictions(
-            examples, features, results, 20, 30, True, version_2_with_negative=True)
+            examples, features, results, V2, True)
         assert list(diffs) == [e.qas_id for e in examples]
         out = squad_evaluation.evaluate_v2(data, predictions, na_probs=diffs)
         assert out["HasAns_exact"] == 100.0 and out["NoAns_exact"] == 100.0 and out["exact"] == 100.0
@@ -334,8 +340,7 @@ def test_decoding_rules_and_output_files(tmp_path, tokenizer):
     end[france - 2] = 8.0  # end before start is dropped
     start[0], end[0] = 1.0, 0.5
     results = [run_squad.RawResult(f.unique_id, start, end)]
-    out = run_squad.compute_predictions(examples, features, results, 20, 30, True, version_2_with_negative=True,
-                                        null_score_diff_threshold=0.0)
+    out = run_squad.compute_predictions(examples, features, results, V2, True)
     text = run_squad.prediction_json(out[0])
     predictions, nbest, odds = (json.loads(run_squad.prediction_json(obj)) for obj in out)
     assert predictions == {"q1": "France"}
@@ -344,9 +349,11 @@ def test_decoding_rules_and_output_files(tmp_path, tokenizer):
     assert nbest["q1"][0]["text"] == predictions["q1"]
     assert text.startswith('{\n    "q1": ') and text.endswith("}\n")
     # A threshold below the score difference makes the null answer win.
-    preds, _, _ = run_squad.compute_predictions(examples, features, results, 20, 30, True, True, -6.0)
+    below = serving.SquadAnswering(version_2_with_negative=True, null_score_diff_threshold=-6.0)
+    preds, _, _ = run_squad.compute_predictions(examples, features, results, below, True)
     assert preds["q1"] == ""
-    preds, _, _ = run_squad.compute_predictions(examples, features, results, 20, 1, True, False)
+    one_piece = serving.SquadAnswering(max_answer_length=1)
+    preds, _, _ = run_squad.compute_predictions(examples, features, results, one_piece, True)
     assert preds["q1"] == predictions["q1"]
 
 
@@ -415,9 +422,9 @@ def test_mismatched_answers_skipped_with_count(tmp_path, caplog, tokenizer):
     features = _features(examples, tokenizer, 64, 32, 16)
     assert {f.example_index for f in features} == {0, 1, 2, 3}
     results = [run_squad.RawResult(f.unique_id, [0.0] * 64, [0.0] * 64) for f in features]
-    predictions, _, _ = run_squad.compute_predictions(examples, features, results, 20, 30, True)
+    predictions, _, _ = run_squad.compute_predictions(examples, features, results, V1, True)
     assert predictions["empty"] == "empty"
-    predictions, _, diffs = run_squad.compute_predictions(examples, features, results, 20, 30, True, True)
+    predictions, _, diffs = run_squad.compute_predictions(examples, features, results, V2, True)
     assert predictions["empty"] == ""
 
 
@@ -428,15 +435,16 @@ def test_flag_validation(tmp_path):
     with pytest.raises(ValueError, match="must be greater than max_query_length"):
         run_squad.validate_flags_or_throw(config, 64, 61)
     out = tmp_path / "out"
-    options = run_squad.SquadOptions(
-        vocab_file=shared_path("vocab", "uncased", "vocab.txt"), max_seq_length=64, max_query_length=16,
-        training=training.TrainingConfig(bert_config_file=_write(tmp_path, TINY_CONFIG, "c.json"), output_dir=str(out)))
+    options = cli.build_options(
+        run_squad.SquadOptions, vocab_file=shared_path("vocab", "uncased", "vocab.txt"), max_seq_length=64,
+        max_query_length=16, bert_config_file=_write(tmp_path, TINY_CONFIG, "c.json"), output_dir=str(out))
     with pytest.raises(ValueError, match="At least one of `do_train`, `do_predict` or `export_dir` must be set"):
         run_squad.run(options)
     with pytest.raises(ValueError, match="If `do_train` is True, then `train_file` must be specified"):
         run_squad.run(dataclasses.replace(options, do_train=True))
     with pytest.raises(ValueError, match="must be greater than max_query_length"):
-        run_squad.run(dataclasses.replace(options, do_predict=True, predict_file="x", max_query_length=61))
+        run_squad.run(dataclasses.replace(options, do_predict=True, predict_file="x",
+                                          answering=serving.SquadAnswering(max_query_length=61)))
     assert not out.exists()
 
 
@@ -549,8 +557,8 @@ def test_end_to_end_tiny_train_predict_export(tmp_path):
     outputs = dict(np.load(tmp_path / "text.npz", allow_pickle=True))
     vocab = tokenization.FullTokenizer(shared_path("vocab", "uncased", "vocab.txt")).inv_vocab
     text_predictions, text_nbest, text_odds = run_squad.decode_text_outputs(
-        [p[1] for p in pairs], [p[2] for p in pairs], outputs, vocab, max_answer_length=30,
-        version_2_with_negative=True, qas_ids=[p[0] for p in pairs])
+        [p[1] for p in pairs], [p[2] for p in pairs], outputs, vocab,
+        serving.SquadAnswering(version_2_with_negative=True), qas_ids=[p[0] for p in pairs])
     assert dict(text_predictions) == predictions
     assert [[e["text"] for e in v] for v in text_nbest.values()] == [[e["text"] for e in v] for v in nbest.values()]
     assert list(text_odds.values()) == pytest.approx(list(odds.values()), abs=1e-4)
@@ -577,9 +585,11 @@ def test_serving_answers_equal_the_python_n_best_path(tmp_path, tokenizer, path_
     features = _features(examples, tokenizer, 128, 48, 32)
     results = run_squad.predict_features(task, features, training.TrainingConfig(predict_batch_size=64), None,
                                          checkpoint)
-    predictions, _, odds = run_squad.compute_predictions(examples, features, results, 20, 30, True, version_2)
-    module = serving.SquadServing(model, shared_path("vocab", "uncased", "vocab.txt"), True, 128, 48, 32, 20, 30,
-                                  version_2)
+    predictions, _, odds = run_squad.compute_predictions(
+        examples, features, results, serving.SquadAnswering(version_2_with_negative=version_2), True)
+    module = serving.SquadServing(
+        model, ModelOptions(vocab_file=shared_path("vocab", "uncased", "vocab.txt"), max_seq_length=128),
+        serving.SquadAnswering(doc_stride=48, max_query_length=32, version_2_with_negative=version_2))
     _, questions = _questions(path)
     got = collections.defaultdict(list)
     for i in range(0, len(questions), 128):
@@ -600,11 +610,11 @@ def test_word_cache_decoding_equals_direct_get_final_text(tokenizer, monkeypatch
     rng = np.random.RandomState(0)
     results = [run_squad.RawResult(f.unique_id, [float(x) for x in rng.randn(128).astype(np.float32)],
                                    [float(x) for x in rng.randn(128).astype(np.float32)]) for f in features]
-    cached = run_squad.compute_predictions(examples, features, results, 20, 30, True, True)
+    cached = run_squad.compute_predictions(examples, features, results, V2, True)
     basic = tokenization.BasicTokenizer(do_lower_case=True)
     monkeypatch.setattr(run_squad._WordTokenCache, "tok_text",
                         lambda self, words: " ".join(basic.tokenize(" ".join(words))))
-    direct = run_squad.compute_predictions(examples, features, results, 20, 30, True, True)
+    direct = run_squad.compute_predictions(examples, features, results, V2, True)
     assert cached == direct
     assert sum(1 for text in cached[0].values() if text) > 100
 
@@ -653,7 +663,7 @@ def test_parity_with_tf_models_official_squad_lib(tokenizer, tmp_path):
             results = [run_squad.RawResult(f.unique_id, [float(x) for x in rng.randn(128).astype(np.float32)],
                                            [float(x) for x in rng.randn(128).astype(np.float32)])
                        for f in features]
-            mine = run_squad.compute_predictions(ours, features, results, 20, 30, True, True)
+            mine = run_squad.compute_predictions(ours, features, results, V2, True)
             reference = squad_lib.postprocess_output(theirs, their_features, results, 20, 30, True, True)
             assert mine == tuple(reference)
 
@@ -672,8 +682,8 @@ def test_in_graph_packing_equals_convert_examples_to_features(tokenizer):
         examples = run_squad.read_squad_examples(path, is_training=False)[:limit]
         expected = _features(examples, tokenizer, max_seq_length, doc_stride, max_query_length)
         pack = tf.function(lambda q, c: serving.squad_text_windows(
-            fast, q, c, max_seq_length, doc_stride, max_query_length, tokenizer.vocab["[CLS]"],
-            tokenizer.vocab["[SEP]"])[0], autograph=False)
+            fast, q, c, (max_seq_length, doc_stride, max_query_length),
+            (tokenizer.vocab["[CLS]"], tokenizer.vocab["[SEP]"]))[0], autograph=False)
         parts = []
         for i in range(0, limit, 128):
             chunk = questions[i:i + 128]

@@ -18,6 +18,7 @@ import run_squad
 import runner
 import serving
 import training
+from tests.event_files import summary_scalars
 from tests.shared_data import shared_path
 
 
@@ -114,22 +115,22 @@ def test_fine_tuning_steps_as_the_original():
         runner.finetuning_config(training.TrainingConfig(train_batch_size=32), 10, 1.0, 0.1)
 
 
-def test_write_eval_results_format(tmp_path):
-    path = str(tmp_path / "eval_results.txt")
-    training.write_eval_results(path, {"loss": 5.123456789, "global_step": 300, "masked_lm_accuracy": 0.25})
-    assert open(path).read() == "global_step = 300\nloss = 5.123457\nmasked_lm_accuracy = 0.25\n"
+def test_eval_results_format():
+    text = runner.format_eval_results({"loss": 5.123456789, "global_step": 300, "masked_lm_accuracy": 0.25})
+    assert text == "global_step = 300\nloss = 5.123457\nmasked_lm_accuracy = 0.25\n"
 
 
 # ---------------------------------------------------------------------------------------------------------
 # Training.
 
 
-def _train(output_dir, steps=3, masker=None, **kwargs):
+def _train(output_dir, steps=3, masker=None, init_checkpoint=None, **kwargs):
     config_kwargs = dict(output_dir=output_dir, train_batch_size=32, learning_rate=1e-3, num_train_steps=steps,
                          num_warmup_steps=0, save_checkpoints_steps=100, iterations_per_loop=steps)
     config_kwargs.update(kwargs)
     config = training.TrainingConfig(**config_kwargs)
-    return training.train(rp.PretrainingTask(tiny_config()), pretraining_input_fn(masker), config)
+    return training.train(rp.PretrainingTask(tiny_config()), pretraining_input_fn(masker), config,
+                          training.create_strategy(config), init_checkpoint)
 
 
 @pytest.mark.slow
@@ -151,7 +152,7 @@ def test_gradient_accumulation_4x8_equals_batch_32(tmp_path):
 
 def _loss_falls(output_dir, **kwargs):
     result = _train(output_dir, steps=30, iterations_per_loop=10, save_checkpoints_steps=30, **kwargs)
-    losses = [value for _, value in training.summary_scalars(output_dir)["loss"]]
+    losses = [value for _, value in summary_scalars(output_dir)["loss"]]
     assert len(losses) == 3 and all(np.isfinite(losses))
     assert losses[0] > losses[1] > losses[2] and losses[2] < losses[0] - 0.2, losses
     assert result["global_step"] == 30
@@ -199,7 +200,7 @@ def test_summaries_checkpoints_resume_and_init(tmp_path):
     output_dir = str(tmp_path / "run")
     _train(output_dir, steps=4, train_batch_size=8, save_checkpoints_steps=2, iterations_per_loop=1,
            keep_checkpoint_max=2)
-    scalars = training.summary_scalars(output_dir)
+    scalars = summary_scalars(output_dir)
     for tag in ("loss", "masked_lm_loss", "next_sentence_loss", "learning_rate", "examples_per_sec"):
         assert [step for step, _ in scalars[tag]] == [1, 2, 3, 4], tag
     assert [round(v, 7) for _, v in scalars["learning_rate"]] == [7.5e-4, 5e-4, 2.5e-4, 0.0]
@@ -252,11 +253,10 @@ _CLIPPING_SCRIPT = textwrap.dedent("""
     init = checkpoints.CheckpointManager(os.path.join(out, "init")).save(model.variables_by_name(), 0)
 
     def train(name, strategy=None, **kwargs):
-        cfg = training.TrainingConfig(output_dir=os.path.join(out, name), init_checkpoint=init, train_batch_size=16,
-                                      learning_rate=1e-3, num_train_steps=3, num_warmup_steps=0,
-                                      iterations_per_loop=3, **kwargs)
+        cfg = training.TrainingConfig(output_dir=os.path.join(out, name), train_batch_size=16, learning_rate=1e-3,
+                                      num_train_steps=3, num_warmup_steps=0, iterations_per_loop=3, **kwargs)
         training.train(task, runner.array_input_fn(arrays, is_training=False, trim=False), cfg,
-                       strategy or tf.distribute.get_strategy())
+                       strategy or tf.distribute.get_strategy(), init_checkpoint=init)
         return checkpoints.load_checkpoint(os.path.join(out, name, "model.ckpt-3"))
 
     def mirrored():
@@ -321,11 +321,10 @@ def test_predict_yields_examples_in_order_and_evaluate_is_deterministic(tmp_path
     second = training.evaluate(task, _stored_batch_input_fn(batch), config, checkpoint_path=checkpoint)
     assert first == second and first["global_step"] == 30
     np.testing.assert_allclose(first["next_sentence_loss"], ref["out_nsp_loss"], rtol=1e-5)
-    limited = training.evaluate(task, _stored_batch_input_fn(batch), config, max_steps=1, results_file=None,
+    limited = training.evaluate(task, _stored_batch_input_fn(batch), config, max_steps=1,
                                 checkpoint_path=checkpoint)
     assert limited["next_sentence_loss"] != first["next_sentence_loss"]
-    text = open(os.path.join(config.output_dir, "eval_results.txt")).read()
-    assert text.startswith("global_step = 30\nloss = ")
+    assert not os.path.exists(config.output_dir)  # the loop writes no result file: the job does
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -163,8 +163,8 @@ def run(runner, inputs, output_dir, root=ROOT, extra=(), tpu_path=False, timeout
 def losses_of(output_dir):
     """The per-step losses a run with --iterations_per_loop=1 wrote to its TensorBoard scalars."""
     sys.path.insert(0, ROOT)
-    import training
-    scalars = training.summary_scalars(output_dir)["loss"]
+    from tests.event_files import summary_scalars
+    scalars = summary_scalars(output_dir)["loss"]
     steps = [step for step, _ in scalars]
     if steps != list(range(1, STEPS + 1)):
         raise ValueError(f"{output_dir}: expected one loss for each of steps 1..{STEPS}, found steps {steps[:5]}...")
