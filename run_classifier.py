@@ -33,7 +33,7 @@ import tensorflow as tf
 from absl import logging
 
 import glue_evaluation
-import litert
+import litert_classifier
 import modeling
 import packing
 import records
@@ -618,7 +618,7 @@ class ClassifierOptions(runner.RecordFinetuningOptions):
     task_name: str = cli.option(None, "The name of the task to train: " + ", ".join(PROCESSORS) + ".",
                                 required=True)
     export_tflite: str = cli.option(None, "Write a LiteRT (TFLite) model here: raw text in, label and "
-                                    "probabilities out, the tokenizer inside (see litert.py).")
+                                    "probabilities out, the tokenizer inside (see litert_classifier.py).")
     tflite_quantize: bool = cli.option(False, "--export_tflite with dynamic-range int8 weights (about 4x "
                                        "smaller).")
     predict_input: str = cli.option(None, "Predict every line of this file ('-': stdin), text_a or "
@@ -784,8 +784,8 @@ class Job(runner.Job):
                                          self.processor.is_pair, self.label_list)
 
     def export_tflite(self):
-        """Writes the LiteRT model (litert.py) of the SavedModel in --export_dir (exported to a scratch folder
-        first when there is none)."""
+        """Writes the LiteRT model (litert_classifier.py) of the SavedModel in --export_dir (exported to a scratch
+        folder first when there is none)."""
         o = self.options
         with tempfile.TemporaryDirectory() as scratch:
             export_dir = o.export_dir
@@ -793,8 +793,8 @@ class Job(runner.Job):
                 export_dir = serving.export_saved_model(os.path.join(scratch, "saved_model"), self.task.build_model,
                                                         self.inference_checkpoint()[0], self.serving,
                                                         labels=self.labels)
-            litert.export(o.export_tflite, export_dir, o.vocab_file, o.do_lower_case, o.max_seq_length,
-                          self.processor.is_pair, o.tflite_quantize)
+            litert_classifier.export(o.export_tflite, export_dir, o.vocab_file, o.do_lower_case,
+                                     o.max_seq_length, self.processor.is_pair, o.tflite_quantize)
         logging.info("Wrote the LiteRT model %s%s", o.export_tflite, " (dynamic-range int8)" if o.tflite_quantize
                      else "")
         return o.export_tflite
