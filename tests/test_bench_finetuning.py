@@ -207,13 +207,14 @@ def test_results_written_before_the_sweep_are_keyed_by_their_learning_rate(bench
     assert list(bench.load_cache(str(path))) == ["full/ours/mrpc/2e-05/1"]
 
 
+@pytest.mark.hf
 def test_hf_matched_optimizer_equals_optimization_py(bench):
     """OriginalAdamWeightDecay + OriginalSchedule (PyTorch) take the steps of optimization.py's AdamWeightDecay
     and LinearWarmupDecay from the same weights and gradients: clipping, no bias correction, the weight-decay
     exclusions, warm-up overriding the decay and the lr(k + 1) read."""
-    np = pytest.importorskip("numpy")
-    tf = pytest.importorskip("tensorflow")
-    torch = pytest.importorskip("torch")
+    import numpy as np
+    import tensorflow as tf
+    import torch
     import optimization
 
     rng = np.random.default_rng(7)
@@ -261,8 +262,9 @@ def test_hf_matched_optimizer_equals_optimization_py(bench):
     apart = max(float(np.abs(adam_params[n].detach().numpy() - tf_vars[n].numpy()).max()) for n in shapes)
     assert apart > 1e-3
 
+@pytest.mark.hf
 def test_original_batches_pass_over_every_row_then_cross_the_pass_boundary(bench):
-    torch = pytest.importorskip("torch")
+    import torch
     batches = bench.original_batches(10, 4, 5, torch.Generator().manual_seed(0))
     assert [len(b) for b in batches] == [4] * 5
     flat = [i for b in batches for i in b]
@@ -339,7 +341,6 @@ SQUAD_RECIPE = dict(max_seq_length=256, doc_stride=128, n_best_size=20, max_answ
 def _hf_squad_windows(bench, recipe):
     """The hf rows' windows and labels of the first 300 questions of the SQuAD training file the table uses:
     (examples, encoding, starts, ends); their long contexts give several windows, some without the answer."""
-    pytest.importorskip("transformers")
     import os
     examples = bench.read_squad(shared_path("data", "squad", "v1.1", "dev-v1.1.articles00-37.json"))[:300]
     enc = bench._squad_encode(recipe, bench.hf_tokenizer(os.path.join(minilm_dir(), "vocab.txt")), examples)
@@ -349,6 +350,7 @@ def _hf_squad_windows(bench, recipe):
 
 
 @pytest.mark.slow
+@pytest.mark.hf
 def test_run_squad_training_takes_the_matched_hf_rows_steps_on_the_same_batches(bench, tmp_path):
     """SQuAD fine-tuning through training.py (SquadTask, the runners' real-length batches, AdamWeightDecay) and
     the hf_matched row's loop (BertForQuestionAnswering, OriginalAdamWeightDecay, OriginalSchedule), from the
@@ -356,9 +358,9 @@ def test_run_squad_training_takes_the_matched_hf_rows_steps_on_the_same_batches(
     at every step and the same weights after them, the [PAD] embedding included (HF's padding_idx would freeze
     it; the hf_matched row lets it learn as the original does). So what differs between the two rows is the
     windows, the order and the dropout draws, not the training arithmetic."""
-    np = pytest.importorskip("numpy")
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
+    import numpy as np
+    import torch
+    import transformers
     import json
     import os
     import checkpoints
@@ -438,15 +440,16 @@ def test_run_squad_training_takes_the_matched_hf_rows_steps_on_the_same_batches(
 
 
 @pytest.mark.slow
+@pytest.mark.hf
 def test_dropout_under_training_costs_what_hfs_costs(bench, tmp_path):
     """Dropout is the one part of a training step the same-batches test turns off. With the same MiniLM weights,
     an output layer fitted to real SQuAD windows (so that noise in the encoder costs loss), the training-mode loss
     of ours (SquadTask, the config's dropout 0.1) and of HF's BertForQuestionAnswering (train mode) have the same
     mean and spread over many draws, the eval-mode losses are equal, and HF at dropout 0.2 is told apart, so the
     test can fail."""
-    np = pytest.importorskip("numpy")
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
+    import numpy as np
+    import torch
+    import transformers
     import tensorflow as tf
     import checkpoints
     import conversions
@@ -526,6 +529,7 @@ def test_dropout_under_training_costs_what_hfs_costs(bench, tmp_path):
     assert gap(hf_double, hf) > 8.0
 
 
+@pytest.mark.hf
 def test_squad_window_labels_and_best_spans_round_trip_on_real_questions(bench):
     """The hf rows' SQuAD windows: a label inside a window spans exactly the answer's tokens, and logits that peak
     at the labels of a question's windows make the selection answer with the gold text."""
@@ -543,13 +547,13 @@ def test_squad_window_labels_and_best_spans_round_trip_on_real_questions(bench):
 
 
 @pytest.mark.slow
+@pytest.mark.hf
 def test_squad_swapped_batches_trains_each_side_on_the_others_batches(tmp_path):
     """benchmarks/squad_swapped_batches.py both ways, cut to 2 steps and 8 scored questions: ours on the
     hf_matched row's batches of a seed (its output layer in the starting checkpoint), again with other dropout
     draws (--dropout_seed: same start, other losses), then the hf_matched loop on
     the batches of that run (given the train.tf_record of a run_squad.py run); a run folder without its records is
     one line."""
-    pytest.importorskip("transformers")
     import json
     import os
     import shutil
@@ -605,11 +609,11 @@ def test_squad_swapped_batches_trains_each_side_on_the_others_batches(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.hf
 def test_squad_swapped_batches_repeats_the_hf_matched_rows_own_step(bench, tmp_path):
     """--hf_on_hf_seed=S takes the hf_matched row's own windows, output layer, batch order and dropout draws for
     seed S: its first training loss is the row's (hf_child, cut to one step); --dropout_seed changes only the
     draws, and so the loss."""
-    pytest.importorskip("transformers")
     import json
     train_file = shared_path(bench.RECIPES["squad"]["train_file"])
     data = json.load(open(shared_path(bench.RECIPES["squad"]["predict_file"]), encoding="utf-8"))
@@ -645,12 +649,12 @@ def test_squad_swapped_batches_repeats_the_hf_matched_rows_own_step(bench, tmp_p
 
 
 @pytest.mark.slow
+@pytest.mark.hf
 def test_squad_gradient_noise_finds_the_pad_row_hf_freezes(tmp_path):
     """benchmarks/squad_gradient_noise.py at MiniLM's weights with an output layer, on real padded SQuAD windows:
     without dropout the gradients of ours and HF differ in one place only, the [PAD] row of the word embeddings
     (HF's padding_idx gives it none), and not at all once HF trains that row as the original does; a checkpoint
     without the SQuAD output layer is one line."""
-    pytest.importorskip("transformers")
     import json
     import numpy as np
     import checkpoints
