@@ -38,7 +38,8 @@ status=0
 ( run_pass "$DEFAULT" "$@" ) || status=$?
 other_status=0
 wait "$other" || other_status=$?
-echo "[test] TensorFlow $DEFAULT: exit status $status; TensorFlow 2.20: exit status $other_status; the 2.20 pass's output:"
+echo "[test] TensorFlow $DEFAULT: exit status $status; TensorFlow 2.20: exit status $other_status;" \
+     "the 2.20 pass's output:"
 cat "$log"
 # pytest's 5 is "no test selected": arguments that select tests of one pass only leave none in the other.
 ok() { [ "$1" = 0 ] || [ "$1" = 5 ]; }
