@@ -34,6 +34,10 @@ log="$(mktemp "${TMPDIR:-/tmp}/bert-test-tf2.20.XXXXXX")"
 trap 'rm -f "$log"' EXIT
 ( run_pass 2.20 "$@" ) > "$log" 2>&1 &
 other=$!
+# Interrupted (Ctrl-C, or killed): the 2.20 pass in the background stops too.
+stop_other() { pkill -TERM -P "$other" 2>/dev/null || true; kill "$other" 2>/dev/null || true; }
+trap 'stop_other; exit 130' INT
+trap 'stop_other; exit 143' TERM
 status=0
 ( run_pass "$DEFAULT" "$@" ) || status=$?
 other_status=0
