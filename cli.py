@@ -11,7 +11,8 @@ which defines the flags (define_flags: each field's name, default and help), and
 absl with INFO logging (unless --verbosity is given). Import this module before TensorFlow: unless the user
 set TF_CPP_MIN_LOG_LEVEL, it sets it to 2 (TensorFlow's C++ INFO and WARNING lines off), and it drops the
 start-up noise no log level hides (the cuInit error on machines without a GPU, absl's "before InitializeLog"
-warning, XLA's "Compiled cluster" line) unless that level is 0 or 1. A `UserError` (a flag value, a missing or
+warning, XLA's "Compiled cluster" line, TensorFlow 2.21's INFO lines as it loads) unless that level is 0 or 1,
+from the script's import of TensorFlow on. A `UserError` (a flag value, a missing or
 malformed file, bad data), an operating-system error on a named file, or TensorFlow's error on one (a missing
 gs:// object) becomes one line `error: ...` on stderr with exit status 2; a run `Stopped` early (preempted, a
 worker lost) one line with its own exit status. Internal errors keep their traceback; `--verbosity=1` or
@@ -19,10 +20,17 @@ BERT_TRACEBACK=1 shows it for user errors too.
 
 This module never imports TensorFlow (create_pretraining_data.py and build_vocab.py run without it); files and
 folders named by flags are filesystem.py's.
+
+Before TensorFlow or tensorflow-text is first imported, the installed versions are checked (from their package
+metadata): tensorflow-text X.Y goes with TensorFlow X.Y only, and this project runs on the TensorFlow versions of
+TENSORFLOW_VERSIONS. Another installation ends a script with one `error: ...` line (exit status 2) saying which
+versions go together, instead of an import traceback; imported from elsewhere, the import raises
+TensorFlowVersionError with that line.
 """
 import atexit
 import dataclasses
 import functools
+import importlib.metadata
 import os
 import re
 import sys
@@ -39,10 +47,13 @@ _SHOW_TF_NOISE = os.environ["TF_CPP_MIN_LOG_LEVEL"].strip() in ("0", "1")
 TRACEBACK_ENV = "BERT_TRACEBACK"
 EXIT_USER_ERROR = 2
 
-# TensorFlow lines that TF_CPP_MIN_LOG_LEVEL=2 does not hide and that say nothing to the user.
+# TensorFlow lines that TF_CPP_MIN_LOG_LEVEL=2 does not hide and that say nothing to the user; among them
+# TensorFlow 2.21's INFO and WARNING lines from before absl's logging is set up (its C++ code logs through absl;
+# such a line is stamped "0000 00:00:<seconds since 1970>", and TF_CPP_MIN_LOG_LEVEL does not apply yet).
 _NOISE = re.compile(rb"failed call to cuInit|All log messages before absl::InitializeLog\(\)|"
                     rb"Compiled cluster using XLA!|oneDNN supports DT_INT64 only on platforms with AVX-512|"
-                    rb"grpc_server_lib\.cc:\d+\] Started server with target")
+                    rb"grpc_server_lib\.cc:\d+\] Started server with target|"
+                    rb"^[IW]0000 00:00:\d+\.\d+ +\d+ \S+:\d+\] ")
 # The collectives' report of a lost worker (several lines each), which preemption.WorkerLost says in one line.
 _NOISE_BLOCK = re.compile(rb"^\S+ \S+: E tensorflow/core/common_runtime/(base_collective_executor|ring_alg)\.cc")
 _LOG_RECORD = re.compile(rb"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d|[IWEF]\d{4} |[A-Za-z]+: |[A-Z]+:\w|Traceback )")
@@ -63,6 +74,87 @@ class Stopped(Exception):
 
     prefix = "error"
     exit_status = 1
+
+
+# ---------------------------------------------------------------------------------------------------------
+# TensorFlow and tensorflow-text versions.
+
+# The TensorFlow versions this project runs on, each with the tensorflow-text of the same version, and the
+# requirements file that installs them (the first: the default, which scripts/setup.sh installs).
+TENSORFLOW_VERSIONS = {"2.21": "requirements.txt", "2.20": "requirements-tf2.20.txt"}
+# Distributions that install the `tensorflow` and `tensorflow_text` packages.
+_TENSORFLOW_DISTRIBUTIONS = ("tensorflow", "tensorflow-cpu", "tensorflow-intel", "tf-nightly", "tf-nightly-cpu")
+_TENSORFLOW_TEXT_DISTRIBUTIONS = ("tensorflow-text", "tensorflow-text-nightly")
+_ROOT = os.path.dirname(os.path.abspath(__file__))
+_SCRIPT_DIRS = (_ROOT, os.path.join(_ROOT, "benchmarks"))
+
+
+class TensorFlowVersionError(UserError, ImportError):
+    """The installed TensorFlow and tensorflow-text do not go together, or this project does not run on them."""
+
+
+def _major_minor(version):
+    return ".".join(version.split(".")[:2])
+
+
+def _installed_version(distributions):
+    for name in distributions:
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return None
+
+
+def tensorflow_version_problem(tensorflow_version, text_version):
+    """What is wrong with these installed versions (None: not installed), as one line; None if nothing is."""
+    if tensorflow_version is None:
+        return None
+    pairs = " or ".join(f"tensorflow {v} with tensorflow-text {v} (pip install -r {f})"
+                        for v, f in TENSORFLOW_VERSIONS.items())
+    minor = _major_minor(tensorflow_version)
+    if text_version is not None and _major_minor(text_version) != minor:
+        return (f"tensorflow {tensorflow_version} and tensorflow-text {text_version} do not go together "
+                f"(tensorflow-text {_major_minor(text_version)} is built for tensorflow "
+                f"{_major_minor(text_version)} only): install one of the pairs this project runs on, {pairs}")
+    if minor not in TENSORFLOW_VERSIONS:
+        return (f"tensorflow {tensorflow_version} is not a version this project runs on: install {pairs}")
+    return None
+
+
+def installed_tensorflow_problem():
+    """tensorflow_version_problem() of the installed TensorFlow and tensorflow-text."""
+    return tensorflow_version_problem(_installed_version(_TENSORFLOW_DISTRIBUTIONS),
+                                      _installed_version(_TENSORFLOW_TEXT_DISTRIBUTIONS))
+
+
+class _BeforeTensorFlow:
+    """A sys.meta_path finder that acts once, when `tensorflow` or `tensorflow_text` is about to be imported,
+    and finds nothing itself (the import goes on as usual): checks the installed versions and, in a script of
+    ours, drops TensorFlow's noise from then on (TensorFlow 2.21 writes some as it loads)."""
+
+    @classmethod
+    def find_spec(cls, fullname, path=None, target=None):
+        del path, target
+        if fullname not in ("tensorflow", "tensorflow_text"):
+            return None
+        if cls in sys.meta_path:
+            sys.meta_path.remove(cls)
+        main_file = getattr(sys.modules.get("__main__"), "__file__", None)
+        script = bool(main_file) and os.path.dirname(os.path.abspath(main_file)) in _SCRIPT_DIRS
+        problem = installed_tensorflow_problem()
+        if problem is None:
+            if script and not _SHOW_TF_NOISE:
+                _filter_stderr_noise()
+            return None
+        if script:
+            print("error: " + problem, file=sys.stderr, flush=True)
+            raise SystemExit(EXIT_USER_ERROR)
+        raise TensorFlowVersionError(problem)
+
+
+if "tensorflow_text" not in sys.modules and _BeforeTensorFlow not in sys.meta_path:
+    sys.meta_path.insert(0, _BeforeTensorFlow)
 
 
 def main(options_class, run_options):
@@ -129,8 +221,16 @@ def one_line(err):
     return " ".join(text.split())
 
 
+_stderr_filtered = False
+
+
 def _filter_stderr_noise():
-    """Routes file descriptor 2 through a thread that drops the _NOISE lines (C++ code writes there directly)."""
+    """Routes file descriptor 2 through a thread that drops the _NOISE lines (C++ code writes there directly);
+    once a process."""
+    global _stderr_filtered
+    if _stderr_filtered:
+        return
+    _stderr_filtered = True
     try:
         sys.stderr.flush()
         original = os.dup(2)

@@ -1,4 +1,4 @@
-"""Pytest setup: repository root on sys.path, and the shared data folder."""
+"""Pytest setup: repository root on sys.path, the shared data folder, and --without (tests of a peer left out)."""
 import os
 import sys
 
@@ -19,8 +19,39 @@ def absl_info_logging():
     yield
 
 
+# Markers of the tests that need a peer implementation (pytest.ini): not the product's own tests.
+PEER_MARKERS = ("tf_models", "hf")
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--without", default="", metavar="MARKER[,MARKER]",
+        help="leave out (deselect) the tests carrying one of these markers: %s (scripts/test.sh runs the tests "
+             "of tf-models-official on TensorFlow 2.20 only, those of HF on the default TensorFlow only)"
+             % ", ".join(PEER_MARKERS))
+
+
+def _deselect_without(config, items):
+    """Drops the tests marked with a --without marker; a marked test that stays runs, and fails where its peer
+    is missing (no skip)."""
+    names = [name.strip() for name in config.getoption("without").split(",") if name.strip()]
+    unknown = sorted(set(names) - set(PEER_MARKERS))
+    if unknown:
+        raise pytest.UsageError("--without: unknown marker(s) %s: expected some of %s"
+                                % (", ".join(unknown), ", ".join(PEER_MARKERS)))
+    if not names:
+        return
+    keep, drop = [], []
+    for item in items:
+        (drop if any(item.get_closest_marker(name) for name in names) else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
 def pytest_collection_modifyitems(config, items):
-    """Tests marked gpu are skipped where TensorFlow sees no GPU."""
+    """--without drops the tests of those peers; tests marked gpu are skipped where TensorFlow sees no GPU."""
+    _deselect_without(config, items)
     gpu_tests = [item for item in items if item.get_closest_marker("gpu")]
     if not gpu_tests:
         return

@@ -35,7 +35,7 @@ from absl import logging
 
 import filesystem
 import glue_evaluation
-import litert
+import litert_classifier
 import modeling
 import packing
 import records
@@ -596,7 +596,7 @@ class ClassifierOptions(runner.RecordFinetuningOptions):
     task_name: str = cli.option(None, "The name of the task to train: " + ", ".join(PROCESSORS) + ".",
                                 required=True)
     export_tflite: str = cli.option(None, "Write a LiteRT (TFLite) model here: raw text in, label and "
-                                    "probabilities out, the tokenizer inside (see litert.py).")
+                                    "probabilities out, the tokenizer inside (see litert_classifier.py).")
     tflite_quantize: bool = cli.option(False, "--export_tflite with dynamic-range int8 weights (about 4x "
                                        "smaller).")
     predict_input: str = cli.option(None, "Predict every line of this file ('-': stdin), text_a or "
@@ -751,8 +751,8 @@ class Job(runner.Job):
                                          self.label_list)
 
     def export_tflite(self):
-        """Writes the LiteRT model (litert.py) of the SavedModel in --export_dir (exported to a scratch folder
-        first when there is none)."""
+        """Writes the LiteRT model (litert_classifier.py) of the SavedModel in --export_dir (exported to a scratch
+        folder first when there is none)."""
         options = self.options
         with tempfile.TemporaryDirectory() as scratch:
             export_dir = options.export_dir
@@ -760,8 +760,8 @@ class Job(runner.Job):
                 export_dir = serving.export_saved_model(os.path.join(scratch, "saved_model"), self.task.build_model,
                                                         self.inference_checkpoint()[0], self.serving,
                                                         labels=self.labels)
-            litert.export(options.export_tflite, export_dir, self.model, self.processor.is_pair,
-                          options.tflite_quantize)
+            litert_classifier.export(options.export_tflite, export_dir, self.model, self.processor.is_pair,
+                                     options.tflite_quantize)
         logging.info("Wrote the LiteRT model %s%s", options.export_tflite,
                      " (dynamic-range int8)" if options.tflite_quantize else "")
         return options.export_tflite

@@ -48,8 +48,9 @@ untrained by `run_classifier.py --task_name=MRPC --do_train=false --export_dir=.
 - `sm_ids:BATCH`: signature serving_default (int32 input_ids/input_mask/segment_ids, random ids, seq
   --max_seq_length, mask all ones), sequences/s as above, and the p50 / p99 latency of a single call (every
   call of the timed rounds).
-- `litert`: the exported classifier converted by litert.py (float32 and dynamic-range int8), one request per MRPC
-  dev pair through the ai-edge-litert interpreter: size, latency, accuracy and agreement with the float model.
+- `litert`: the exported classifier converted by litert_classifier.py (float32 and dynamic-range int8), one
+  request per MRPC dev pair through the ai-edge-litert interpreter: size, latency, accuracy and agreement with
+  the float model.
 - `sm_text:BATCH`: signature serving_text, BATCH MRPC dev pairs a request (text_a and text_b strings:
   tokenization, packing and padding to max_seq_length happen in the graph), one pass over the pairs and then
   more until at least 50 requests are timed, after --warmup requests: pairs/s and the p50 / p90 / p99 / mean
@@ -531,19 +532,19 @@ def savedmodel_text(ctx, batch):
 
 
 def prep_litert(ctx):
-    """Converts the exported classifier to LiteRT (float32 and dynamic-range int8) with litert.py."""
+    """Converts the exported classifier to LiteRT (float32 and dynamic-range int8) with litert_classifier.py."""
     sys.path.insert(0, ROOT)
     _tf()
-    import litert
+    import litert_classifier
     from model_options import ModelOptions
     out = {}
     for dtype in ("float32", "int8"):
         path = ctx["litert"][dtype]
         t0 = time.perf_counter()
-        litert.export(path, ctx["export_dir"], ModelOptions(vocab_file=ctx["export_vocab_file"],
-                                                            do_lower_case=ctx["do_lower_case"],
-                                                            max_seq_length=ctx["max_seq_length"]),
-                      is_pair=True, quantize=dtype == "int8")
+        litert_classifier.export(path, ctx["export_dir"], ModelOptions(vocab_file=ctx["export_vocab_file"],
+                                                                       do_lower_case=ctx["do_lower_case"],
+                                                                       max_seq_length=ctx["max_seq_length"]),
+                                 is_pair=True, quantize=dtype == "int8")
         out[dtype] = {"convert_s": time.perf_counter() - t0, "mb": os.path.getsize(path) / 2 ** 20}
     return out
 
@@ -551,8 +552,8 @@ def prep_litert(ctx):
 def litert_text(ctx, dtype):
     """Per-request latency of the LiteRT classifier (raw MRPC dev pairs in, probabilities out)."""
     sys.path.insert(0, ROOT)
-    import litert
-    run = litert.interpreter(ctx["litert"][dtype], num_threads=_threads()).get_signature_runner()
+    import litert_classifier
+    run = litert_classifier.interpreter(ctx["litert"][dtype], num_threads=_threads()).get_signature_runner()
     pairs = read_mrpc_dev(ctx["mrpc_dir"], ctx["text_requests"])
     for i in range(ctx["warmup"]):
         run(text_a=np.array([pairs[i % len(pairs)][0]]), text_b=np.array([pairs[i % len(pairs)][1]]))
@@ -838,7 +839,7 @@ def run_litert(runner, ctx, save_ctx, work_dir, args):
     for dtype in ("float32", "int8"):
         runner.child(f"litert_text:{dtype}", label=f"litert {dtype}", quiet=True)
     sm = runner.results.get("sm_text:1")
-    print(f"\nLiteRT classifier (litert.py), batch 1, raw MRPC dev pairs in; ai-edge-litert interpreter, "
+    print(f"\nLiteRT classifier (litert_classifier.py), batch 1, raw MRPC dev pairs in; ai-edge-litert interpreter, "
           f"{args.threads} threads")
     print(f"{'model':>14s} {'MB':>7s} {'median ms':>10s} {'p90 ms':>8s} {'accuracy':>9s} {'argmax = float':>15s}")
     floats = runner.results.get("litert_text:float32", {}).get("predictions")

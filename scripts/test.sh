@@ -1,8 +1,50 @@
 #!/usr/bin/env bash
-# Sets everything up and runs the whole test suite (slow tests included).
-# Extra arguments go to pytest, e.g. scripts/test.sh -m "not slow" -k tokenization
+# Sets everything up and runs the whole test suite (slow tests included) on each TensorFlow the project runs on:
+#   - the default one (requirements.txt, in .venv): every test but tf-models-official's, whose peer installs
+#     with TensorFlow 2.20 only;
+#   - TensorFlow 2.20 (requirements-tf2.20.txt, in .venv-tf2.20): every test but HF's (the product's tests
+#     and tf-models-official's).
+# So every test runs, and the product's tests on both versions. The two passes run side by side (each leaves
+# part of CI's 2 cores idle: together they take little longer than one); the 2.20 pass's output follows the
+# default's, and the exit status is 0 when both passed.
+# BERT_TF_VERSION=X.Y runs that version's pass alone, in the foreground: BERT_TF_VERSION=2.20 bash scripts/test.sh
+# Extra arguments go to pytest (in each pass), e.g. scripts/test.sh -m "not slow" -k tokenization
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-source "$ROOT/scripts/setup.sh" --dev
-cd "$ROOT"
-exec python -m pytest "$@"
+DEFAULT="$(sed -n 's/^tensorflow==\([0-9]*\.[0-9]*\)\..*/\1/p' "$ROOT/requirements.txt")"
+
+# One version's pass: its environment (scripts/setup.sh --dev), then pytest without the tests of the peers
+# that are not installed there.
+run_pass() {
+  local version="$1" without=()
+  shift
+  [ "$version" = 2.20 ] || without+=(tf_models)
+  [ "$version" = "$DEFAULT" ] || without+=(hf)
+  BERT_TF_VERSION="$version" source "$ROOT/scripts/setup.sh" --dev
+  cd "$ROOT"
+  echo "[test] TensorFlow $version: python -m pytest --without=$(IFS=,; echo "${without[*]}") $*"
+  python -m pytest "--without=$(IFS=,; echo "${without[*]}")" "$@"
+}
+
+if [ -n "${BERT_TF_VERSION:-}" ]; then
+  run_pass "$BERT_TF_VERSION" "$@"
+  exit
+fi
+log="$(mktemp "${TMPDIR:-/tmp}/bert-test-tf2.20.XXXXXX")"
+trap 'rm -f "$log"' EXIT
+( run_pass 2.20 "$@" ) > "$log" 2>&1 &
+other=$!
+# Interrupted (Ctrl-C, or killed): the 2.20 pass in the background stops too.
+stop_other() { pkill -TERM -P "$other" 2>/dev/null || true; kill "$other" 2>/dev/null || true; }
+trap 'stop_other; exit 130' INT
+trap 'stop_other; exit 143' TERM
+status=0
+( run_pass "$DEFAULT" "$@" ) || status=$?
+other_status=0
+wait "$other" || other_status=$?
+echo "[test] TensorFlow $DEFAULT: exit status $status; TensorFlow 2.20: exit status $other_status;" \
+     "the 2.20 pass's output:"
+cat "$log"
+# pytest's 5 is "no test selected": arguments that select tests of one pass only leave none in the other.
+ok() { [ "$1" = 0 ] || [ "$1" = 5 ]; }
+ok "$status" && ok "$other_status" && ! { [ "$status" = 5 ] && [ "$other_status" = 5 ]; }

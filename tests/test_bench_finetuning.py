@@ -218,13 +218,14 @@ def test_results_written_before_the_sweep_are_keyed_by_their_learning_rate(bench
     assert list(bench.load_cache(str(path))) == ["full/ours/mrpc/2e-05/1"]
 
 
+@pytest.mark.hf
 def test_hf_matched_optimizer_equals_optimization_py():
     """OriginalAdamWeightDecay + OriginalSchedule (PyTorch) take the steps of optimization.py's AdamWeightDecay
     and LinearWarmupDecay from the same weights and gradients: clipping, no bias correction, the weight-decay
     exclusions, warm-up overriding the decay and the lr(k + 1) read."""
-    np = pytest.importorskip("numpy")
-    tf = pytest.importorskip("tensorflow")
-    torch = pytest.importorskip("torch")
+    import numpy as np
+    import tensorflow as tf
+    import torch
     import optimization
 
     rng = np.random.default_rng(7)
@@ -272,8 +273,9 @@ def test_hf_matched_optimizer_equals_optimization_py():
     apart = max(float(np.abs(adam_params[n].detach().numpy() - tf_vars[n].numpy()).max()) for n in shapes)
     assert apart > 1e-3
 
+@pytest.mark.hf
 def test_original_batches_pass_over_every_row_then_cross_the_pass_boundary():
-    torch = pytest.importorskip("torch")
+    import torch
     batches = original_batches(10, 4, 5, torch.Generator().manual_seed(0))
     assert [len(b) for b in batches] == [4] * 5
     flat = [i for b in batches for i in b]
@@ -350,7 +352,6 @@ SQUAD_RECIPE = dict(max_seq_length=256, doc_stride=128, n_best_size=20, max_answ
 def _hf_squad_windows(recipe):
     """The hf rows' windows and labels of the first 300 questions of the SQuAD training file the table uses:
     (examples, encoding, starts, ends); their long contexts give several windows, some without the answer."""
-    pytest.importorskip("transformers")
     import os
     examples = read_squad(shared_path("data", "squad", "v1.1", "dev-v1.1.articles00-37.json"))[:300]
     enc = _squad_encode(recipe, hf_tokenizer(os.path.join(minilm_dir(), "vocab.txt")), examples)
@@ -391,6 +392,7 @@ def squad_short_windows(enc, starts, ends, length, count):
 
 
 @pytest.mark.slow
+@pytest.mark.hf
 def test_run_squad_training_takes_the_matched_hf_rows_steps_on_the_same_batches(tmp_path):
     """SQuAD fine-tuning through training.py (SquadTask, the runners' real-length batches, AdamWeightDecay) and
     the hf_matched row's loop (BertForQuestionAnswering, OriginalAdamWeightDecay, OriginalSchedule), from the
@@ -398,9 +400,9 @@ def test_run_squad_training_takes_the_matched_hf_rows_steps_on_the_same_batches(
     at every step and the same weights after them, the [PAD] embedding included (HF's padding_idx would freeze
     it; the hf_matched row lets it learn as the original does). So what differs between the two rows is the
     windows, the order and the dropout draws, not the training arithmetic."""
-    np = pytest.importorskip("numpy")
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
+    import numpy as np
+    import torch
+    import transformers
     import json
     import os
     import checkpoints
@@ -479,15 +481,16 @@ def test_run_squad_training_takes_the_matched_hf_rows_steps_on_the_same_batches(
 
 
 @pytest.mark.slow
+@pytest.mark.hf
 def test_dropout_under_training_costs_what_hfs_costs(tmp_path):
     """Dropout is the one part of a training step the same-batches test turns off. With the same MiniLM weights,
     an output layer fitted to real SQuAD windows (so that noise in the encoder costs loss), the training-mode loss
     of ours (SquadTask, the config's dropout 0.1) and of HF's BertForQuestionAnswering (train mode) have the same
     mean and spread over many draws, the eval-mode losses are equal, and HF at dropout 0.2 is told apart, so the
     test can fail."""
-    np = pytest.importorskip("numpy")
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
+    import numpy as np
+    import torch
+    import transformers
     import tensorflow as tf
     import checkpoints
     import conversions
@@ -567,6 +570,7 @@ def test_dropout_under_training_costs_what_hfs_costs(tmp_path):
     assert gap(hf_double, hf) > 8.0
 
 
+@pytest.mark.hf
 def test_squad_window_labels_and_best_spans_round_trip_on_real_questions():
     """The hf rows' SQuAD windows: a label inside a window spans exactly the answer's tokens, and logits that peak
     at the labels of a question's windows make the selection answer with the gold text."""

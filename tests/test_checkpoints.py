@@ -290,9 +290,10 @@ def test_convert_checkpoint_cli_round_trip(tmp_path):
         convert_checkpoint.run(convert_checkpoint.ConvertOptions("original_to_hf", output_dir=hf_out, vocab_file=vocab))
 
 
+@pytest.mark.tf_models
 def test_tf_models_official_encoder_import(tmp_path):
-    tf_keras = pytest.importorskip("tf_keras")
-    networks = pytest.importorskip("official.nlp.modeling.networks")
+    import tf_keras
+    from official.nlp.modeling import networks
     encoder = networks.BertEncoderV2(
         vocab_size=99, hidden_size=32, num_layers=2, num_attention_heads=4, inner_dim=64, type_vocab_size=2,
         max_sequence_length=64, output_dropout=0.0, attention_dropout=0.0,

@@ -151,7 +151,9 @@ def test_tensorflow_start_up_noise_is_not_printed(tmp_path):
     # only where it is on by default, as on AVX-512 CPUs; the CPU feature guard where the build lacks some).
     shown = run_script("run_classifier.py", *classifier_args(tmp_path, output_dir=tmp_path / "o2"),
                        TF_CPP_MIN_LOG_LEVEL="0")
-    tensorflow_lines = re.findall(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWE] \S+\.cc:\d+\]", shown.stderr, re.M)
+    # TensorFlow 2.20's own format, and TensorFlow 2.21's (absl's: "I0000 00:00:1795726218.601252  8025 port.cc:153]").
+    tensorflow_lines = re.findall(r"^(?:\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWE] |[IWE]\d{4} \d\d:\d\d:[\d.]+ +\d+ )"
+                                  r"\S+\.cc:\d+\]", shown.stderr, re.M)
     assert tensorflow_lines, shown.stderr[-3000:]
 
 

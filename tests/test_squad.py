@@ -630,11 +630,12 @@ def _first_answers_only(path, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.tf_models
 def test_parity_with_tf_models_official_squad_lib(tokenizer, tmp_path):
     """Examples, windows, training labels and the n-best decoding equal tf-models-official's port of
     the original run_squad.py (squad_lib), on the SQuAD 2.0 subset with random logits."""
-    squad_lib = pytest.importorskip("official.nlp.data.squad_lib")
-    mg_tokenization = pytest.importorskip("official.nlp.tools.tokenization")
+    from official.nlp.data import squad_lib
+    from official.nlp.tools import tokenization as mg_tokenization
     mg_tokenizer = mg_tokenization.FullTokenizer(shared_path("vocab", "uncased", "vocab.txt"), True)
     keys = ("unique_id", "example_index", "doc_span_index", "tokens", "token_to_orig_map",
             "token_is_max_context", "input_ids", "input_mask", "segment_ids")

@@ -1,4 +1,5 @@
-"""litert.py: the LiteRT classifier matches the SavedModel on MRPC dev; its tokenizer gives the original's ids."""
+"""litert_classifier.py: the LiteRT classifier matches the SavedModel on MRPC dev; its tokenizer gives the
+original's ids."""
 import csv
 import dataclasses
 import json
@@ -10,7 +11,7 @@ import tensorflow as tf
 
 import checkpoints
 import cli
-import litert
+import litert_classifier
 import modeling
 import run_classifier as rc
 import tokenization
@@ -26,7 +27,7 @@ def test_lite_tokenizer_gives_the_reference_ids(name):
     vocab_file = shared_path("vocab", name, "vocab.txt")
     with open(shared_path("reference", "tokenization", name + ".jsonl"), encoding="utf-8") as f:
         records = [json.loads(line) for line in f]
-    tokenizer = litert.LiteTokenizer(vocab_file, REFERENCES[name])
+    tokenizer = litert_classifier.LiteTokenizer(vocab_file, REFERENCES[name])
     ids, splits = tokenizer.tokenize(tf.constant([r["text"] for r in records]))
     got = tf.RaggedTensor.from_row_splits(ids, splits).to_list()
     wrong = [(r["text"], r["ids"], g) for r, g in zip(records, got) if r["ids"] != g]
@@ -61,7 +62,7 @@ def test_litert_classifier_matches_the_saved_model_on_mrpc_dev(tmp_path):
                                 task_name="MRPC", vocab_file=vocab, max_seq_length=128)
     rc.run(dataclasses.replace(options, export_dir=export_dir, export_tflite=str(tflite)))
     rc.run(dataclasses.replace(options, export_tflite=str(int8), tflite_quantize=True))
-    assert sorted(litert.custom_ops(tflite.read_bytes())) == sorted(litert.CUSTOM_OPS)
+    assert sorted(litert_classifier.custom_ops(tflite.read_bytes())) == sorted(litert_classifier.CUSTOM_OPS)
     assert int8.stat().st_size < tflite.stat().st_size / 2  # the tokenizer tables (2 MB) are not quantized
 
     text_a, text_b = _mrpc_dev()
@@ -71,7 +72,7 @@ def test_litert_classifier_matches_the_saved_model_on_mrpc_dev(tmp_path):
     assert 0.3 < want.argmax(1).mean() < 0.7
     results = {}
     for path in (tflite, int8):
-        run = litert.interpreter(path).get_signature_runner()
+        run = litert_classifier.interpreter(path).get_signature_runner()
         outputs = [run(text_a=np.array([a]), text_b=np.array([b])) for a, b in zip(text_a, text_b)]
         results[path.name] = (np.concatenate([o["probabilities"] for o in outputs]),
                               [o["label"][0].decode() for o in outputs])
@@ -84,6 +85,6 @@ def test_litert_classifier_matches_the_saved_model_on_mrpc_dev(tmp_path):
           f"{np.abs(quantized - want).max():.3g} on {len(want)} MRPC dev pairs")
     assert agreement > 0.95
     # A batch of requests in one call gives the same as one request at a time.
-    run = litert.interpreter(tflite).get_signature_runner()
+    run = litert_classifier.interpreter(tflite).get_signature_runner()
     batch = run(text_a=np.array(text_a[:16]), text_b=np.array(text_b[:16]))
     np.testing.assert_allclose(batch["probabilities"], want[:16], atol=1e-4, rtol=0)
