@@ -285,23 +285,49 @@ def _log_tokenless(stats, source):
                      source, stats.tokenless_lines)
 
 
+_BLANK = None  # what _sentences yields for a blank line: the end of a document
+
+
+def _sentences(path, tokenizer, stats, start=0, end=None):
+    """The corpus reader of both modes: yields the token ids of each line of `path` that gives some (the others
+    are counted in stats) and _BLANK for each blank line. With a byte range (fast mode) it begins after the first
+    blank line at or after `start` (start > 0) and ends after the first blank line at or after `end`."""
+    lines = _read_lines(path, start)
+    if start > 0:
+        for pos, raw in lines:
+            stats.bytes += len(raw)
+            if not raw.decode("utf-8", "replace").strip():
+                if pos >= end:
+                    return
+                break
+        else:
+            return
+    for pos, raw in lines:
+        stats.lines += 1
+        stats.bytes += len(raw)
+        line = _text(raw, path, pos).strip()
+        if not line:
+            yield _BLANK
+            if end is not None and pos >= end:
+                return
+            continue
+        ids = tokenizer.ids(line)
+        if ids:
+            yield ids
+        else:
+            stats.tokenless_lines += 1
+
+
 def read_corpus_exact(input_files, tokenizer, progress=None):
     """Reads all files like the original: blank lines end documents, documents run on across files."""
     corpus = Corpus()
     stats = ReadStats()
     for path in input_files:
-        for offset, raw in _read_lines(path):
-            stats.lines += 1
-            stats.bytes += len(raw)
-            line = _text(raw, path, offset).strip()
-            if not line:
+        for ids in _sentences(path, tokenizer, stats):
+            if ids is _BLANK:
                 corpus.end_document()
                 continue
-            ids = tokenizer.ids(line)
-            if ids:
-                corpus.add_sentence(ids)
-            else:
-                stats.tokenless_lines += 1
+            corpus.add_sentence(ids)
             if progress is not None:
                 progress(stats, corpus)
     corpus.end_document()
@@ -316,33 +342,13 @@ def read_documents_in_range(path, start, end, tokenizer, stats):
     skips to just after the first blank line at or after `start`, and stops at the first blank line at or after
     `end` (where the next worker begins), so every document is read by exactly one worker.
     """
-    lines = _read_lines(path, start)
-    if start > 0:
-        for pos, raw in lines:
-            stats.bytes += len(raw)
-            if not raw.decode("utf-8", "replace").strip():
-                if pos >= end:
-                    return
-                break
-        else:
-            return
     document = []
-    for pos, raw in lines:
-        stats.lines += 1
-        stats.bytes += len(raw)
-        line = _text(raw, path, pos).strip()
-        if not line:
-            if document:
-                yield document
-                document = []
-            if pos >= end:
-                return
-            continue
-        ids = tokenizer.ids(line)
-        if ids:
+    for ids in _sentences(path, tokenizer, stats, start, end):
+        if ids is not _BLANK:
             document.append(ids)
-        else:
-            stats.tokenless_lines += 1
+        elif document:
+            yield document
+            document = []
     if document:
         yield document
 

@@ -61,7 +61,6 @@ from cli import UserError
 DISTRIBUTION_STRATEGIES = ("default", "mirrored", "multi_worker_mirrored", "tpu")
 DTYPES = ("float32", "bfloat16", "float16")
 OPTIMIZERS = ("adamw", "lamb")
-EVAL_RESULTS_FILE = "eval_results.txt"
 
 
 @dataclasses.dataclass
@@ -629,7 +628,7 @@ def _restore_for_inference(model, checkpoint_path):
 
 def evaluate(task, input_fn, config, strategy=None, checkpoint_path=None, max_steps=None):
     """One deterministic pass (at most max_steps batches) under `strategy` (the default one when None) with the
-    weights of checkpoint_path; returns the results (the job writes them: format_eval_results)."""
+    weights of checkpoint_path; returns the results (the job writes them: runner.format_eval_results)."""
     set_precision_policy(config.dtype)
     strategy = strategy or tf.distribute.get_strategy()
     with strategy.scope():
@@ -670,18 +669,6 @@ def evaluate(task, input_fn, config, strategy=None, checkpoint_path=None, max_st
     results["global_step"] = global_step
     logging.info("Eval of %s on %d batches: %s", checkpoint_path, batches, results)
     return results
-
-
-def format_eval_results(results):
-    """Sorted `key = value` lines like the original's eval_results.txt (floats as float32, integers as integers);
-    each is logged."""
-    lines = []
-    for key in sorted(results):
-        value = results[key]
-        text = str(value) if isinstance(value, (int, np.integer)) else str(np.float32(value))
-        logging.info("  %s = %s", key, text)
-        lines.append(f"{key} = {text}\n")
-    return "".join(lines)
 
 
 def predict(task, input_fn, config, strategy=None, checkpoint_path=None):
