@@ -427,6 +427,10 @@ def answer_requests(export_dir, texts):
     """Loads the exported classifier (TensorFlow + tensorflow_text only) and returns [(text, label, prob)]."""
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (registers the tokenizer ops the SavedModel uses)
+    filesystem.require_dir(export_dir, "--answer_export_dir")
+    if not any(tf.io.gfile.exists(os.path.join(export_dir, name)) for name in ("saved_model.pb", "saved_model.pbtxt")):
+        raise cli.UserError(f"--answer_export_dir={export_dir}: no SavedModel there (saved_model.pb); expected the "
+                            f"folder the main job exported")
     serve = tf.saved_model.load(export_dir).signatures["serving_text"]
     answer = serve(text_a=tf.constant(texts))
     labels = [label.decode("utf-8") for label in answer["label"].numpy()]

@@ -9,6 +9,6 @@
 # (python main_job.py --helpfull lists every flag.)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-source "$ROOT/scripts/setup.sh"
+source "$ROOT/scripts/setup.sh" ""  # an argument of its own: this script's go to main_job.py
 cd "$ROOT"
 exec python main_job.py "$@"

@@ -135,6 +135,18 @@ def test_an_unknown_tensorflow_version_for_the_environment_is_one_error_line(tmp
     assert not (tmp_path / "output").exists() and result.stdout == ""
 
 
+def test_main_job_sh_passes_its_own_arguments_to_main_job(tmp_path):
+    """scripts/main_job.sh sets up its environment (the one of this test's TensorFlow) and hands every argument to
+    main_job.py (none to setup.sh)."""
+    version = _minor(importlib.metadata.version("tensorflow"))
+    result = subprocess.run(["bash", os.path.join(ROOT, "scripts", "main_job.sh"),
+                             f"--answer_export_dir={tmp_path / 'nowhere'}"], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=600, env=dict(os.environ, BERT_TF_VERSION=version))
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert result.stderr.strip().splitlines()[-1] == (f"error: --answer_export_dir={tmp_path / 'nowhere'}: no such "
+                                                      f"folder")
+
+
 def test_no_module_here_has_the_name_of_an_installed_package_or_the_standard_librarys():
     """A module of ours found first on sys.path would stand in for a package of that name (litert.py did so for
     TensorFlow 2.21's `litert`)."""
