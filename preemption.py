@@ -147,6 +147,15 @@ _LOST = ("stopped sending heartbeats", "Connection reset", "Socket closed", "fai
          "Connection refused", "Collective ops is aborted")
 
 
+def raise_lost_worker(err, strategy, when, newest_checkpoint=None):
+    """Raises lost_worker(...) for a TensorFlow error that says a worker went away, else err itself (in an
+    `except` block: the error goes on as it was)."""
+    lost = lost_worker(err, strategy, when, newest_checkpoint)
+    if lost is None:
+        raise err
+    raise lost from None
+
+
 def lost_worker(err, strategy, when, newest_checkpoint=None):
     """WorkerLost for a TensorFlow error that says a worker of a multi-worker run went away (`when`: e.g. "after
     global step 30"), else None."""

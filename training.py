@@ -42,6 +42,7 @@ restarted with the same command ends with exactly the weights of an uninterrupte
 Stopping early: a SIGTERM during training saves a checkpoint after the step in progress and ends the run with
 preemption.Preempted; under a multi-worker strategy a lost worker ends the others with preemption.WorkerLost.
 """
+import contextlib
 import dataclasses
 import math
 import os
@@ -177,10 +178,7 @@ def end_together(strategy):
         try:
             strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(lambda: tf.constant(1.0)), axis=None)
         except tf.errors.OpError as err:
-            lost = preemption.lost_worker(err, strategy, "at the end of the job")
-            if lost is None:
-                raise
-            raise lost from None
+            preemption.raise_lost_worker(err, strategy, "at the end of the job")
 
 
 def set_precision_policy(dtype):
@@ -477,11 +475,7 @@ def train(task, input_fn, config, strategy=None, init_checkpoint=None, max_steps
     _setup_run(config)
     strategy = strategy or tf.distribute.get_strategy()
     replicas = strategy.num_replicas_in_sync
-    k = config.gradient_accumulation_steps
-    if config.train_batch_size % (replicas * k):
-        raise UserError(f"--train_batch_size={config.train_batch_size} must be divisible by the "
-                        f"{replicas} replicas x --gradient_accumulation_steps={k}")
-    per_replica_batch = config.train_batch_size // replicas
+    per_replica_batch = _per_replica_batch(config, replicas)
     chief = is_chief(strategy)
 
     model, optimizer, loss_scale, state = build_training_state(task, config, strategy)
@@ -516,12 +510,10 @@ def train(task, input_fn, config, strategy=None, init_checkpoint=None, max_steps
             next_save = (step // config.save_checkpoints_steps + 1) * config.save_checkpoints_steps
             n = min(config.iterations_per_loop, next_save - step, total_steps - step)
             loops += 1
-            profiling, first_step = chief and loops == config.profile_loop, step
-            if profiling:
-                tf.profiler.experimental.start(config.output_dir)
             loop_start = time.time()
             try:
-                ran, logs, noticed = train_loop(iterator, tf.constant(n, tf.int32))
+                with _profiling(config, chief and loops == config.profile_loop, loops, step, n):
+                    ran, logs, noticed = train_loop(iterator, tf.constant(n, tf.int32))
                 logs = {name: float(value) for name, value in logs.items()}
                 elapsed = time.time() - loop_start
             except tf.errors.OutOfRangeError:
@@ -531,13 +523,7 @@ def train(task, input_fn, config, strategy=None, init_checkpoint=None, max_steps
                 break
             except tf.errors.OpError as err:
                 newest = f"model.ckpt-{saved_step}" if chief and saved_step is not None else None
-                lost = preemption.lost_worker(err, strategy, f"after global step {step}", newest)
-                if lost is None:
-                    raise
-                raise lost from None
-            finally:
-                if profiling:
-                    _stop_profiler(config.output_dir, loops, first_step, n)
+                preemption.raise_lost_worker(err, strategy, f"after global step {step}", newest)
             step = int(global_step.numpy())
             examples_per_sec = loop_log.write(step, logs, _learning_rate(optimizer, step), int(ran), elapsed)
             noticed = noticed.numpy()
@@ -586,12 +572,29 @@ def _restore_or_initialize(manager, state, model, output_dir, init_checkpoint, c
     return latest
 
 
-def _stop_profiler(output_dir, loop, first_step, n):
-    """Ends the trace of one loop (after its results are back on the host) and says where it is."""
-    tf.profiler.experimental.stop()
-    logging.info("Traced training loop %d (steps %d-%d) into %s (TensorBoard's Profile tab; "
-                 "benchmarks/profile_summary.py prints where the time went)", loop, first_step + 1, first_step + n,
-                 os.path.join(output_dir, "plugins", "profile"))
+def _per_replica_batch(config, replicas):
+    """--train_batch_size split over the replicas (an error unless replicas x accumulation steps divide it)."""
+    k = config.gradient_accumulation_steps
+    if config.train_batch_size % (replicas * k):
+        raise UserError(f"--train_batch_size={config.train_batch_size} must be divisible by the "
+                        f"{replicas} replicas x --gradient_accumulation_steps={k}")
+    return config.train_batch_size // replicas
+
+
+@contextlib.contextmanager
+def _profiling(config, enabled, loop, first_step, n):
+    """Traces one loop with tf.profiler into --output_dir when enabled (--profile_loop) and says where."""
+    if not enabled:
+        yield
+        return
+    tf.profiler.experimental.start(config.output_dir)
+    try:
+        yield
+    finally:
+        tf.profiler.experimental.stop()  # after the loop's results are back on the host
+        logging.info("Traced training loop %d (steps %d-%d) into %s (TensorBoard's Profile tab; "
+                     "benchmarks/profile_summary.py prints where the time went)", loop, first_step + 1,
+                     first_step + n, os.path.join(config.output_dir, "plugins", "profile"))
 
 
 class _LoopLog:
