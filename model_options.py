@@ -36,13 +36,17 @@ class ModelOptions:
         check_seq_length(bert_config, self.max_seq_length, min_seq_length, self.bert_config_file)
         return bert_config
 
-    def check(self, min_seq_length=3, special_tokens=("[CLS]", "[SEP]"), vocab=True):
-        """Every check of the model's flags: returns (BertConfig, FullTokenizer, or None without `vocab` and
-        --vocab_file) or raises cli.UserError."""
+    def require(self, vocab=True):
+        """The model's flags a job cannot do without are set: --bert_config_file, and --vocab_file with `vocab`."""
         if not self.bert_config_file:
             raise cli.UserError("--bert_config_file is required")
         if vocab and not self.vocab_file:
             raise cli.UserError("--vocab_file is required")
+
+    def check(self, min_seq_length=3, special_tokens=("[CLS]", "[SEP]"), vocab=True):
+        """Every check of the model's flags (require first): returns (BertConfig, FullTokenizer, or None without
+        `vocab` and --vocab_file) or raises cli.UserError."""
+        self.require(vocab)
         tokenization.validate_case_matches_checkpoint(self.do_lower_case, self.init_checkpoint)
         bert_config = self.bert_config(min_seq_length)
         tokenizer = None

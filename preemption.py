@@ -143,8 +143,9 @@ def preempted(notice_flags, strategy, step, saved):
 
 
 _TASK = re.compile(r"/job:(\w+)/(?:replica:\d+/)?task:(\d+)")
-_LOST = ("stopped sending heartbeats", "Connection reset", "Socket closed", "failed to connect",
-         "Connection refused", "Collective ops is aborted")
+# What TensorFlow's errors say when a peer's connection breaks, and when a worker is lost in any way.
+_BROKEN_CONNECTION = ("Connection reset", "Socket closed", "failed to connect", "Connection refused")
+_LOST = ("stopped sending heartbeats", "Collective ops is aborted") + _BROKEN_CONNECTION
 
 
 def raise_lost_worker(err, strategy, when, newest_checkpoint=None):
@@ -172,7 +173,8 @@ def lost_worker(err, strategy, when, newest_checkpoint=None):
         if (job, index) != mine and name not in lost:
             lost.append(name)
     why = ("it stopped sending heartbeats" if "heartbeat" in message else
-           "its connection broke" if any(text in message for text in _LOST[1:5]) else message.splitlines()[0])
+           "its connection broke" if any(text in message for text in _BROKEN_CONNECTION) else
+           message.splitlines()[0])
     kept = (f"the checkpoints in --output_dir up to {newest_checkpoint} are kept"
             if newest_checkpoint else "the chief's checkpoints in --output_dir are kept")
     return WorkerLost(f"lost {', '.join(lost) or 'another worker'} of the cluster {when} ({why}); "

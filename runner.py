@@ -149,13 +149,10 @@ class Job:
         self.options = options
         self.model = options.model
         self.config = self.loop_config()
-        required = [("--bert_config_file", self.model.bert_config_file)]
-        if self.needs_vocab:
-            required.append(("--vocab_file", self.model.vocab_file))
-        required.append(self.output_flag())
-        for flag, value in required:
-            if not value:
-                raise cli.UserError(f"{flag} is required")
+        self.model.require(vocab=self.needs_vocab)
+        flag, value = self.output_flag()
+        if not value:
+            raise cli.UserError(f"{flag} is required")
         self.bert_config, self.tokenizer = self.model.check(vocab=self.needs_vocab)
         self.strategy = self.inference_strategy = None
         self.chief = True
