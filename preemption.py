@@ -1,11 +1,13 @@
 """How a training run stops before its end: a preemption notice (SIGTERM) saves first, a lost worker is named.
 
 Preemption: cloud machines and TPU VMs get a SIGTERM some seconds before they are taken away. While
-`PreemptionNotice.watch()` is active (training.train's loop), a SIGTERM sets this worker's flag at once, from a
-thread (the main thread may be inside a long TensorFlow call); the loop reads the flags after every step, agreed
-between the workers by an all-reduce, so every worker stops after the same step; the chief saves a checkpoint
-there and the run ends with `Preempted` (exit status 143, as a process ended by SIGTERM). No step is lost: the
-same command resumes from the saved step, and with --deterministic ends as an uninterrupted run would.
+`PreemptionNotice.watch()` is active (training.train, from building the model to its end), a SIGTERM sets this
+worker's flag at once, from a thread (the main thread may be inside a long TensorFlow call, or tracing one); the
+loop reads the flags after every step, agreed between the workers by an all-reduce, so every worker stops after
+the same step; the chief saves a checkpoint there and the run ends with `Preempted` (exit status 143, as a
+process ended by SIGTERM). A notice that comes after the last step's agreement ends the run too, once it is
+saved. No step is lost: the same command resumes from the saved step, and with --deterministic ends as an
+uninterrupted run would.
 
 A lost worker: under a multi-worker strategy TensorFlow's coordination service hears a heartbeat from every
 worker; one that sends none for its heartbeat timeout (10 s in TensorFlow 2.20 and 2.21), or whose connection
@@ -100,7 +102,9 @@ class _Watch:
             return self
         self.read_fd, self.write_fd = os.pipe()
         os.set_blocking(self.write_fd, False)
-        self.previous_handler = signal.signal(signal.SIGTERM, lambda signum, frame: self.notice._notice())
+        # The handler itself does nothing: Python runs it in the main thread, maybe inside a trace, where
+        # TensorFlow ops would join the traced graph. The wakeup fd wakes the thread, which sets the flag.
+        self.previous_handler = signal.signal(signal.SIGTERM, lambda signum, frame: None)
         self.previous_fd = signal.set_wakeup_fd(self.write_fd, warn_on_full_buffer=False)
         self.thread = threading.Thread(target=self._read, name="preemption-notice", daemon=True)
         self.thread.start()

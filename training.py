@@ -478,34 +478,36 @@ def train(task, input_fn, config, strategy=None, init_checkpoint=None, max_steps
     per_replica_batch = _per_replica_batch(config, replicas)
     chief = is_chief(strategy)
 
-    model, optimizer, loss_scale, state = build_training_state(task, config, strategy)
-    global_step = _global_step_variable(optimizer, state)
-    manager = _checkpoint_manager(config)
-    latest = _restore_or_initialize(manager, state, model, config.output_dir, init_checkpoint, chief)
-    start_step = int(global_step.numpy())
-    total_steps = config.num_train_steps if max_steps is None else min(max_steps, config.num_train_steps)
-    if start_step >= total_steps:
-        logging.info("global step %d >= num_train_steps %d: nothing to train", start_step, total_steps)
-        return {"global_step": start_step}
-    saved_step = start_step if latest else None
-    if not latest and chief:
-        manager.save(state, start_step)
-        saved_step = start_step
-
-    iterator = iter(strategy.distribute_datasets_from_function(
-        lambda input_context: _resumed_input(input_fn, per_replica_batch, input_context, start_step)))
-    replica_step = _build_replica_step(task, model, optimizer, config, loss_scale, replicas)
-    writer = tf.summary.create_file_writer(config.output_dir) if chief else tf.summary.create_noop_writer()
-    loop_log = _LoopLog(writer, total_steps, config.train_batch_size)
-
+    # From here on a SIGTERM is a preemption notice: even during the start (restore, the first save, the trace)
+    # it ends the run with a checkpoint after one step.
     notice = preemption.PreemptionNotice(strategy)
-    train_loop = _make_train_loop(strategy, replica_step, config.use_xla, notice, task.autograph)
-    step = start_step
-    logs = {}
-    examples_per_sec = None
-    loops = 0
-    run_start = time.time()
     with notice.watch():
+        model, optimizer, loss_scale, state = build_training_state(task, config, strategy)
+        global_step = _global_step_variable(optimizer, state)
+        manager = _checkpoint_manager(config)
+        latest = _restore_or_initialize(manager, state, model, config.output_dir, init_checkpoint, chief)
+        start_step = int(global_step.numpy())
+        total_steps = config.num_train_steps if max_steps is None else min(max_steps, config.num_train_steps)
+        if start_step >= total_steps:
+            logging.info("global step %d >= num_train_steps %d: nothing to train", start_step, total_steps)
+            return {"global_step": start_step}
+        saved_step = start_step if latest else None
+        if not latest and chief:
+            manager.save(state, start_step)
+            saved_step = start_step
+
+        iterator = iter(strategy.distribute_datasets_from_function(
+            lambda input_context: _resumed_input(input_fn, per_replica_batch, input_context, start_step)))
+        replica_step = _build_replica_step(task, model, optimizer, config, loss_scale, replicas)
+        writer = tf.summary.create_file_writer(config.output_dir) if chief else tf.summary.create_noop_writer()
+        loop_log = _LoopLog(writer, total_steps, config.train_batch_size)
+
+        train_loop = _make_train_loop(strategy, replica_step, config.use_xla, notice, task.autograph)
+        step = start_step
+        logs = {}
+        examples_per_sec = None
+        loops = 0
+        run_start = time.time()
         while step < total_steps:
             next_save = (step // config.save_checkpoints_steps + 1) * config.save_checkpoints_steps
             n = min(config.iterations_per_loop, next_save - step, total_steps - step)
@@ -532,8 +534,12 @@ def train(task, input_fn, config, strategy=None, init_checkpoint=None, max_steps
                 saved_step = step
             if noticed.any():
                 raise preemption.preempted(noticed, strategy, step, saved=chief)
-    if chief and saved_step != step:
-        manager.save(state, step)
+        if chief and saved_step != step:
+            manager.save(state, step)
+        # A notice after the last step's agreement: training is done and saved, and the run still ends here.
+        noticed = tf.function(lambda: notice.agreed(strategy), autograph=False)().numpy()
+        if noticed.any():
+            raise preemption.preempted(noticed, strategy, step, saved=chief)
     if chief and config.profile_loop > loops:
         logging.warning("--profile_loop=%d: this run made %d training loops; nothing was traced",
                         config.profile_loop, loops)

@@ -10,6 +10,7 @@ import time
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 import checkpoints
 import modeling
@@ -65,6 +66,28 @@ def _saved_step(log, output_dir):
     assert latest.endswith(f"model.ckpt-{step}")
     assert int(checkpoints.load_checkpoint(latest)["global_step"]) == step
     return step
+
+
+def test_a_sigterm_while_a_function_is_traced_sets_the_flag_and_leaves_the_graph_alone():
+    """Python runs signal handlers in the main thread between two bytecodes, which may be inside a trace: a handler
+    that ran TensorFlow ops there would put them into the traced graph (a two-worker run broke so, its step
+    function's inputs out of order); the flag is set from the notice's own thread instead."""
+    notice = preemption.PreemptionNotice(tf.distribute.get_strategy())
+
+    @tf.function(autograph=False)
+    def step(x):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.2)  # the main thread's handler runs here, inside the trace
+        return x * 2.0
+
+    with notice.watch():
+        graph = step.get_concrete_function(tf.constant(1.0)).graph
+        deadline = time.time() + 5
+        while not notice.flags.numpy().any() and time.time() < deadline:
+            time.sleep(0.01)
+    assert notice.flags.numpy().tolist() == [1.0]
+    assert sorted({op.type for op in graph.get_operations()}) == ["Const", "Identity", "Mul", "Placeholder"]
+    assert len(graph.captures) == 0
 
 
 @pytest.mark.slow

@@ -1,8 +1,10 @@
 """training.py: config and flags, gradient accumulation, LAMB, mixed precision, summaries, eval, predict."""
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import keras
 import numpy as np
@@ -364,6 +366,29 @@ def test_the_loop_logs_means_and_a_preemption_notice_ends_it_after_the_step_in_p
     notice._notice()
     steps, logs, noticed = loop(iterator, tf.constant(4))
     assert int(steps) == 1 and float(logs["count"]) == 5 and noticed.numpy().tolist() == [1.0]
+
+
+@pytest.mark.parametrize("when, stopped_at", [("while the model is built", 1), ("after the last step", 3)])
+def test_a_sigterm_from_the_start_of_train_to_its_end_saves_and_stops(tmp_path, monkeypatch, when, stopped_at):
+    """While building the model (no step run yet): one step, then the stop; after the last step's agreement:
+    the run is done and saved, and still stops (a SIGTERM means the process should end)."""
+    target, name = {"while the model is built": (training, "build_training_state"),
+                    "after the last step": (training._LoopLog, "write")}[when]
+    original = getattr(target, name)
+
+    def with_a_sigterm(*args, **kwargs):
+        result = original(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.3)  # the notice's thread sets the flag
+        return result
+
+    monkeypatch.setattr(target, name, with_a_sigterm)
+    output_dir = str(tmp_path / "run")
+    with pytest.raises(preemption.Preempted, match=f"stopped at global step {stopped_at} and saved "
+                                                   f"model.ckpt-{stopped_at} in --output_dir"):
+        _train(output_dir, steps=3)  # one loop of 3 steps
+    assert checkpoints.CheckpointManager(output_dir).latest_checkpoint().endswith(f"model.ckpt-{stopped_at}")
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
 
 
 @pytest.mark.parametrize("iterations_per_loop", [1, 4])
