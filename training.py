@@ -528,15 +528,15 @@ def train(task, input_fn, config, strategy=None, init_checkpoint=None, max_steps
                 preemption.raise_lost_worker(err, strategy, f"after global step {step}", newest)
             step = int(global_step.numpy())
             examples_per_sec = loop_log.write(step, logs, _learning_rate(optimizer, step), int(ran), elapsed)
-            noticed = noticed.numpy()
-            if chief and (step % config.save_checkpoints_steps == 0 or step >= total_steps or noticed.any()):
+            if chief and (step % config.save_checkpoints_steps == 0 or step >= total_steps):
                 manager.save(state, step)
                 saved_step = step
-            if noticed.any():
-                raise preemption.preempted(noticed, strategy, step, saved=chief)
+            if noticed.numpy().any():
+                break
         if chief and saved_step != step:
             manager.save(state, step)
-        # A notice after the last step's agreement: training is done and saved, and the run still ends here.
+        # The flags stay set: agreed again, they end a loop the notice stopped and a run it reached after the last
+        # step's agreement (training done and saved) alike.
         noticed = tf.function(lambda: notice.agreed(strategy), autograph=False)().numpy()
         if noticed.any():
             raise preemption.preempted(noticed, strategy, step, saved=chief)
