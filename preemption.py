@@ -38,23 +38,33 @@ class WorkerLost(cli.Stopped):
     exit_status = WORKER_LOST_EXIT_STATUS
 
 
-def _workers(strategy):
-    """(this worker's index, the number of workers) of a strategy: the chief first, then the workers."""
+def _tasks(strategy):
+    """(job, index) of every worker of a multi-worker strategy's cluster, the chief first; [] for other strategies."""
     resolver = getattr(strategy, "cluster_resolver", None)
     if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) or resolver is None:
-        return 0, 1
+        return []
     jobs = resolver.cluster_spec().as_dict()
-    names = [f"{job}:{i}" for job in ("chief", "worker") if job in jobs for i in range(len(jobs[job]))]
-    return names.index(f"{resolver.task_type}:{resolver.task_id}"), len(names)
+    return [(job, i) for job in ("chief", "worker") if job in jobs for i in range(len(jobs[job]))]
+
+
+def _task_name(job, index):
+    """A worker's name in messages: "chief", "worker 1"."""
+    return job if job == "chief" else f"{job} {index}"
+
+
+def _workers(strategy):
+    """(this worker's index in _tasks, the number of workers) of a strategy."""
+    tasks = _tasks(strategy)
+    if len(tasks) < 2:
+        return 0, 1
+    resolver = strategy.cluster_resolver
+    return tasks.index((resolver.task_type, resolver.task_id)), len(tasks)
 
 
 def worker_names(strategy):
     """Names of the workers in PreemptionNotice's order ("chief", "worker 1"), for messages."""
-    if _workers(strategy)[1] == 1:
-        return ["this worker"]
-    jobs = strategy.cluster_resolver.cluster_spec().as_dict()
-    return [job if job == "chief" else f"{job} {i}" for job in ("chief", "worker") if job in jobs
-            for i in range(len(jobs[job]))]
+    tasks = _tasks(strategy)
+    return [_task_name(*task) for task in tasks] if len(tasks) > 1 else ["this worker"]
 
 
 class PreemptionNotice:
@@ -170,11 +180,11 @@ def lost_worker(err, strategy, when, newest_checkpoint=None):
     if not isinstance(err, tf.errors.UnavailableError) and not any(text in message for text in _LOST):
         return None
     resolver = strategy.cluster_resolver
-    mine = (resolver.task_type, str(resolver.task_id))
+    mine = (resolver.task_type, resolver.task_id)
     lost = []
     for job, index in _TASK.findall(message):
-        name = job if job == "chief" else f"{job} {index}"
-        if (job, index) != mine and name not in lost:
+        name = _task_name(job, index)
+        if (job, int(index)) != mine and name not in lost:
             lost.append(name)
     why = ("it stopped sending heartbeats" if "heartbeat" in message else
            "its connection broke" if any(text in message for text in _BROKEN_CONNECTION) else
