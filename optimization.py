@@ -16,6 +16,7 @@ Public API (stable):
   optimizer.variables_by_name() -> {"global_step", "NAME/adam_m", "NAME/adam_v", ...} (original order);
     optimizer.global_step; optimizer.learning_rate(step) (the schedule); optimizer.current_learning_rate()
     (the rate the next apply_gradients uses).
+  occurrence_squares(indexed_slices): a gathered table's share of the global norm, for row_squares.
 Gradient accumulation (--gradient_accumulation_steps) is done by training.py's step before apply_gradients.
 
 Global norm: as the original's tf.clip_by_global_norm over the gradients it is given. A gradient given as
@@ -84,6 +85,12 @@ def _dense(grad):
     if isinstance(grad, tf.IndexedSlices):
         return tf.convert_to_tensor(grad)
     return grad
+
+
+def occurrence_squares(grad):
+    """The sum of squares of a gathered table's gradient (tf.IndexedSlices) counted row by row, one row per token
+    occurrence: its share of the global norm (module docstring, "Global norm")."""
+    return tf.reduce_sum(tf.square(grad.values))
 
 
 class _WeightDecayOptimizer:
@@ -173,7 +180,7 @@ class _WeightDecayOptimizer:
         for (grad, _), name in zip(grads_and_vars, names):
             if isinstance(grad, tf.IndexedSlices):
                 if name not in squares:
-                    squares[name] = tf.reduce_sum(tf.square(grad.values))
+                    squares[name] = occurrence_squares(grad)
                 grad = tf.convert_to_tensor(grad)
             grads.append(grad)
         ctx = tf.distribute.get_replica_context()
@@ -188,8 +195,8 @@ class _WeightDecayOptimizer:
                 rows = [total / float(replicas) for total in ctx.all_reduce(tf.distribute.ReduceOp.MEAN, rows)]
         if rows:
             # tf.linalg.global_norm's sum of half squares, with the rows' in place of their dense gradients'.
-            half_squares = [tf.nn.l2_loss(g) if name not in squares else 0.5 * rows[row_names.index(name)]
-                            for g, name in zip(grads, names)]
+            row_of = dict(zip(row_names, rows))
+            half_squares = [0.5 * row_of[name] if name in row_of else tf.nn.l2_loss(g) for g, name in zip(grads, names)]
             global_norm = tf.sqrt(tf.reduce_sum(tf.stack(half_squares)) * 2.0)
             if self.clip_norm:
                 grads, _ = tf.clip_by_global_norm(grads, clip_norm=self.clip_norm, use_norm=global_norm)

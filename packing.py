@@ -311,8 +311,8 @@ def pack_pairs(tokenizer, ids_a, ids_b, max_seq_length):
     parts = [[], [], []]
     for start in range(0, len(ids_a), PACK_CHUNK):
         end = start + PACK_CHUNK
-        tensors = pack_pair(ragged_ids(ids_a[start:end]), ragged_ids(ids_b[start:end]),
-                                    max_seq_length, cls_id, sep_id)
+        tensors = pack_pair(ragged_ids(ids_a[start:end]), ragged_ids(ids_b[start:end]), max_seq_length, cls_id,
+                            sep_id)
         for part, tensor in zip(parts, tensors):
             part.append(tensor.numpy())
     return {name: np.concatenate(part) if part else np.zeros([0, max_seq_length], np.int32)

@@ -365,7 +365,7 @@ def _build_replica_step(task, model, optimizer, config, loss_scale, num_replicas
         grads = tape.gradient(scaled, variables)
         rows = {}
         if per_occurrence:
-            rows = {j: tf.reduce_sum(tf.square(g.values)) for j, g in enumerate(grads)
+            rows = {j: optimization.occurrence_squares(g) for j, g in enumerate(grads)
                     if isinstance(g, tf.IndexedSlices)}
         # Variables without a gradient (e.g. an unused pooler) are left alone, as the original does.
         grads = [None if g is None else tf.convert_to_tensor(g) for g in grads]
