@@ -224,7 +224,6 @@ class Job(runner.Job):
         super().__init__(options)
         self.layer_indexes = parse_layers(options.layers, self.bert_config.num_hidden_layers)
         self.task = ExtractFeaturesTask(self.bert_config, self.layer_indexes, options.sentence_vector)
-        filesystem.require_file(options.input_file, "--input_file")
         self.features = None
 
     def loop_config(self):
