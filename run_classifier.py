@@ -343,24 +343,22 @@ class CustomProcessor(DataProcessor):
     """
 
     def __init__(self, task, data_dir=None):
-        text_a_column, text_b_column, label_column = task.text_a_column, task.text_b_column, task.label_column
-        delimiter, regression, label_list = task.delimiter, task.regression, task.label_list
-        if text_a_column is None or str(text_a_column) == "":
+        if task.text_a_column is None or str(task.text_a_column) == "":
             raise cli.UserError("--text_a_column must name the text column of the custom task")
-        self.text_a_column = str(text_a_column)
-        self.text_b_column = None if text_b_column in (None, "") else str(text_b_column)
-        self.label_column = None if label_column in (None, "") else str(label_column)
-        delimiter = {"tab": "\t", "\\t": "\t", "comma": ","}.get(delimiter, delimiter)
+        self.text_a_column = str(task.text_a_column)
+        self.text_b_column = None if task.text_b_column in (None, "") else str(task.text_b_column)
+        self.label_column = None if task.label_column in (None, "") else str(task.label_column)
+        delimiter = {"tab": "\t", "\\t": "\t", "comma": ","}.get(task.delimiter, task.delimiter)
         if not isinstance(delimiter, str) or len(delimiter) != 1:
             raise cli.UserError("--delimiter=%r: expected one character (or 'tab', 'comma')" % (delimiter,))
         self.delimiter = delimiter
         self.has_header = task.has_header
-        self.is_regression = regression
+        self.is_regression = task.regression
         self.is_pair = self.text_b_column is not None
-        self.metric_names = ("pearson", "spearman") if regression else ("accuracy",)
+        self.metric_names = ("pearson", "spearman") if task.regression else ("accuracy",)
         self.train_file, self.dev_file, self.test_file = task.train_file, task.dev_file, task.test_file
         self.data_dir = data_dir
-        self._labels = list(label_list) if label_list else None
+        self._labels = list(task.label_list) if task.label_list else None
 
     def _read(self, path):
         quotechar = '"' if self.delimiter == "," else None
