@@ -175,8 +175,11 @@ def end_together(strategy):
     """Under a multi-worker strategy, waits until every worker gets here (the chief runs inference after
     training while the others wait), so that no worker leaves the cluster while another still needs it."""
     if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        barrier = tf.function(  # traced: eagerly, the strategy warns of its overhead at the end of every job
+            lambda: strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(lambda: tf.constant(1.0)), axis=None),
+            autograph=False)
         try:
-            strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(lambda: tf.constant(1.0)), axis=None)
+            barrier()
         except tf.errors.OpError as err:
             preemption.raise_lost_worker(err, strategy, "at the end of the job")
 
