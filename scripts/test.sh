@@ -20,8 +20,8 @@ run_pass() {
   shift
   [ "$version" = 2.20 ] || without+=(tf_models)
   [ "$version" = "$DEFAULT" ] || without+=(hf)
-  BERT_TF_VERSION="$version" source "$ROOT/scripts/setup.sh" --dev
-  cd "$ROOT"
+  BERT_TF_VERSION="$version" source "$ROOT/scripts/setup.sh" --dev || return
+  cd "$ROOT" || return
   echo "[test] TensorFlow $version: python -m pytest --without=$(IFS=,; echo "${without[*]}") $*"
   python -m pytest "--without=$(IFS=,; echo "${without[*]}")" "$@"
 }

@@ -189,3 +189,27 @@ def test_importing_tensorflow_keras_and_tensorflow_text_looks_up_no_module_of_ou
     looked_up = set(json.loads(result.stdout.splitlines()[-1]))
     assert {"tensorflow", "keras", "tensorflow_text", "tensorboard", "numpy", "google"} <= looked_up
     assert sorted(looked_up & _our_modules()) == []
+
+
+def test_a_failed_install_ends_the_test_command_before_pytest_with_one_line_per_environment(tmp_path):
+    """scripts/test.sh runs each pass's setup where `set -e` is off (its status is tested): a pip install that
+    fails (a full disk, a missing package) still ends that pass with setup.sh's error line, before pytest, and
+    leaves no stamp that would skip the install next time."""
+    os.mkdir(tmp_path / "scripts")
+    for name in ("setup.sh", "test.sh"):
+        with open(os.path.join(ROOT, "scripts", name), encoding="utf-8") as f:
+            (tmp_path / "scripts" / name).write_text(f.read())
+    for name in ("requirements-dev.txt", "requirements-hf.txt", "requirements-tf-models.txt"):
+        (tmp_path / name).write_text("")
+    for name, version in (("requirements.txt", "2.21.0"), ("requirements-tf2.20.txt", "2.20.0")):
+        (tmp_path / name).write_text(f"tensorflow=={version}\nno-such-package-of-the-bert-tests==1.0\n")
+    result = subprocess.run(["bash", str(tmp_path / "scripts" / "test.sh")], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=600, env=dict(os.environ, PYTHON=sys.executable))
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output[-3000:]
+    for venv, files in ((".venv", "requirements.txt requirements-dev.txt requirements-hf.txt"),
+                        (".venv-tf2.20", "requirements-tf2.20.txt requirements-dev.txt requirements-tf-models.txt")):
+        assert f"error: scripts/setup.sh: pip could not install {files} into {tmp_path / venv} " in output
+        assert not glob.glob(str(tmp_path / venv / ".setup-stamp-*"))
+    assert "[test] TensorFlow 2.21: exit status 1; TensorFlow 2.20: exit status 1" in output
+    assert "python -m pytest" not in output
