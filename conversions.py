@@ -189,7 +189,7 @@ def read_hf(hf_dir):
 def check_weights_against_config(weights, config, source="weights"):
     """Errors naming the variable when a weight's shape disagrees with what the config builds."""
     model = modeling.PretrainingModel(config) if any(n.startswith("cls/") for n in weights) else \
-        modeling.BertModel(config)
+        modeling.BertEncoder(config)
     expected = {n: [int(d) for d in v.shape] for n, v in model.variables_by_name().items()}
     problems = []
     for name, value in weights.items():

@@ -159,7 +159,7 @@ class ExtractFeaturesTask(training.Task):
         self.sentence_vector = sentence_vector
 
     def build_model(self):
-        return modeling.BertModel(self.bert_config)
+        return modeling.BertEncoder(self.bert_config)
 
     def predict_outputs(self, model, features):
         input_mask = features["input_mask"]

@@ -4,7 +4,7 @@ Public API (stable):
   BertConfig(vocab_size, hidden_size=768, ...): from_dict, from_json_file (a file must give the REQUIRED_KEYS),
     to_dict, to_json_string, to_json_file. hidden_act: "gelu" (original tanh approximation), "gelu_exact" (erf),
     "relu", "tanh", "linear".
-  BertModel(config, name="bert"): call(input_ids, input_mask=None, token_type_ids=None, training=False) ->
+  BertEncoder(config, name="bert"): the Keras encoder; call(input_ids, input_mask=None, token_type_ids=None, training=False) ->
     {"sequence_output", "pooled_output", "all_encoder_layers", "embedding_output"}; `embedding_table`;
     `variables_by_name()` -> {original name: variable}, e.g. "bert/pooler/dense/kernel".
   PretrainingModel(config): call(features, training=False) ->
@@ -68,7 +68,7 @@ REQUIRED_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attentio
 
 
 class BertConfig:
-    """Configuration of a BertModel, with the original keys and defaults (_CONFIG_DEFAULTS)."""
+    """Configuration of a BERT model, with the original keys and defaults (_CONFIG_DEFAULTS)."""
 
     def __init__(self, vocab_size, **kwargs):
         unknown = sorted(set(kwargs) - set(_CONFIG_DEFAULTS))
@@ -416,12 +416,12 @@ class TransformerLayer(NamedLayer):
         return tf.reshape(out, [batch_size, seq_length, c.hidden_size])
 
 
-class BertModel(NamedLayer):
+class BertEncoder(NamedLayer):
     """The BERT encoder with embeddings and pooler; variables named "bert/..." as the original."""
 
     def __init__(self, config, name="bert", **kwargs):
         if not isinstance(config, BertConfig):
-            raise TypeError(f"BertModel expects a BertConfig, got {type(config).__name__}")
+            raise TypeError(f"BertEncoder expects a BertConfig, got {type(config).__name__}")
         super().__init__(name=name, **kwargs)
         self.config = copy.deepcopy(config)
         self.embeddings = self.track_named("embeddings", Embeddings(self.config, name="embeddings"))
@@ -563,12 +563,12 @@ PRETRAINING_FEATURES = records.names(records.pretraining(None, None))
 
 
 class PretrainingModel(keras.Model):
-    """BertModel + the original masked-LM and next-sentence heads and losses."""
+    """BertEncoder + the original masked-LM and next-sentence heads and losses."""
 
     def __init__(self, config, name="pretraining_model", **kwargs):
         super().__init__(name=name, **kwargs)
         self.config = copy.deepcopy(config)
-        self.bert = BertModel(self.config, name="bert")
+        self.bert = BertEncoder(self.config, name="bert")
         self.mlm_head = MaskedLMHead(self.config, name="predictions")
         self.nsp_head = NextSentenceHead(self.config, name="seq_relationship")
         self.mlm_head.build(None)
@@ -642,7 +642,7 @@ class OutputLayer(NamedLayer):
 
 
 class ClassifierModel(keras.Model):
-    """BertModel + the original output layer: on the pooled output, call(features) -> float32 logits
+    """BertEncoder + the original output layer: on the pooled output, call(features) -> float32 logits
     [batch, num_labels]; with per_token, on every position of the sequence output -> [batch, seq, num_labels].
     The layer's variables are named `head_scope` + "output_weights" / "output_bias"."""
 
@@ -653,7 +653,7 @@ class ClassifierModel(keras.Model):
         self.num_labels = num_labels
         self.per_token = per_token
         self.head_scope = head_scope
-        self.bert = BertModel(bert_config, name="bert")
+        self.bert = BertEncoder(bert_config, name="bert")
         self.head = OutputLayer(num_labels, bert_config.hidden_size, dropout, name="output")
         self.head.build()
 
@@ -675,7 +675,7 @@ class ClassifierModel(keras.Model):
 
 
 class SquadModel(ClassifierModel):
-    """BertModel + the original SQuAD layer "cls/squad/output_weights" [2, hidden] / "output_bias" [2] on every
+    """BertEncoder + the original SQuAD layer "cls/squad/output_weights" [2, hidden] / "output_bias" [2] on every
     position, no dropout: call(features) -> float32 (start_logits, end_logits), each [batch, seq]."""
 
     def __init__(self, bert_config, name="squad", **kwargs):

@@ -25,7 +25,7 @@ MiniLM package comes with --dev). Reads MRPC dev from ../shared/data/glue/MRPC (
 Part `encoder` (random weights, BERT-base by default: L12 H768 A12, intermediate 3072, vocab 30522,
 type_vocab_size 2, tanh GELU; seq 128 with every position real (input_mask all ones), the same random ids for
 every implementation; batch 1, 8, 32). Configurations `encoder:IMPL:DTYPE:BATCH:XLA`:
-- `ours`: modeling.BertModel called inside a tf.function (training=False), returning sequence_output and
+- `ours`: modeling.BertEncoder called inside a tf.function (training=False), returning sequence_output and
   pooled_output; bfloat16 = the Keras "mixed_bfloat16" policy; XLA=1 = jit_compile (only with --xla).
 - `peer`: tf-models-official (legacy tf_keras) networks.BertEncoder built as in bench_pretraining.py, in a
   tf.function (training=False); bfloat16 = tf_keras "mixed_bfloat16"; XLA=1 = jit_compile (only with --xla).
@@ -244,7 +244,7 @@ def encoder_ours(ctx, dtype, batch, xla):
     config = modeling.BertConfig(hidden_act="gelu", **_bert_base(ctx))
     keras.mixed_precision.set_global_policy("mixed_bfloat16" if dtype == "bfloat16" else "float32")
     try:
-        model = modeling.BertModel(config)
+        model = modeling.BertEncoder(config)
     finally:
         keras.mixed_precision.set_global_policy("float32")
 

@@ -50,7 +50,7 @@ def test_init_from_checkpoint_reproduces_reference_outputs():
 
 def test_init_from_checkpoint_keeps_new_variables_and_accepts_a_prefix():
     folder = _tiny_folder()
-    model = modeling.BertModel(_reference_config(folder))
+    model = modeling.BertEncoder(_reference_config(folder))
     head = tf.Variable(tf.zeros([2, 128]), name="output_weights")
     variables = dict(model.variables_by_name(), output_weights=head)
     loaded, new, unused = checkpoints.init_from_checkpoint(variables, os.path.join(folder, "model.ckpt-30"))
@@ -65,7 +65,7 @@ def test_shape_mismatch_and_missing_checkpoint_errors(tmp_path):
     folder = _tiny_folder()
     config = _reference_config(folder)
     config.vocab_size = 1000
-    model = modeling.BertModel(config)
+    model = modeling.BertEncoder(config)
     with pytest.raises(ValueError) as err:
         checkpoints.init_from_checkpoint(model.variables_by_name(), folder)
     message = str(err.value)
@@ -163,7 +163,7 @@ def test_minilm_hf_import_matches_hf_and_original(tmp_path):
 
     config, weights = conversions.read_hf(hf_dir)
     assert config.hidden_act == "gelu_exact" and config.num_hidden_layers == 6
-    model = modeling.BertModel(config)
+    model = modeling.BertEncoder(config)
     for name, var in model.variables_by_name().items():
         var.assign(weights[name])
     _compare_minilm(model, ref_hf)
@@ -174,7 +174,7 @@ def test_minilm_hf_import_matches_hf_and_original(tmp_path):
         "bert_config.json", "vocab.txt", "bert_model.ckpt.index", "bert_model.ckpt.data-00000-of-00001"])
     config2 = modeling.BertConfig.from_json_file(os.path.join(out_dir, "bert_config.json"))
     config2.hidden_act = "gelu"
-    model2 = modeling.BertModel(config2)
+    model2 = modeling.BertEncoder(config2)
     loaded, new, unused = checkpoints.init_from_checkpoint(model2.variables_by_name(), prefix)
     assert new == [] and unused == []
     _compare_minilm(model2, ref_orig)
@@ -311,7 +311,7 @@ def test_tf_models_official_encoder_import(tmp_path):
     config = modeling.BertConfig.from_json_file(str(tmp_path / "original" / "bert_config.json"))
     assert (config.num_hidden_layers, config.num_attention_heads, config.intermediate_size) == (2, 4, 64)
     config.hidden_dropout_prob = config.attention_probs_dropout_prob = 0.0
-    model = modeling.BertModel(config)
+    model = modeling.BertEncoder(config)
     loaded, new, unused = checkpoints.init_from_checkpoint(model.variables_by_name(), prefix)
     assert new == [] and unused == []
     ours = model(ids, mask, types)

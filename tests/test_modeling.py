@@ -111,7 +111,7 @@ def test_jit_compiled_forward_matches_eager():
 
 def test_defaults_mask_and_types_and_padding_invariance():
     config = _tiny_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    model = modeling.BertModel(config)
+    model = modeling.BertEncoder(config)
     ids = np.array([[5, 6, 7, 8, 0, 0]], np.int32)
     mask = np.array([[1, 1, 1, 1, 0, 0]], np.int32)
     full = model(ids)
@@ -125,7 +125,7 @@ def test_defaults_mask_and_types_and_padding_invariance():
 
 
 def test_dropout_only_in_training():
-    model = modeling.BertModel(_tiny_config())
+    model = modeling.BertEncoder(_tiny_config())
     ids = np.arange(1, 17, dtype=np.int32).reshape(2, 8)
     a = model(ids, training=False)["sequence_output"]
     b = model(ids, training=False)["sequence_output"]
@@ -135,7 +135,7 @@ def test_dropout_only_in_training():
 
 
 def test_initializer_is_truncated_normal():
-    model = modeling.BertModel(_tiny_config(vocab_size=4000, hidden_size=64), name="bert")
+    model = modeling.BertEncoder(_tiny_config(vocab_size=4000, hidden_size=64), name="bert")
     table = model.embedding_table.numpy()
     assert abs(table.std() - 0.02 * 0.88) < 0.002  # std of N(0, s) truncated at 2s is 0.88 s
     assert np.abs(table).max() <= 0.04 + 1e-6
