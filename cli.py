@@ -369,6 +369,35 @@ def build_options(options_class, **values):
     return options_class(**fields)
 
 
+class OriginalFlags:
+    """A script module's `FLAGS` as the original's library functions read it (run_squad.write_predictions reads
+    FLAGS.version_2_with_negative, create_pretraining_data.create_masked_lm_predictions FLAGS.do_whole_word_mask):
+    a value set on it (`module.FLAGS.name = value`) wins; else the parsed absl flag of that name, when a script
+    defined one (this project's scripts define theirs in main(), a user's own script may define its own); else the
+    original's default given here. This project's own code passes its options explicitly and never reads it."""
+
+    def __init__(self, **defaults):
+        object.__setattr__(self, "_defaults", dict(defaults))
+        object.__setattr__(self, "_values", {})
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if name in self._values:
+            return self._values[name]
+        if name in flags.FLAGS and flags.FLAGS.is_parsed():
+            return flags.FLAGS[name].value
+        if name in self._defaults:
+            return self._defaults[name]
+        raise AttributeError(f"FLAGS has no flag {name!r} (the original's flags read here: {sorted(self._defaults)})")
+
+    def __setattr__(self, name, value):
+        self._values[name] = value
+
+    def __delattr__(self, name):
+        self._values.pop(name, None)
+
+
 def options_from_flags(options_class, flag_values=None):
     """An options_class built from the parsed flags (fields off the command line keep their defaults)."""
     fv = flag_values if flag_values is not None else flags.FLAGS
