@@ -17,6 +17,7 @@ record with the format a script expects, and naming_corrupt_records() turns Tens
 error naming the file and record.
 """
 import collections
+import dataclasses
 import re
 
 import numpy as np
@@ -446,24 +447,31 @@ def decode(record, record_format):
 ORIGINAL_SHUFFLE_BUFFER = 100  # training records the original's input functions shuffle among
 
 
-def input_fn(path, record_format, is_training, drop_remainder, seed=None, shuffle_buffer=ORIGINAL_SHUFFLE_BUFFER,
-             num_records=None):
+@dataclasses.dataclass(frozen=True)
+class Shuffle:
+    """How training draws the records of a file: from a buffer of `buffer` records over the repeated file (the
+    original's 100), or with buffer 0 a new permutation of all `num_records` records every pass; `seed` None
+    draws differently every run."""
+    buffer: int = ORIGINAL_SHUFFLE_BUFFER
+    seed: int = None
+    num_records: int = None
+
+
+def input_fn(path, record_format, is_training, drop_remainder, shuffle=Shuffle()):
     """An input function for training.py over a feature TFRecord file: records sharded across input
-    pipelines, decoded, batched; when training, repeated and shuffled: drawn from a buffer of shuffle_buffer
-    records over the repeated file (the original), or with shuffle_buffer 0 a new permutation of all
-    num_records records every pass."""
+    pipelines, decoded, batched; when training, repeated and shuffled as `shuffle` (a Shuffle) says."""
     import tensorflow as tf
-    if is_training and shuffle_buffer == 0 and not num_records:
-        raise ValueError("a full shuffle (shuffle_buffer 0) needs num_records")
+    if is_training and shuffle.buffer == 0 and not shuffle.num_records:
+        raise ValueError("a full shuffle (Shuffle.buffer 0) needs num_records")
 
     def make(batch_size, input_context=None):
         d = tf.data.TFRecordDataset(path)
         if input_context is not None and input_context.num_input_pipelines > 1:
             d = d.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
-        if is_training and shuffle_buffer == 0:
-            d = d.shuffle(num_records, seed=seed, reshuffle_each_iteration=True).repeat()
+        if is_training and shuffle.buffer == 0:
+            d = d.shuffle(shuffle.num_records, seed=shuffle.seed, reshuffle_each_iteration=True).repeat()
         elif is_training:
-            d = d.repeat().shuffle(buffer_size=shuffle_buffer, seed=seed)
+            d = d.repeat().shuffle(buffer_size=shuffle.buffer, seed=shuffle.seed)
         d = d.map(lambda record: decode(record, record_format), num_parallel_calls=tf.data.AUTOTUNE)
         return d.batch(batch_size, drop_remainder=drop_remainder).prefetch(tf.data.AUTOTUNE)
 

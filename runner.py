@@ -227,8 +227,8 @@ class Job:
         buffer = self.options.shuffle_buffer_size
         if buffer == 0:
             logging.info("Shuffling all %d training records anew every pass (--shuffle_buffer_size=0)", num_records)
-        return records.input_fn(path, record_format, is_training=True, drop_remainder=True, seed=seed,
-                               shuffle_buffer=buffer, num_records=num_records)
+        return records.input_fn(path, record_format, is_training=True, drop_remainder=True,
+                                shuffle=records.Shuffle(buffer, seed, num_records))
 
     def inference_checkpoint(self):
         """(path, global step) of the checkpoint evaluation, prediction and export use: the newest readable one

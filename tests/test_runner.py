@@ -141,7 +141,7 @@ def test_record_files_are_the_bytes_of_tensorflows_writer(tmp_path, record_forma
 def _training_order(path, record_format, rows, **shuffle):
     """The rows (input_ids[0]) of the first two passes' training batches of 32 over `rows` records, as one list."""
     batches = 2 * rows // 32 + 1
-    dataset = records.input_fn(path, record_format, True, True, seed=1, **shuffle)(32).take(batches)
+    dataset = records.input_fn(path, record_format, True, True, records.Shuffle(seed=1, **shuffle))(32).take(batches)
     return [row for batch in dataset.as_numpy_iterator() for row in batch["input_ids"][:, 0].tolist()]
 
 
@@ -164,12 +164,12 @@ def test_shuffle_buffer_0_mixes_a_sorted_training_file(tmp_path):
         return np.mean([len({sources[row] for row in order[i:i + 32]}) for i in range(0, n - 31, 32)])
 
     assert sources_per_batch(_training_order(path, record_format, n)) < 2.5
-    shuffled = _training_order(path, record_format, n, shuffle_buffer=0, num_records=n)
+    shuffled = _training_order(path, record_format, n, buffer=0, num_records=n)
     assert sources_per_batch(shuffled) > 9
     first, second = shuffled[:n], shuffled[n:2 * n]
     assert sorted(first) == sorted(second) == list(range(n)) and first != second  # a new permutation each pass
     with pytest.raises(ValueError, match="needs num_records"):
-        records.input_fn(path, record_format, True, True, shuffle_buffer=0)
+        records.input_fn(path, record_format, True, True, records.Shuffle(buffer=0))
 
 
 def test_output_dropout_prob_flag_reaches_the_output_layer():

@@ -274,7 +274,7 @@ def test_tfrecord_round_trip(tokenizer, tmp_path):
     np.testing.assert_array_equal(got["input_ids"], [f.input_ids for f in features])
     np.testing.assert_array_equal(got["unique_ids"], [f.unique_id for f in features])
     train_fn = records.input_fn(writer.filename, records.squad(128, True), is_training=True,
-                                      drop_remainder=True, seed=1)
+                                drop_remainder=True, shuffle=records.Shuffle(seed=1))
     batch = next(iter(train_fn(4)))
     assert batch["start_positions"].shape == (4,) and batch["segment_ids"].shape == (4, 128)
     record = next(iter(tf.data.TFRecordDataset(writer.filename)))
