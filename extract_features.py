@@ -215,6 +215,7 @@ class Job(runner.Job):
     --output_file (its folder made after the checks), from --init_checkpoint, in real-length batches."""
 
     steps = (("features", None, "extract"),)
+    output_is_file = True
 
     def __init__(self, options):
         if not options.model.init_checkpoint:
@@ -234,9 +235,6 @@ class Job(runner.Job):
 
     def output_flag(self):
         return "--output_file", self.options.output_file
-
-    def make_output_dir(self):
-        filesystem.make_parent_dir(self.options.output_file, "--output_file")
 
     def read_data(self):
         examples = read_examples(self.options.input_file)

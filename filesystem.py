@@ -172,6 +172,19 @@ def _make_dir(path, named):
     return path
 
 
+def make_output_dir(path, flag="--output_dir", is_file=False, local=False):
+    """What a job writes its outputs into, made once its checks passed: the folder `path` (is_file: the folder the
+    file `path` goes into), on any file system; `local` asks for a folder on this machine (a job that keeps its
+    log there and starts processes in it), returned as an absolute path. Returns the path."""
+    if local and path and is_remote(path):
+        raise UserError(f"{flag}={path}: this job writes its log and runs processes in a local folder; give a local "
+                        "path (its input flags may name gs://... files)")
+    if is_file:
+        return make_parent_dir(path, flag)
+    path = make_dir(path, flag)
+    return os.path.abspath(path) if local else path
+
+
 def make_parent_dir(path, flag):
     """Creates the folder an output file named by `flag` goes into."""
     if not path:

@@ -538,10 +538,7 @@ def run_main_job(options):
 def make_output_dir(output_dir):
     """--output_dir made, as an absolute local path: the job keeps its log file there and answers from a fresh
     process started in it (its inputs may be on any file system TensorFlow reads)."""
-    if filesystem.is_remote(output_dir):
-        raise cli.UserError(f"--output_dir={output_dir}: the main job writes its log and runs its last stage in a "
-                            "local folder; give a local path (its input flags may name gs://... files)")
-    return os.path.abspath(filesystem.make_dir(output_dir, "--output_dir"))
+    return filesystem.make_output_dir(output_dir, local=True)
 
 
 def tf_gfile():

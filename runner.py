@@ -144,6 +144,7 @@ class Job:
     task = None
     needs_vocab = True  # the job tokenizes text (a vocab and its special tokens are required)
     needs_checkpoint = True  # inference without a checkpoint of --output_dir or --init_checkpoint is an error
+    output_is_file = False  # the output flag names a file (its folder is made), not a folder
 
     def __init__(self, options):
         self.options = options
@@ -164,12 +165,9 @@ class Job:
         return self.options.training
 
     def output_flag(self):
-        """(flag, value) of the output folder (made by make_output_dir)."""
+        """(flag, value) of the output folder (or file: output_is_file), made after the checks (a failed check
+        leaves no folder behind)."""
         return "--output_dir", self.config.output_dir
-
-    def make_output_dir(self):
-        """Creates the output folder (after the checks: a failed check leaves no folder behind)."""
-        filesystem.make_dir(self.config.output_dir, "--output_dir")
 
     def run(self):
         """The whole job; returns {result name: what the step returned} for the steps that ran."""
@@ -185,7 +183,8 @@ class Job:
         self.chief = training.is_chief(self.strategy)
         self.inference_strategy = training.local_strategy(self.strategy)
         self.read_data()
-        self.make_output_dir()
+        flag, path = self.output_flag()
+        filesystem.make_output_dir(path, flag, is_file=self.output_is_file)
         self.start()
         results = {}
         for name, flag, method in steps:
