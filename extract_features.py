@@ -14,6 +14,7 @@ example (runner.predict_arrays); pairs are packed by packing.pack_pair, as run_c
 import cli  # first: quiets TensorFlow's start-up logging
 import collections
 import dataclasses
+import io
 import json
 import re
 
@@ -70,12 +71,13 @@ class InputFeatures:
 
 
 def read_examples(input_file):
-    """Reads `InputExample`s, one per line; `a ||| b` splits a pair (at the last separator, as the original)."""
+    """Reads `InputExample`s, one per line (lines end at "\\n" only, as the original's reader); `a ||| b` splits
+    a pair (at the last separator, as the original)."""
     filesystem.require_file(input_file, "--input_file")
     with tf.io.gfile.GFile(input_file, "rb") as reader:
         data = reader.read()
     examples = []
-    for unique_id, raw in enumerate(data.splitlines(keepends=True)):
+    for unique_id, raw in enumerate(io.BytesIO(data)):
         try:
             line = raw.decode("utf-8").strip()
         except UnicodeDecodeError as err:
@@ -119,6 +121,15 @@ def convert_examples_to_features(examples, seq_length, tokenizer):
         logging.info("%d of %d examples were truncated to max_seq_length=%d", n_truncated, len(examples),
                      seq_length)
     return features
+
+
+def input_fn_builder(features, seq_length):
+    """The original's `input_fn(params)` over `InputFeatures`: input_fn({"batch_size": n}) is a tf.data.Dataset
+    of batches, in order, of int32 unique_ids [n] and input_ids, input_mask, input_type_ids [n, seq_length]."""
+    arrays = feature_arrays(features)
+    for name in ("input_ids", "input_mask", "input_type_ids"):
+        arrays[name] = arrays[name].reshape(-1, seq_length)
+    return runner.original_input_fn(arrays)
 
 
 def parse_layers(layers, num_hidden_layers):

@@ -16,14 +16,21 @@ gradient accumulation, checkpoints).
 {"probabilities"} ({"score"} for regression). Load it with `import tensorflow_text` and
 tf.saved_model.load. --predict_input=FILE or - (stdin) predicts line after line (text_a, or text_a<TAB>text_b)
 with the model loaded once. --task_name=custom reads a user's TSV/CSV (--text_a_column, --text_b_column,
---label_column, --label_list, --delimiter, --has_header, --regression). --output_dropout_prob sets the output
-layer's dropout (the original's fixed 0.1).
+--label_column, --label_list, --delimiter, --has_header, --regression). --processor_class=module.Class runs your own
+DataProcessor subclass, written as the original's README says. --output_dropout_prob sets the output layer's
+dropout (the original's fixed 0.1).
+
+The original's Python API is here too: the processors (DataProcessor._read_tsv returns a list of field lists),
+InputExample, PaddingInputExample, InputFeatures, convert_single_example, convert_examples_to_features,
+file_based_convert_examples_to_features, file_based_input_fn_builder and input_fn_builder (input_fn(params) ->
+tf.data.Dataset), over this script's own conversion (packing.pack_pair) and records (records.py).
 """
 
 import cli  # first: quiets TensorFlow's start-up logging
 import collections
 import csv
 import dataclasses
+import importlib.util
 import io
 import os
 import sys
@@ -57,12 +64,36 @@ class PaddingInputExample:
     """Fake example so the number of examples is a multiple of a fixed batch size."""
 
 
-class DataProcessor:
-    """Reads a task's train/dev/test files into `InputExample`s."""
+class TsvLines(list):
+    """The rows of a TSV or CSV file: what the original's DataProcessor._read_tsv returns (a list of field lists),
+    knowing the file (`path`) and each row's line number in it (`line_number(i)`), for error messages."""
 
-    # Subclasses set these.
+    def __init__(self, rows=(), path=None, line_numbers=None):
+        super().__init__(rows)
+        self.path = path
+        self.line_numbers = line_numbers
+
+
+def _line_of(lines, i):
+    """(file, line number) of row i of `lines` (TsvLines, or any list of rows a processor made itself)."""
+    numbers = getattr(lines, "line_numbers", None)
+    number = numbers[i] if numbers is not None and i < len(numbers) else i + 1
+    return getattr(lines, "path", None) or "<rows>", number
+
+
+class DataProcessor:
+    """Base class for data converters for sequence classification data sets (the original's).
+
+    A task's processor gives `InputExample`s from get_train_examples / get_dev_examples / get_test_examples(data_dir)
+    and its labels from get_labels(). Written as the original's README says (a class like MrpcProcessor, reading
+    with `self._read_tsv(path)`, a list of field lists), one runs with run_classifier.py --processor_class. By
+    default get_*_examples read train_file / dev_file / test_file of data_dir (_read_file: TSV, quoting off) into
+    _create_examples(lines, set_type).
+    """
+
+    # Subclasses may set these.
     is_regression = False
-    is_pair = True
+    is_pair = None  # None: a pair task when its examples have a text_b
     # Metrics reported next to eval_loss, as GLUE reports them for the task.
     metric_names = ("accuracy",)
 
@@ -71,24 +102,33 @@ class DataProcessor:
     dev_set, test_set = "dev", "test"
 
     def get_train_examples(self, data_dir):
-        return self._create_examples(os.path.join(data_dir, self.train_file), "train")
+        """Gets a collection of `InputExample`s for the train set."""
+        return self._create_examples(self._read_file(os.path.join(data_dir, self.train_file)), "train")
 
     def get_dev_examples(self, data_dir):
-        return self._create_examples(os.path.join(data_dir, self.dev_file), self.dev_set)
+        """Gets a collection of `InputExample`s for the dev set."""
+        return self._create_examples(self._read_file(os.path.join(data_dir, self.dev_file)), self.dev_set)
 
     def get_test_examples(self, data_dir):
-        return self._create_examples(os.path.join(data_dir, self.test_file), self.test_set)
-
-    def _create_examples(self, path, set_type):
-        raise NotImplementedError()
+        """Gets a collection of `InputExample`s for prediction."""
+        return self._create_examples(self._read_file(os.path.join(data_dir, self.test_file)), self.test_set)
 
     def get_labels(self):
         """The label strings in id order; None for regression."""
         raise NotImplementedError()
 
+    def _create_examples(self, lines, set_type):
+        """`InputExample`s of a file's rows (the original's processors have one)."""
+        raise NotImplementedError()
+
+    def _read_file(self, path):
+        """The rows of one of the task's files: TSV with quoting off, as the original reads them."""
+        return self._read_tsv(path)
+
     @classmethod
     def _read_tsv(cls, input_file, quotechar=None, delimiter="\t"):
-        """Reads a tab separated file with quoting off; returns [(line_number, fields)]."""
+        """Reads a tab separated value file (quoting off unless quotechar is given): a list of field lists, as the
+        original's (TsvLines: it also knows the file and each row's line number)."""
         if not tf.io.gfile.exists(input_file) or tf.io.gfile.isdir(input_file):
             raise cli.MissingFileError("%s: data file not found: %s (check --data_dir)" % (cls.__name__, input_file))
         with tf.io.gfile.GFile(input_file, "rb") as f:
@@ -102,42 +142,47 @@ class DataProcessor:
         quoting = csv.QUOTE_NONE if quotechar is None else csv.QUOTE_MINIMAL
         reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, quotechar=quotechar,
                             quoting=quoting)
-        return [(reader.line_num, line) for line in reader]
+        rows, line_numbers = [], []
+        for line in reader:
+            rows.append(line)
+            line_numbers.append(reader.line_num)
+        return TsvLines(rows, input_file, line_numbers)
 
-    def _check(self, path, line_number, line, min_columns):
+    def _check(self, lines, i, min_columns):
+        line = lines[i]
         if len(line) < min_columns:
             separator = {"\t": "tab", ",": "comma"}.get(getattr(self, "delimiter", "\t"), "separator")
             raise cli.UserError("%s line %d: expected at least %d %s-separated columns, found %d: %r" % (
-                    path, line_number, min_columns, separator, len(line), line))
+                    *_line_of(lines, i), min_columns, separator, len(line), line))
 
-    def _check_label(self, path, line_number, label):
+    def _check_label(self, lines, i, label):
         if self.is_regression:
             try:
                 return float(label)
             except ValueError:
                 raise cli.UserError("%s line %d: label %r is not a number (regression task)" %
-                                 (path, line_number, label)) from None
+                                    (*_line_of(lines, i), label)) from None
         labels = self.get_labels()
         if label not in labels:
             raise cli.UserError("%s line %d: label %r is not in the task's label list %s" %
-                             (path, line_number, label, labels))
+                                (*_line_of(lines, i), label, labels))
         return label
 
     def _test_label(self):
         """The dummy label the original gives unlabeled test examples (the first label)."""
         return 0.0 if self.is_regression else self.get_labels()[0]
 
-    def _examples(self, path, set_type, columns, skip_header, guid_column=None):
+    def _examples(self, lines, set_type, columns, skip_header, guid_column=None):
         """Builds examples from `columns` = (text_a, text_b or None, label or None) indices."""
         a_col, b_col, label_col = columns
         needed = max(c if c is not None and c >= 0 else 0 for c in columns) + 1
         if guid_column is not None:
             needed = max(needed, guid_column + 1)
         examples = []
-        for i, (line_number, line) in enumerate(self._read_tsv(path)):
+        for i, line in enumerate(lines):
             if skip_header and i == 0:
                 continue
-            self._check(path, line_number, line, needed)
+            self._check(lines, i, needed)
             if guid_column is None:
                 guid = "%s-%s" % (set_type, i)
             else:
@@ -147,7 +192,7 @@ class DataProcessor:
             if label_col is None:
                 label = self._test_label()
             else:
-                label = self._check_label(path, line_number, line[label_col])
+                label = self._check_label(lines, i, line[label_col])
             examples.append(InputExample(guid=guid, text_a=text_a, text_b=text_b, label=label))
         return examples
 
@@ -155,44 +200,43 @@ class DataProcessor:
 class XnliProcessor(DataProcessor):
     """XNLI: trains on the machine-translated MultiNLI of one language, evaluates on that language."""
 
+    is_pair = True
+
     def __init__(self, language="zh"):
         self.language = language
 
     def get_train_examples(self, data_dir):
-        path = os.path.join(data_dir, "multinli", "multinli.train.%s.tsv" % self.language)
+        lines = self._read_file(os.path.join(data_dir, "multinli", "multinli.train.%s.tsv" % self.language))
         examples = []
-        for i, (line_number, line) in enumerate(self._read_tsv(path)):
+        for i, line in enumerate(lines):
             if i == 0:
                 continue
-            self._check(path, line_number, line, 3)
+            self._check(lines, i, 3)
             label = line[2]
             if label == "contradictory":
                 label = "contradiction"
-            examples.append(InputExample(
-                    guid="train-%d" % i, text_a=line[0],
-                    text_b=line[1],
-                    label=self._check_label(path, line_number, label)))
+            examples.append(InputExample(guid="train-%d" % i, text_a=line[0], text_b=line[1],
+                                         label=self._check_label(lines, i, label)))
         return examples
 
-    def _xnli_eval(self, path, set_type):
+    def _create_examples(self, lines, set_type):
+        """The XNLI dev and test files: the rows of this language."""
         examples = []
-        for i, (line_number, line) in enumerate(self._read_tsv(path)):
+        for i, line in enumerate(lines):
             if i == 0:
                 continue
-            self._check(path, line_number, line, 8)
+            self._check(lines, i, 8)
             if line[0] != self.language:
                 continue
-            examples.append(InputExample(
-                    guid="%s-%d" % (set_type, i), text_a=line[6],
-                    text_b=line[7],
-                    label=self._check_label(path, line_number, line[1])))
+            examples.append(InputExample(guid="%s-%d" % (set_type, i), text_a=line[6], text_b=line[7],
+                                         label=self._check_label(lines, i, line[1])))
         return examples
 
     def get_dev_examples(self, data_dir):
-        return self._xnli_eval(os.path.join(data_dir, "xnli.dev.tsv"), "dev")
+        return self._create_examples(self._read_file(os.path.join(data_dir, "xnli.dev.tsv")), "dev")
 
     def get_test_examples(self, data_dir):
-        return self._xnli_eval(os.path.join(data_dir, "xnli.test.tsv"), "test")
+        return self._create_examples(self._read_file(os.path.join(data_dir, "xnli.test.tsv")), "test")
 
     def get_labels(self):
         return ["contradiction", "entailment", "neutral"]
@@ -201,16 +245,16 @@ class XnliProcessor(DataProcessor):
 class MnliProcessor(DataProcessor):
     """MultiNLI (GLUE version), matched dev/test."""
 
+    is_pair = True
     dev_file, test_file = "dev_matched.tsv", "test_matched.tsv"
     dev_set, test_set = "dev_matched", "test"
 
     def get_labels(self):
         return ["contradiction", "entailment", "neutral"]
 
-    def _create_examples(self, path, set_type):
+    def _create_examples(self, lines, set_type):
         test = set_type.startswith("test")
-        return self._examples(path, set_type, (8, 9, None if test else -1), skip_header=True,
-                              guid_column=0)
+        return self._examples(lines, set_type, (8, 9, None if test else -1), skip_header=True, guid_column=0)
 
 
 class MnliMismatchedProcessor(MnliProcessor):
@@ -223,14 +267,15 @@ class MnliMismatchedProcessor(MnliProcessor):
 class MrpcProcessor(DataProcessor):
     """MRPC (GLUE version)."""
 
+    is_pair = True
     metric_names = ("accuracy", "f1")
 
     def get_labels(self):
         return ["0", "1"]
 
-    def _create_examples(self, path, set_type):
+    def _create_examples(self, lines, set_type):
         label_col = None if set_type == "test" else 0
-        return self._examples(path, set_type, (3, 4, label_col), skip_header=True)
+        return self._examples(lines, set_type, (3, 4, label_col), skip_header=True)
 
 
 class ColaProcessor(DataProcessor):
@@ -242,10 +287,10 @@ class ColaProcessor(DataProcessor):
     def get_labels(self):
         return ["0", "1"]
 
-    def _create_examples(self, path, set_type):
+    def _create_examples(self, lines, set_type):
         if set_type == "test":
-            return self._examples(path, set_type, (1, None, None), skip_header=True)
-        return self._examples(path, set_type, (3, None, 1), skip_header=False)
+            return self._examples(lines, set_type, (1, None, None), skip_header=True)
+        return self._examples(lines, set_type, (3, None, 1), skip_header=False)
 
 
 class Sst2Processor(DataProcessor):
@@ -256,25 +301,26 @@ class Sst2Processor(DataProcessor):
     def get_labels(self):
         return ["0", "1"]
 
-    def _create_examples(self, path, set_type):
+    def _create_examples(self, lines, set_type):
         if set_type == "test":
-            return self._examples(path, set_type, (1, None, None), skip_header=True)
-        return self._examples(path, set_type, (0, None, 1), skip_header=True)
+            return self._examples(lines, set_type, (1, None, None), skip_header=True)
+        return self._examples(lines, set_type, (0, None, 1), skip_header=True)
 
 
 class _GlueIndexedPairProcessor(DataProcessor):
     """GLUE files whose first column is an index: guid = set-index."""
 
+    is_pair = True
     # (text_a, text_b, label) for train/dev and (text_a, text_b) for test.
     columns = None
     test_columns = None
 
-    def _create_examples(self, path, set_type):
+    def _create_examples(self, lines, set_type):
         if set_type == "test":
             columns = tuple(self.test_columns) + (None,)
         else:
             columns = self.columns
-        return self._examples(path, set_type, columns, skip_header=True, guid_column=0)
+        return self._examples(lines, set_type, columns, skip_header=True, guid_column=0)
 
 
 class QqpProcessor(_GlueIndexedPairProcessor):
@@ -360,7 +406,7 @@ class CustomProcessor(DataProcessor):
         self.data_dir = data_dir
         self._labels = list(task.label_list) if task.label_list else None
 
-    def _read(self, path):
+    def _read_file(self, path):
         quotechar = '"' if self.delimiter == "," else None
         return self._read_tsv(path, quotechar=quotechar, delimiter=self.delimiter)
 
@@ -384,15 +430,15 @@ class CustomProcessor(DataProcessor):
                 raise cli.UserError("custom task: --label_list is needed when there is no train file")
             path = os.path.join(self.data_dir, self.train_file)
             labels = set()
-            for ex in self._create_examples(path, "train", check_labels=False):
+            for ex in self._create_examples(self._read_file(path), "train", check_labels=False):
                 labels.add(ex.label)
             self._labels = sorted(labels)
             logging.info("custom task: label list from %s: %s", path, self._labels)
         return self._labels
 
-    def _create_examples(self, path, set_type, check_labels=True):
-        rows = self._read(path)
-        header = rows[0][1] if (self.has_header and rows) else []
+    def _create_examples(self, lines, set_type, check_labels=True):
+        path = _line_of(lines, 0)[0]
+        header = lines[0] if (self.has_header and lines) else []
         a_col = self._resolve(path, header, self.text_a_column, "text_a_column")
         b_col = self._resolve(path, header, self.text_b_column, "text_b_column")
         label_col = None
@@ -402,13 +448,13 @@ class CustomProcessor(DataProcessor):
             raise cli.UserError("custom task: --label_column is needed to read %s" % path)
         needed = max(c if c >= 0 else 0 for c in (a_col, b_col, label_col) if c is not None) + 1
         examples = []
-        for i, (line_number, line) in enumerate(rows):
+        for i, line in enumerate(lines):
             if self.has_header and i == 0:
                 continue
-            self._check(path, line_number, line, needed)
+            self._check(lines, i, needed)
             label = self._test_label() if label_col is None else line[label_col]
             if check_labels and label_col is not None:
-                label = self._check_label(path, line_number, label)
+                label = self._check_label(lines, i, label)
             examples.append(InputExample(
                     guid="%s-%d" % (set_type, i), text_a=line[a_col],
                     text_b=None if b_col is None else line[b_col], label=label))
@@ -434,19 +480,58 @@ _ALIASES = {"sst2": "sst-2", "stsb": "sts-b", "mnli_mm": "mnli-mm", "mnli-mismat
 
 
 # The options (flags) a processor may read: the custom task's, and XNLI's language.
-def get_processor(task_name, data_dir=None, xnli_language="zh", **custom):
+def get_processor(task_name, data_dir=None, xnli_language="zh", processor_class=None, **custom):
     """The processor for `task_name` (case-insensitive); XNLI reads xnli_language, the custom task its data_dir
-    and `custom` (CustomTask's flags)."""
+    and `custom` (CustomTask's flags). processor_class (--processor_class) names a user's own DataProcessor
+    subclass instead (user_processor_class), made without arguments."""
+    if processor_class:
+        return user_processor_class(processor_class)()
     name = (task_name or "").lower()
     name = _ALIASES.get(name, name)
     if name not in PROCESSORS:
-        raise cli.UserError("Task not found: %r (--task_name); valid tasks: %s" %
-                            (task_name, ", ".join(PROCESSORS)))
+        raise cli.UserError("Task not found: %r (--task_name); valid tasks: %s; or give your own DataProcessor "
+                            "subclass with --processor_class" % (task_name, ", ".join(PROCESSORS)))
     if name == "custom":
         return CustomProcessor(CustomTask(**custom), data_dir)
     if name == "xnli":
         return XnliProcessor(language=xnli_language or "zh")
     return PROCESSORS[name]()
+
+
+def user_processor_class(spec):
+    """The DataProcessor subclass that --processor_class names: `module.Class` or `module:Class` (a module found
+    from the current folder or sys.path) or `path/to/file.py:Class`.
+
+    The user's module imports run_classifier (for DataProcessor, InputExample): run as a script, this module is
+    registered under that name first, so that it gets this very module rather than a second copy.
+    """
+    flag = "--processor_class=%s" % spec
+    module_name, _, class_name = spec.rpartition(":") if ":" in spec else spec.rpartition(".")
+    if not module_name or not class_name:
+        raise cli.UserError("%s: expected module.Class, module:Class or path/to/file.py:Class" % flag)
+    sys.modules.setdefault("run_classifier", sys.modules[__name__])
+    try:
+        if module_name.endswith(".py"):
+            filesystem.require_file(module_name, "--processor_class")
+            folder = os.path.dirname(os.path.abspath(module_name))
+            if folder not in sys.path:
+                sys.path.append(folder)
+            module_spec = importlib.util.spec_from_file_location(
+                os.path.splitext(os.path.basename(module_name))[0], module_name)
+            module = importlib.util.module_from_spec(module_spec)
+            module_spec.loader.exec_module(module)
+        else:
+            if os.getcwd() not in sys.path:
+                sys.path.append(os.getcwd())
+            module = importlib.import_module(module_name)
+    except (ImportError, SyntaxError) as err:
+        raise cli.UserError("%s: cannot import %s: %s" % (flag, module_name, cli.one_line(err))) from None
+    cls = getattr(module, class_name, None)
+    if not (isinstance(cls, type) and issubclass(cls, DataProcessor)):
+        raise cli.UserError("%s: %s has no DataProcessor subclass %r (found %r); write your processor as a "
+                            "subclass of run_classifier.DataProcessor" % (flag, module_name, class_name, cls))
+    logging.info("Task processor: %s.%s (--processor_class)", module.__name__, cls.__name__)
+    return cls
 
 
 # ----------------------------------------------------------------------------------------------
@@ -508,6 +593,65 @@ def _log_example(example, arrays, i, label_list, tokenizer):
         logging.info("label: %s (score = %g)", example.label, arrays["label_ids"][i])
     else:
         logging.info("label: %s (id = %d)", example.label, arrays["label_ids"][i])
+
+
+# The original's feature API, on the same conversion.
+
+
+@dataclasses.dataclass
+class InputFeatures:
+    """A single set of features of data."""
+    input_ids: list
+    input_mask: list
+    segment_ids: list
+    label_id: object
+    is_real_example: bool = True
+
+
+def features_from_arrays(arrays):
+    """`InputFeatures` of the rows of examples_to_arrays' arrays."""
+    return [InputFeatures(input_ids=arrays["input_ids"][i].tolist(), input_mask=arrays["input_mask"][i].tolist(),
+                          segment_ids=arrays["segment_ids"][i].tolist(), label_id=arrays["label_ids"][i].item(),
+                          is_real_example=bool(arrays["is_real_example"][i]))
+            for i in range(len(arrays["input_ids"]))]
+
+
+def convert_single_example(ex_index, example, label_list, max_seq_length, tokenizer):
+    """Converts a single `InputExample` into a single `InputFeatures` (logged when ex_index < 5, as the
+    original)."""
+    arrays = examples_to_arrays([example], label_list, max_seq_length, tokenizer, log_examples=int(ex_index < 5))
+    return features_from_arrays(arrays)[0]
+
+
+def convert_examples_to_features(examples, label_list, max_seq_length, tokenizer):
+    """Convert a set of `InputExample`s to a list of `InputFeatures`."""
+    return features_from_arrays(examples_to_arrays(examples, label_list, max_seq_length, tokenizer))
+
+
+def file_based_convert_examples_to_features(examples, label_list, max_seq_length, tokenizer, output_file,
+                                            num_workers=1):
+    """Convert a set of `InputExample`s to a TFRecord file (any file system): the original's features, one
+    record per example; num_workers processes tokenize. Returns the number of records."""
+    arrays = examples_to_arrays(examples, label_list, max_seq_length, tokenizer, num_workers)
+    return records.write_file(output_file, arrays, records.classifier(max_seq_length, label_list is None))
+
+
+def file_based_input_fn_builder(input_file, seq_length, is_training, drop_remainder):
+    """The original's `input_fn(params)` over a file of file_based_convert_examples_to_features:
+    input_fn({"batch_size": n}) is a tf.data.Dataset of batches (int32 features); when training, repeated and
+    shuffled in a buffer of 100 records."""
+    make = records.input_fn(input_file, records.classifier(seq_length, False), is_training, drop_remainder)
+    return lambda params: make(params["batch_size"])
+
+
+def input_fn_builder(features, seq_length, is_training, drop_remainder):
+    """The original's in-memory `input_fn(params)` over `InputFeatures`: input_fn({"batch_size": n}) is a
+    tf.data.Dataset of batches of int32 input_ids, input_mask, segment_ids [n, seq_length] and label_ids [n]."""
+    labels = np.asarray([f.label_id for f in features])
+    arrays = {name: np.asarray([getattr(f, name) for f in features], np.int32).reshape(-1, seq_length)
+              for name in ("input_ids", "input_mask", "segment_ids")}
+    arrays["label_ids"] = labels.astype(np.float32 if labels.dtype.kind == "f" else np.int32)
+    return runner.original_input_fn(arrays, is_training, drop_remainder)
 
 
 def pad_examples(examples, batch_size):
@@ -603,6 +747,10 @@ class ClassifierOptions(runner.RecordFinetuningOptions):
     num_workers: int = cli.option(1, "Processes converting examples to feature TFRecords (the files are the same "
                                   "for any number).")
     xnli_language: str = cli.option("zh", "XNLI: the language to train and evaluate on.")
+    processor_class: str = cli.option(None, "Your own DataProcessor subclass, written as the original's README "
+                                      "says (a class like MrpcProcessor): module.Class, module:Class (found from "
+                                      "the current folder) or path/to/file.py:Class. It reads the task's data "
+                                      "instead of --task_name's processor; --task_name then only names the task.")
     custom: CustomTask = cli.nested(CustomTask)
     output_dropout_prob: float = runner.output_dropout_option()
 
@@ -612,7 +760,8 @@ class ClassifierOptions(runner.RecordFinetuningOptions):
 
     def processor(self):
         """The task's DataProcessor, configured by these options (get_processor)."""
-        return get_processor(self.task_name, self.data_dir, self.xnli_language, **dataclasses.asdict(self.custom))
+        return get_processor(self.task_name, self.data_dir, self.xnli_language, self.processor_class,
+                             **dataclasses.asdict(self.custom))
 
 
 class Job(runner.Job):
@@ -629,6 +778,7 @@ class Job(runner.Job):
         num_labels = 1 if self.is_regression else len(self.label_list)
         self.task = ClassifierTask(self.bert_config, num_labels, self.is_regression, options.output_dropout_prob)
         self.splits = {}
+        self.is_pair = self.processor.is_pair
 
     # runner.Job's, with the streamed predictions after predict; the LiteRT model comes last: it is made from
     # the SavedModel of --export_dir when there is one.
@@ -645,6 +795,11 @@ class Job(runner.Job):
                                                              split + " examples")
         if options.predict_input and options.predict_input != "-":
             filesystem.require_file(options.predict_input, "--predict_input")
+        if self.is_pair is None:  # a processor that does not say: a pair task when its examples have a text_b
+            examples = [example for split in self.splits.values() for example in split]
+            self.is_pair = not examples or any(example.text_b for example in examples)
+            logging.info("%s: a %s task (its examples)", type(self.processor).__name__,
+                         "sentence-pair" if self.is_pair else "single-sentence")
 
     def features(self, examples):
         """The feature arrays of `examples`."""
@@ -655,7 +810,8 @@ class Job(runner.Job):
         examples = self.splits["train"]
         config = self.finetuning_config(len(examples))
         record_format = records.classifier(self.model.max_seq_length, self.is_regression)
-        records.write_file(self.record_path("train.tf_record"), self.features(examples), record_format)
+        file_based_convert_examples_to_features(examples, self.label_list, self.model.max_seq_length, self.tokenizer,
+                                                self.record_path("train.tf_record"), self.options.num_workers)
         input_fn = self.train_input_fn(self.record_path("train.tf_record"), record_format, len(examples),
                                        config.seed)
         return self.train_loop(input_fn, config)
@@ -698,7 +854,7 @@ class Job(runner.Job):
         to_stdout = not options.predict_output or options.predict_output == "-"
         writer = (stdout or sys.stdout) if to_stdout else tf.io.gfile.GFile(options.predict_output, "w")
         try:
-            count = self.predict_lines(read_prediction_lines(reader, self.processor.is_pair, source), writer)
+            count = self.predict_lines(read_prediction_lines(reader, self.is_pair, source), writer)
         finally:
             if options.predict_input != "-":
                 reader.close()
@@ -745,7 +901,7 @@ class Job(runner.Job):
         return count
 
     def serving(self, model):
-        return serving.ClassifierServing(model, self.model, self.is_regression, self.processor.is_pair,
+        return serving.ClassifierServing(model, self.model, self.is_regression, self.is_pair,
                                          self.label_list)
 
     def export_tflite(self):
@@ -758,7 +914,7 @@ class Job(runner.Job):
                 export_dir = serving.export_saved_model(os.path.join(scratch, "saved_model"), self.task.build_model,
                                                         self.inference_checkpoint()[0], self.serving,
                                                         labels=self.labels)
-            litert_classifier.export(options.export_tflite, export_dir, self.model, self.processor.is_pair,
+            litert_classifier.export(options.export_tflite, export_dir, self.model, self.is_pair,
                                      options.tflite_quantize)
         logging.info("Wrote the LiteRT model %s%s", options.export_tflite,
                      " (dynamic-range int8)" if options.tflite_quantize else "")

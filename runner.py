@@ -299,6 +299,21 @@ def array_input_fn(arrays, is_training, seed=None, trim=True):
     return input_fn
 
 
+def original_input_fn(arrays, is_training=False, drop_remainder=False):
+    """The original's in-memory `input_fn(params)` (run_classifier's and extract_features' input_fn_builder, made
+    for TPUEstimator, which passed params["batch_size"]): input_fn({"batch_size": n}) is a tf.data.Dataset of
+    batches of `arrays` ({name: array [rows, ...]}), in order; when training, repeated and shuffled in a buffer of
+    100 rows, as the original."""
+
+    def input_fn(params):
+        d = tf.data.Dataset.from_tensor_slices(arrays)
+        if is_training:
+            d = d.repeat().shuffle(buffer_size=records.ORIGINAL_SHUFFLE_BUFFER)
+        return d.batch(params["batch_size"], drop_remainder=drop_remainder)
+
+    return input_fn
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Inference.
 
