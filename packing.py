@@ -134,18 +134,25 @@ class _Windows:
         `doc_position` [windows, slots] has the best min(left, right) + 0.01 * length (and holds it)."""
         starts = tf.RaggedTensor.from_row_splits(self.start, self.row_splits).to_tensor(-1)
         lengths = tf.RaggedTensor.from_row_splits(self.length, self.row_splits).to_tensor(0)
-        w_start = tf.gather(starts, self.row)[:, tf.newaxis, :]
-        w_length = tf.gather(lengths, self.row)[:, tf.newaxis, :]
-        w_end = w_start + w_length - 1
-        token = doc_position[:, :, tf.newaxis]
-        contains = (w_length > 0) & (token >= w_start) & (token <= w_end)
-        score = (tf.cast(tf.minimum(token - w_start, w_end - token), tf.float64)
-                 + 0.01 * tf.cast(w_length, tf.float64))
-        score = tf.where(contains, score, tf.constant(-1e9, tf.float64))
-        best_score = tf.reduce_max(score, axis=-1, keepdims=True)
-        window_ids = tf.range(tf.shape(score, out_type=tf.int64)[-1])
-        best = tf.reduce_min(tf.where(contains & (score == best_score), window_ids, tf.int64.max), axis=-1)
+        best = max_context_window(tf.gather(starts, self.row)[:, tf.newaxis, :],
+                                  tf.gather(lengths, self.row)[:, tf.newaxis, :], doc_position)
         return best == self.index[:, tf.newaxis]
+
+
+def max_context_window(window_starts, window_lengths, position):
+    """The original run_squad.py's "max context" rule: the index of the first window (window_starts,
+    window_lengths [..., W] int64; a length 0 is no window) where the token at `position` [...] (broadcast
+    against the windows' leading axes) has the best min(left, right) + 0.01 * length, int64.max where no window
+    holds it."""
+    w_end = window_starts + window_lengths - 1
+    token = tf.cast(position, tf.int64)[..., tf.newaxis]
+    contains = (window_lengths > 0) & (token >= window_starts) & (token <= w_end)
+    score = (tf.cast(tf.minimum(token - window_starts, w_end - token), tf.float64)
+             + 0.01 * tf.cast(window_lengths, tf.float64))
+    score = tf.where(contains, score, tf.constant(-1e9, tf.float64))
+    best_score = tf.reduce_max(score, axis=-1, keepdims=True)
+    window_ids = tf.range(tf.shape(score, out_type=tf.int64)[-1])
+    return tf.reduce_min(tf.where(contains & (score == best_score), window_ids, tf.int64.max), axis=-1)
 
 
 def squad_windows(query_ids, doc_pieces, max_seq_length, doc_stride, max_query_length, cls_id, sep_id,

@@ -44,6 +44,11 @@ from model_options import ModelOptions
 # Whitespace of the original reader: space, tab, CR, LF and U+202F (narrow no-break space).
 _READER_WHITESPACE = frozenset(" \t\r\n\u202f")
 
+# The original's flags that its functions read (read_squad_examples, write_predictions, get_final_text), for code
+# written against them: set them here (run_squad.FLAGS.version_2_with_negative = True), or define and parse absl
+# flags of these names; this script's own job passes its options explicitly.
+FLAGS = cli.OriginalFlags(version_2_with_negative=False, null_score_diff_threshold=0.0, verbose_logging=False)
+
 
 class SquadDataError(cli.UserError):
     """Bad SQuAD input; the message names the file, the place in it and what was expected."""
@@ -145,119 +150,125 @@ def load_squad_json(input_file):
     return _field(input_json, "data", list, input_file, "the top-level object")
 
 
-class _ReadCounts:
-    """What read_squad_examples kept and skipped, for its log lines and ReadStats."""
+def read_squad_examples(input_file, is_training, version_2_with_negative=None, train_first_answer=False,
+                        return_stats=False):
+    """Read a SQuAD json file into a list of SquadExample (the original's rules).
 
-    def __init__(self):
-        self.questions = self.skipped_mismatch = self.skipped_offset = self.empty_contexts = 0
-        self.first_of_several = 0
-
-
-def read_squad_examples(input_file, is_training, version_2_with_negative=False,
-                        train_first_answer=False, return_stats=False):
-    """Reads a SQuAD JSON file into a list of SquadExample (the original's rules).
-
-    For training, answers whose text cannot be recovered from the context at the given offset
-    are logged and skipped, as the original does; the count is logged at the end.
-    `train_first_answer` lets training use the first of several answers (the original requires
-    exactly one).
+    version_2_with_negative None reads FLAGS.version_2_with_negative, as the original. For training, answers
+    whose text cannot be recovered from the context at the given offset are logged and skipped, as the original
+    does; the count is logged at the end. `train_first_answer` lets training use the first of several answers (the
+    original requires exactly one). return_stats: (examples, ReadStats).
     """
-    input_data = load_squad_json(input_file)
+    if version_2_with_negative is None:
+        version_2_with_negative = FLAGS.version_2_with_negative
+    reader = _SquadReader(input_file, is_training, version_2_with_negative, train_first_answer)
     examples = []
-    counts = _ReadCounts()
-    for a_index, entry in enumerate(input_data):
-        paragraphs = _field(entry, "paragraphs", list, input_file, "data[%d]" % a_index)
+    for a_index, entry in enumerate(load_squad_json(input_file)):
+        paragraphs = reader.field(entry, "paragraphs", list, "data[%d]" % a_index)
         for p_index, paragraph in enumerate(paragraphs):
-            where_p = "data[%d].paragraphs[%d]" % (a_index, p_index)
-            examples.extend(_paragraph_examples(paragraph, input_file, where_p, is_training,
-                                                version_2_with_negative, train_first_answer, counts))
-    stats = ReadStats(counts.questions, len(examples), counts.skipped_mismatch, counts.skipped_offset,
-                      counts.empty_contexts)
-    if counts.skipped_mismatch or counts.skipped_offset or counts.empty_contexts:
-        logging.warning("SQuAD file %s: %d questions read, %d examples kept; skipped %d whose "
-                        "answer text does not match the context, %d with an answer offset outside "
-                        "the context; %d empty contexts", input_file, counts.questions, len(examples),
-                        counts.skipped_mismatch, counts.skipped_offset, counts.empty_contexts)
-    else:
-        logging.info("SQuAD file %s: %d questions, %d examples", input_file, counts.questions,
-                     len(examples))
-    if counts.first_of_several:
-        logging.info("SQuAD file %s: %d training questions have several answers; the first one "
-                     "is used (--train_first_answer)", input_file, counts.first_of_several)
+            examples.extend(reader.paragraph_examples(paragraph, "data[%d].paragraphs[%d]" % (a_index, p_index)))
+    stats = reader.log(len(examples))
     if return_stats:
         return examples, stats
     return examples
 
 
-def _paragraph_examples(paragraph, input_file, where_p, is_training, version_2_with_negative,
-                        train_first_answer, counts):
-    paragraph_text = _field(paragraph, "context", str, input_file, where_p)
-    qas = _field(paragraph, "qas", list, input_file, where_p)
-    doc_tokens, char_to_word_offset = split_context(paragraph_text)
-    if not doc_tokens:
-        counts.empty_contexts += 1
-        logging.warning("SQuAD file %s: %s has an empty context; its %d questions get no "
-                        "features (answerable training questions are skipped, others "
-                        "get the original's empty prediction)", input_file, where_p, len(qas))
-    examples = []
-    for q_index, qa in enumerate(qas):
-        where = "%s.qas[%d]" % (where_p, q_index)
-        qas_id = _field(qa, "id", (str, int), input_file, where)
-        question_text = _field(qa, "question", str, input_file, where)
-        counts.questions += 1
-        answer = (None, None, None, False)
-        if is_training:
-            answer = _training_answer(qa, qas_id, doc_tokens, char_to_word_offset, input_file, where,
-                                      version_2_with_negative, train_first_answer, counts)
-            if answer is None:
-                continue
-        orig_answer_text, start_position, end_position, is_impossible = answer
-        examples.append(SquadExample(
-            qas_id=qas_id, question_text=question_text, doc_tokens=doc_tokens,
-            orig_answer_text=orig_answer_text, start_position=start_position,
-            end_position=end_position, is_impossible=is_impossible))
-    return examples
+class _SquadReader:
+    """read_squad_examples of one file: its settings, and the counts of what it kept and skipped."""
 
+    def __init__(self, input_file, is_training, version_2_with_negative, train_first_answer):
+        self.input_file = input_file
+        self.is_training = is_training
+        self.version_2_with_negative = version_2_with_negative
+        self.train_first_answer = train_first_answer
+        self.questions = self.skipped_mismatch = self.skipped_offset = self.empty_contexts = 0
+        self.first_of_several = 0
 
-def _training_answer(qa, qas_id, doc_tokens, char_to_word_offset, input_file, where,
-                     version_2_with_negative, train_first_answer, counts):
-    """(answer text, start word, end word, is_impossible) of a training question, or None to skip it."""
-    is_impossible = False
-    if version_2_with_negative:
-        is_impossible = _field(qa, "is_impossible", bool, input_file, where)
-    answers = _field(qa, "answers", list, input_file, where)
-    if len(answers) != 1 and not is_impossible:
-        if not (train_first_answer and answers):
-            raise SquadDataError(
-                "SQuAD file %s: %s (id %s) has %d answers; for training, each "
-                "question should have exactly 1 answer (set "
-                "--train_first_answer to train on the first one)"
-                % (input_file, where, qas_id, len(answers)))
-        counts.first_of_several += 1
-    if is_impossible:
-        return "", -1, -1, True
-    if not doc_tokens:
-        counts.skipped_offset += 1
-        return None
-    orig_answer_text = _field(answers[0], "text", str, input_file, where + ".answers[0]")
-    answer_offset = _field(answers[0], "answer_start", int, input_file, where + ".answers[0]")
-    answer_end = answer_offset + len(orig_answer_text) - 1
-    if answer_offset < 0 or not orig_answer_text or answer_end >= len(char_to_word_offset):
-        logging.warning("SQuAD file %s: %s (id %s): answer_start %d with answer length %d lies outside the "
-                        "context of %d characters; skipped", input_file, where, qas_id, answer_offset,
-                        len(orig_answer_text), len(char_to_word_offset))
-        counts.skipped_offset += 1
-        return None
-    start_position = char_to_word_offset[answer_offset]
-    end_position = char_to_word_offset[answer_end]
-    # Only keep answers whose text can be exactly recovered from the document.
-    actual_text = " ".join(doc_tokens[start_position:(end_position + 1)])
-    cleaned_answer_text = " ".join(tokenization.whitespace_tokenize(orig_answer_text))
-    if actual_text.find(cleaned_answer_text) == -1:
-        logging.warning("Could not find answer: '%s' vs. '%s'", actual_text, cleaned_answer_text)
-        counts.skipped_mismatch += 1
-        return None
-    return orig_answer_text, start_position, end_position, False
+    def field(self, obj, key, kind, where):
+        return _field(obj, key, kind, self.input_file, where)
+
+    def log(self, num_examples):
+        """Logs what was read and skipped; returns the ReadStats."""
+        input_file = self.input_file
+        if self.skipped_mismatch or self.skipped_offset or self.empty_contexts:
+            logging.warning("SQuAD file %s: %d questions read, %d examples kept; skipped %d whose "
+                            "answer text does not match the context, %d with an answer offset outside "
+                            "the context; %d empty contexts", input_file, self.questions, num_examples,
+                            self.skipped_mismatch, self.skipped_offset, self.empty_contexts)
+        else:
+            logging.info("SQuAD file %s: %d questions, %d examples", input_file, self.questions, num_examples)
+        if self.first_of_several:
+            logging.info("SQuAD file %s: %d training questions have several answers; the first one "
+                         "is used (--train_first_answer)", input_file, self.first_of_several)
+        return ReadStats(self.questions, num_examples, self.skipped_mismatch, self.skipped_offset,
+                         self.empty_contexts)
+
+    def paragraph_examples(self, paragraph, where_p):
+        paragraph_text = self.field(paragraph, "context", str, where_p)
+        qas = self.field(paragraph, "qas", list, where_p)
+        doc_tokens, char_to_word_offset = split_context(paragraph_text)
+        if not doc_tokens:
+            self.empty_contexts += 1
+            logging.warning("SQuAD file %s: %s has an empty context; its %d questions get no "
+                            "features (answerable training questions are skipped, others "
+                            "get the original's empty prediction)", self.input_file, where_p, len(qas))
+        examples = []
+        for q_index, qa in enumerate(qas):
+            where = "%s.qas[%d]" % (where_p, q_index)
+            qas_id = self.field(qa, "id", (str, int), where)
+            question_text = self.field(qa, "question", str, where)
+            self.questions += 1
+            answer = (None, None, None, False)
+            if self.is_training:
+                answer = self.training_answer(qa, where, doc_tokens, char_to_word_offset)
+                if answer is None:
+                    continue
+            orig_answer_text, start_position, end_position, is_impossible = answer
+            examples.append(SquadExample(
+                qas_id=qas_id, question_text=question_text, doc_tokens=doc_tokens,
+                orig_answer_text=orig_answer_text, start_position=start_position,
+                end_position=end_position, is_impossible=is_impossible))
+        return examples
+
+    def training_answer(self, qa, where, doc_tokens, char_to_word_offset):
+        """(answer text, start word, end word, is_impossible) of a training question, or None to skip it."""
+        input_file, qas_id = self.input_file, qa["id"]
+        is_impossible = False
+        if self.version_2_with_negative:
+            is_impossible = self.field(qa, "is_impossible", bool, where)
+        answers = self.field(qa, "answers", list, where)
+        if len(answers) != 1 and not is_impossible:
+            if not (self.train_first_answer and answers):
+                raise SquadDataError(
+                    "SQuAD file %s: %s (id %s) has %d answers; for training, each "
+                    "question should have exactly 1 answer (set "
+                    "--train_first_answer to train on the first one)"
+                    % (input_file, where, qas_id, len(answers)))
+            self.first_of_several += 1
+        if is_impossible:
+            return "", -1, -1, True
+        if not doc_tokens:
+            self.skipped_offset += 1
+            return None
+        orig_answer_text = self.field(answers[0], "text", str, where + ".answers[0]")
+        answer_offset = self.field(answers[0], "answer_start", int, where + ".answers[0]")
+        answer_end = answer_offset + len(orig_answer_text) - 1
+        if answer_offset < 0 or not orig_answer_text or answer_end >= len(char_to_word_offset):
+            logging.warning("SQuAD file %s: %s (id %s): answer_start %d with answer length %d lies outside the "
+                            "context of %d characters; skipped", input_file, where, qas_id, answer_offset,
+                            len(orig_answer_text), len(char_to_word_offset))
+            self.skipped_offset += 1
+            return None
+        start_position = char_to_word_offset[answer_offset]
+        end_position = char_to_word_offset[answer_end]
+        # Only keep answers whose text can be exactly recovered from the document.
+        actual_text = " ".join(doc_tokens[start_position:(end_position + 1)])
+        cleaned_answer_text = " ".join(tokenization.whitespace_tokenize(orig_answer_text))
+        if actual_text.find(cleaned_answer_text) == -1:
+            logging.warning("Could not find answer: '%s' vs. '%s'", actual_text, cleaned_answer_text)
+            self.skipped_mismatch += 1
+            return None
+        return orig_answer_text, start_position, end_position, False
 
 
 def _improve_answer_span(doc_tokens, input_start, input_end, tokenizer, orig_answer_text):
@@ -269,6 +280,14 @@ def _improve_answer_span(doc_tokens, input_start, input_end, tokenizer, orig_ans
             if text_span == tok_answer_text:
                 return new_start, new_end
     return input_start, input_end
+
+
+def _check_is_max_context(doc_spans, cur_span_index, position):
+    """Check if this is the 'max context' doc span for the token (doc_spans: windows with .start and .length, as
+    the original's DocSpan): the rule packing.squad_windows applies (packing.max_context_window)."""
+    starts = tf.constant([span.start for span in doc_spans], tf.int64)
+    lengths = tf.constant([span.length for span in doc_spans], tf.int64)
+    return int(packing.max_context_window(starts, lengths, position)) == cur_span_index
 
 
 
@@ -303,14 +322,16 @@ def _answer_pieces(example, doc, tokenizer):
     return _improve_answer_span(doc.tokens, start, end, tokenizer, example.orig_answer_text)
 
 
-def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride,
-                                 max_query_length, is_training, output_fn,
-                                 log_examples=20):
+NUM_FEATURES_TO_LOG = 20
+
+
+def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length, is_training,
+                                 output_fn):
     """Windows every example into InputFeatures (packing.squad_windows, as the exported serving_text windows)
-    and passes each to `output_fn`.
+    and passes each to `output_fn`, as the original.
 
     Returns the number of features. Questions longer than `max_query_length` sub-tokens are
-    truncated (counted in the log, as the original does silently).
+    truncated (counted in the log, as the original does silently). The first NUM_FEATURES_TO_LOG are logged.
     """
     if max_seq_length <= max_query_length + 3:
         raise cli.UserError("--max_seq_length=%d must be greater than --max_query_length=%d + 3"
@@ -339,7 +360,7 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride
         for feature in features_from_packed(packed, tokenizer.inv_vocab, UNIQUE_ID_BASE + num_features):
             if is_training:
                 feature.is_impossible = examples[feature.example_index].is_impossible
-            if feature.unique_id - UNIQUE_ID_BASE < log_examples:
+            if feature.unique_id - UNIQUE_ID_BASE < NUM_FEATURES_TO_LOG:
                 _log_feature(feature, is_training)
             output_fn(feature)
             num_features += 1
@@ -508,12 +529,15 @@ def compute_predictions(all_examples, all_features, all_results, answering, do_l
     all_nbest_json = collections.OrderedDict()
     scores_diff_json = collections.OrderedDict()
     word_tokens = _WordTokenCache(do_lower_case)
+
+    def final_text(tok_text, orig_tokens):
+        return _align_final_text(tok_text, " ".join(orig_tokens), word_tokens.tok_text(orig_tokens), verbose_logging)
+
     for example_index, example in enumerate(all_examples):
         features = example_index_to_features[example_index]
         prelim, null = _prelim_predictions(features, unique_id_to_result, n_best_size, max_answer_length,
                                            version_2_with_negative)
-        nbest = _nbest(prelim, null, features, example, n_best_size, word_tokens, version_2_with_negative,
-                       verbose_logging)
+        nbest = _nbest(prelim, null, features, example, answering, final_text)
         nbest_json, best_non_null_entry = _nbest_json(nbest)
         if not version_2_with_negative:
             all_predictions[example.qas_id] = nbest_json[0]["text"]
@@ -583,9 +607,10 @@ def _prelim_predictions(features, unique_id_to_result, n_best_size, max_answer_l
     return prelim_predictions, null
 
 
-def _nbest(prelim_predictions, null, features, example, n_best_size, word_tokens, version_2_with_negative,
-           verbose_logging):
-    """The n best distinct answer texts (the null answer "" among them for 2.0)."""
+def _nbest(prelim_predictions, null, features, example, answering, final_text):
+    """The n best distinct answer texts (the null answer "" among them for 2.0); final_text(tok_text, orig_tokens)
+    is get_final_text's answer for a span."""
+    n_best_size, version_2_with_negative = answering.n_best_size, answering.version_2_with_negative
     seen_predictions = {}
     nbest = []
     for pred in prelim_predictions:
@@ -603,16 +628,14 @@ def _nbest(prelim_predictions, null, features, example, n_best_size, word_tokens
             tok_text = tok_text.replace("##", "")
             tok_text = tok_text.strip()
             tok_text = " ".join(tok_text.split())
-            orig_text = " ".join(orig_tokens)
-            final_text = _align_final_text(tok_text, orig_text, word_tokens.tok_text(orig_tokens),
-                                           verbose_logging)
-            if final_text in seen_predictions:
+            text = final_text(tok_text, orig_tokens)
+            if text in seen_predictions:
                 continue
-            seen_predictions[final_text] = True
+            seen_predictions[text] = True
         else:
-            final_text = ""
-            seen_predictions[final_text] = True
-        nbest.append(_NbestPrediction(text=final_text, start_logit=pred.start_logit, end_logit=pred.end_logit))
+            text = ""
+            seen_predictions[text] = True
+        nbest.append(_NbestPrediction(text=text, start_logit=pred.start_logit, end_logit=pred.end_logit))
     if version_2_with_negative and "" not in seen_predictions:
         nbest.append(_NbestPrediction(text="", start_logit=null.start_logit, end_logit=null.end_logit))
     # In rare cases there is no valid span (e.g. an empty context): the original's nonce.
@@ -648,6 +671,33 @@ def prediction_json(obj):
     return json.dumps(obj, indent=4) + "\n"
 
 
+def write_predictions(all_examples, all_features, all_results, n_best_size, max_answer_length, do_lower_case,
+                      output_prediction_file, output_nbest_file, output_null_log_odds_file):
+    """Write final predictions to the json file and log-odds of null if needed: the original's three files (any
+    file system), from compute_predictions with FLAGS.version_2_with_negative, FLAGS.null_score_diff_threshold
+    and FLAGS.verbose_logging, as the original reads them."""
+    logging.info("Writing predictions to: %s", output_prediction_file)
+    logging.info("Writing nbest to: %s", output_nbest_file)
+    answering = serving.SquadAnswering(n_best_size=n_best_size, max_answer_length=max_answer_length,
+                                       version_2_with_negative=FLAGS.version_2_with_negative,
+                                       null_score_diff_threshold=FLAGS.null_score_diff_threshold)
+    predictions, nbest, scores_diff = compute_predictions(all_examples, all_features, all_results, answering,
+                                                          do_lower_case, FLAGS.verbose_logging)
+    outputs = [(output_prediction_file, predictions), (output_nbest_file, nbest)]
+    if answering.version_2_with_negative:
+        outputs.append((output_null_log_odds_file, scores_diff))
+    for path, obj in outputs:
+        with tf.io.gfile.GFile(path, "w") as writer:
+            writer.write(prediction_json(obj))
+
+
+def get_final_text(pred_text, orig_text, do_lower_case):
+    """Project the tokenized prediction back to the original text (the original's alignment heuristic: orig_text
+    itself when it fails, logged when FLAGS.verbose_logging)."""
+    tok_text = " ".join(tokenization.BasicTokenizer(do_lower_case=do_lower_case).tokenize(orig_text))
+    return _align_final_text(pred_text, orig_text, tok_text, FLAGS.verbose_logging)
+
+
 # ---------------------------------------------------------------- records, task, job
 
 
@@ -675,6 +725,13 @@ class FeatureWriter:
 
     def close(self):
         self._writer.close()
+
+
+def input_fn_builder(input_file, seq_length, is_training, drop_remainder):
+    """The original's `input_fn(params)` over a FeatureWriter file: input_fn({"batch_size": n}) is a
+    tf.data.Dataset of batches (int32 features); when training, repeated and shuffled in a buffer of 100 records."""
+    make = records.input_fn(input_file, records.squad(seq_length, is_training), is_training, drop_remainder)
+    return lambda params: make(params["batch_size"])
 
 
 def squad_loss(start_logits, end_logits, start_positions, end_positions):
@@ -712,9 +769,9 @@ class SquadTask(training.Task):
         return {"unique_ids": features["unique_ids"], "start_logits": start_logits, "end_logits": end_logits}
 
 
-def decode_text_outputs(questions, contexts, outputs, inv_vocab, answering, do_lower_case=True, qas_ids=None):
+def decode_text_outputs(questions, contexts, outputs, tokenizer, answering, qas_ids=None):
     """Answers from serving_text outputs (numpy arrays), with the original's n-best decoding and the rules of
-    `answering` (serving.SquadAnswering).
+    `answering` (serving.SquadAnswering); `tokenizer` is the model's FullTokenizer (its vocabulary and casing).
 
     Returns (predictions, nbest, null score diffs) keyed by `qas_ids` (default "0", "1", ...).
     """
@@ -722,11 +779,11 @@ def decode_text_outputs(questions, contexts, outputs, inv_vocab, answering, do_l
     examples = [SquadExample(qas_id=qid, question_text=question,
                              doc_tokens=split_context(context)[0])
                 for qid, question, context in zip(qas_ids, questions, contexts)]
-    features = features_from_packed(outputs, inv_vocab)
+    features = features_from_packed(outputs, tokenizer.inv_vocab)
     results = [RawResult(f.unique_id, [float(x) for x in outputs["start_logits"][k]],
                          [float(x) for x in outputs["end_logits"][k]])
                for k, f in enumerate(features)]
-    return compute_predictions(examples, features, results, answering, do_lower_case)
+    return compute_predictions(examples, features, results, answering, tokenizer.do_lower_case)
 
 
 def validate_flags_or_throw(bert_config, max_seq_length, max_query_length):

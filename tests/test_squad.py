@@ -89,8 +89,7 @@ V2 = serving.SquadAnswering(version_2_with_negative=True)
 def _features(examples, tokenizer, max_seq_length, doc_stride, max_query_length, is_training=False):
     features = []
     run_squad.convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride,
-                                           max_query_length, is_training, features.append,
-                                           log_examples=0)
+                                           max_query_length, is_training, features.append)
     return features
 
 
@@ -555,9 +554,9 @@ def test_end_to_end_tiny_train_predict_export(tmp_path):
 
     # serving_text outputs, decoded, give the runner's predictions.
     outputs = dict(np.load(tmp_path / "text.npz", allow_pickle=True))
-    vocab = tokenization.FullTokenizer(shared_path("vocab", "uncased", "vocab.txt")).inv_vocab
+    tokenizer = tokenization.FullTokenizer(shared_path("vocab", "uncased", "vocab.txt"))
     text_predictions, text_nbest, text_odds = run_squad.decode_text_outputs(
-        [p[1] for p in pairs], [p[2] for p in pairs], outputs, vocab,
+        [p[1] for p in pairs], [p[2] for p in pairs], outputs, tokenizer,
         serving.SquadAnswering(version_2_with_negative=True), qas_ids=[p[0] for p in pairs])
     assert dict(text_predictions) == predictions
     assert [[e["text"] for e in v] for v in text_nbest.values()] == [[e["text"] for e in v] for v in nbest.values()]
