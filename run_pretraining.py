@@ -111,8 +111,11 @@ class DynamicMasker:
         return out
 
 
+NUM_CPU_THREADS = 4  # files read at once when training (the original input_fn_builder's num_cpu_threads)
+
+
 def pretraining_input_fn(input_files, max_seq_length, max_predictions_per_seq, is_training, seed=12345,
-                  masker=None, num_cpu_threads=4):
+                         masker=None):
     """Returns input_fn(batch_size, input_context) -> dataset of feature dicts (training.py's contract).
 
     Training: files shuffled and repeated, records interleaved from several files and shuffled (buffer 100,
@@ -145,7 +148,7 @@ def pretraining_input_fn(input_files, max_seq_length, max_predictions_per_seq, i
             dataset = dataset.shard(pipelines, pipeline_id)
             files = files[pipeline_id::pipelines]
         dataset = dataset.repeat().shuffle(len(files), seed=seed)
-        cycle_length = min(num_cpu_threads, len(files))
+        cycle_length = min(NUM_CPU_THREADS, len(files))
         dataset = dataset.interleave(tf.data.TFRecordDataset, cycle_length=cycle_length,
                                      num_parallel_calls=cycle_length, deterministic=True)
         dataset = dataset.shuffle(100, seed=seed + 1)
