@@ -42,9 +42,16 @@ sentences from that document, with a warning, as the original does.
 Tokenization uses the exact `tokenization` BasicTokenizer and WordpieceTokenizer behind a per-word cache
 (a line is tokenized as the concatenation of its space-separated words, which the original's rules
 guarantee), in both modes.
+
+The original's Python API runs exact mode's algorithm (one implementation): TrainingInstance, MaskedLmInstance,
+create_training_instances, create_instances_from_document, create_masked_lm_predictions, truncate_seq_pair,
+write_instance_to_example_files, create_int_feature, create_float_feature, with the original's parameters; for
+the same random.Random seed they give exact mode's instances and records. They read FLAGS.do_whole_word_mask as
+the original does (create_pretraining_data.FLAGS: set it there, or define and parse an absl flag of that name).
 """
 
 import array
+import collections
 import dataclasses
 import itertools
 import multiprocessing
@@ -356,19 +363,20 @@ def read_documents_in_range(path, start, end, tokenizer, stats):
 # ----------------------------------------------------------------------------------------------------------
 # The original's algorithm.
 
-def document_instance_spans(starts, docs, document_index, max_seq_length, short_seq_prob, rng, emit):
+def document_instance_spans(starts, docs, document_index, settings, rng, emit):
     """The original create_instances_from_document, on token spans: same decisions, same rng calls.
 
-    `starts` are sentence start offsets into the flat token ids, `docs` (first sentence, sentence count) in
-    the shuffled document order. For every instance, calls emit(a_lo, a_hi, b_lo, b_hi, is_random_next),
-    where tokens_a = tokens[a_lo:a_hi] and tokens_b = tokens[b_lo:b_hi] after truncation; the caller masks
-    it right away, as the original does, before the next instance draws from `rng`.
+    `starts` are sentence start offsets into the flat tokens, `docs` (first sentence, sentence count) in the
+    shuffled document order; settings gives max_seq_length and short_seq_prob. For every instance, calls
+    emit(a_lo, a_hi, b_lo, b_hi, is_random_next), where tokens_a = tokens[a_lo:a_hi] and tokens_b =
+    tokens[b_lo:b_hi] after truncation; the caller masks it right away, as the original does, before the next
+    instance draws from `rng`.
     """
     first, count = docs[document_index]
     num_docs = len(docs)
-    max_num_tokens = max_seq_length - 3
+    max_num_tokens = settings.max_seq_length - 3
     target_seq_length = max_num_tokens
-    if rng.random() < short_seq_prob:
+    if rng.random() < settings.short_seq_prob:
         target_seq_length = rng.randint(2, max_num_tokens)
     chunk_first = first
     chunk_size = 0
@@ -384,49 +392,47 @@ def document_instance_spans(starts, docs, document_index, max_seq_length, short_
             a_end = 1
             if chunk_size >= 2:
                 a_end = rng.randint(1, chunk_size - 1)
-            a_lo = starts[chunk_first]
-            a_hi = starts[chunk_first + a_end]
+            span_a = [starts[chunk_first], starts[chunk_first + a_end]]
             if chunk_size == 1 or rng.random() < 0.5:
                 is_random_next = True
-                target_b_length = target_seq_length - (a_hi - a_lo)
+                target_b_length = target_seq_length - (span_a[1] - span_a[0])
                 for _ in range(10):
                     random_document_index = rng.randint(0, num_docs - 1)
                     if random_document_index != document_index:
                         break
                 random_first, random_count = docs[random_document_index]
                 random_start = rng.randint(0, random_count - 1)
-                b_lo = b_hi = starts[random_first + random_start]
+                span_b = [starts[random_first + random_start]] * 2
                 for j in range(random_first + random_start, random_first + random_count):
-                    b_hi = starts[j + 1]
-                    if b_hi - b_lo >= target_b_length:
+                    span_b[1] = starts[j + 1]
+                    if span_b[1] - span_b[0] >= target_b_length:
                         break
                 # The unused sentences of the chunk go back, as in the original.
                 i -= chunk_size - a_end
             else:
                 is_random_next = False
-                b_lo = a_hi
-                b_hi = starts[chunk_first + chunk_size]
-            # truncate_seq_pair: trim the longer side (B on ties) from a random end.
-            len_a = a_hi - a_lo
-            len_b = b_hi - b_lo
-            while len_a + len_b > max_num_tokens:
-                front = rng.random() < 0.5
-                if len_a > len_b:
-                    if front:
-                        a_lo += 1
-                    else:
-                        a_hi -= 1
-                    len_a -= 1
-                else:
-                    if front:
-                        b_lo += 1
-                    else:
-                        b_hi -= 1
-                    len_b -= 1
-            emit(a_lo, a_hi, b_lo, b_hi, is_random_next)
+                span_b = [span_a[1], starts[chunk_first + chunk_size]]
+            trim_spans(span_a, span_b, max_num_tokens, rng)
+            emit(span_a[0], span_a[1], span_b[0], span_b[1], is_random_next)
             chunk_size = 0
             current_length = 0
         i += 1
+
+
+def trim_spans(span_a, span_b, max_num_tokens, rng):
+    """The original truncate_seq_pair on spans [lo, hi] (changed in place): the longer side (B on ties) loses a
+    token at a random end until the pair fits max_num_tokens."""
+    len_a = span_a[1] - span_a[0]
+    len_b = span_b[1] - span_b[0]
+    while len_a + len_b > max_num_tokens:
+        if len_a > len_b:
+            span, len_a = span_a, len_a - 1
+        else:
+            span, len_b = span_b, len_b - 1
+        if rng.random() < 0.5:
+            span[0] += 1
+        else:
+            span[1] -= 1
 
 
 def _shuffle_by_getrandbits(items, rng):
@@ -457,17 +463,17 @@ def _pick_shuffle():
 shuffle = _pick_shuffle()
 
 
-def masked_lm_predictions(tokens, len_a, settings, vocab, rng):
-    """The original create_masked_lm_predictions on ids: returns (positions, replacement ids), by position.
+def masked_lm_predictions(tokens, settings, vocab, rng):
+    """The original create_masked_lm_predictions: returns (positions, replacements), by position.
 
-    tokens = [CLS] A [SEP] B [SEP]; candidates are all A and B positions (grouped into whole words when
-    do_whole_word_mask: a '##' piece joins the previous candidate's group, even across the middle [SEP]).
+    Candidates are all tokens but vocab.cls_id and vocab.sep_id (grouped into whole words when
+    settings.do_whole_word_mask: a piece that vocab.is_subword joins the previous candidate's group, even across the
+    middle [SEP]). Tokens are ids (Vocab) or the original's token strings (WordList).
     """
-    num_tokens = len(tokens)
-    candidates = list(range(1, len_a + 1))
-    candidates.extend(range(len_a + 2, num_tokens - 1))
+    cls_id, sep_id = vocab.cls_id, vocab.sep_id
+    candidates = [i for i, token in enumerate(tokens) if token != cls_id and token != sep_id]
     num_to_predict = min(settings.max_predictions_per_seq,
-                         max(1, int(round(num_tokens * settings.masked_lm_prob))))
+                         max(1, int(round(len(tokens) * settings.masked_lm_prob))))
     random_ = rng.random
     randint = rng.randint
     mask_id = vocab.mask_id
@@ -507,7 +513,19 @@ def masked_lm_predictions(tokens, len_a, settings, vocab, rng):
     return [chosen[k] for k in order], [replacements[k] for k in order]
 
 
-def create_training_instances(corpus, vocab, settings, rng, progress=None):
+def masked_instance(flat, span, settings, vocab, rng):
+    """An instance of a span (a_lo, a_hi, b_lo, b_hi, is_random_next) over the flat tokens, masked right away as
+    the original masks it: the span + (positions, replacements) of [CLS] A [SEP] B [SEP]."""
+    a_lo, a_hi, b_lo, b_hi, _ = span
+    tokens = [vocab.cls_id]
+    tokens += flat[a_lo:a_hi]
+    tokens.append(vocab.sep_id)
+    tokens += flat[b_lo:b_hi]
+    tokens.append(vocab.sep_id)
+    return tuple(span) + masked_lm_predictions(tokens, settings, vocab, rng)
+
+
+def exact_instances(corpus, vocab, settings, rng, progress=None):
     """The original create_training_instances after reading: shuffle documents, dupe_factor passes, shuffle.
 
     Returns instances (a_lo, a_hi, b_lo, b_hi, is_random_next, positions, replacement_ids) in output order.
@@ -515,23 +533,14 @@ def create_training_instances(corpus, vocab, settings, rng, progress=None):
     docs = list(corpus.docs)
     shuffle(docs, rng)
     flat = corpus.tokens.tolist()
-    starts = corpus.starts
-    cls_id, sep_id = vocab.cls_id, vocab.sep_id
     instances = []
 
-    def emit(a_lo, a_hi, b_lo, b_hi, is_random_next):
-        tokens = [cls_id]
-        tokens += flat[a_lo:a_hi]
-        tokens.append(sep_id)
-        tokens += flat[b_lo:b_hi]
-        tokens.append(sep_id)
-        positions, replacements = masked_lm_predictions(tokens, a_hi - a_lo, settings, vocab, rng)
-        instances.append((a_lo, a_hi, b_lo, b_hi, is_random_next, positions, replacements))
+    def emit(*span):
+        instances.append(masked_instance(flat, span, settings, vocab, rng))
 
     for pass_index in range(settings.dupe_factor):
         for document_index in range(len(docs)):
-            document_instance_spans(starts, docs, document_index, settings.max_seq_length,
-                                    settings.short_seq_prob, rng, emit)
+            document_instance_spans(corpus.starts, docs, document_index, settings, rng, emit)
         if progress is not None:
             progress(pass_index + 1, len(instances))
     shuffle(instances, rng)
@@ -609,8 +618,10 @@ def mask_batch(input_ids, lengths, len_a, settings, vocab, rng):
 # ----------------------------------------------------------------------------------------------------------
 # Features of a batch of instances (records.py serializes and frames them).
 
-def assemble_input_ids(tokens, a_lo, a_hi, b_lo, b_hi, max_seq_length, cls_id, sep_id):
-    """[CLS] A [SEP] B [SEP] + zero padding for a batch of spans -> (ids [B, L], lengths, len_a)."""
+def assemble_input_ids(tokens, spans, max_seq_length, vocab):
+    """[CLS] A [SEP] B [SEP] + zero padding for a batch of spans [B, 4 or more] (a_lo, a_hi, b_lo, b_hi, ...) over
+    the flat token ids -> (ids [B, L], lengths, len_a)."""
+    a_lo, a_hi, b_lo, b_hi = spans[:, 0], spans[:, 1], spans[:, 2], spans[:, 3]
     len_a = a_hi - a_lo
     len_b = b_hi - b_lo
     lengths = len_a + len_b + 3
@@ -621,17 +632,20 @@ def assemble_input_ids(tokens, a_lo, a_hi, b_lo, b_hi, max_seq_length, cls_id, s
     source = np.where(in_a, a_lo[:, None] + col - 1, np.where(in_b, b_lo[:, None] + col - b_first, 0))
     ids = np.where(in_a | in_b, tokens[source], 0).astype(np.int64)
     rows = np.arange(len(a_lo))
-    ids[:, 0] = cls_id
-    ids[rows, len_a + 1] = sep_id
-    ids[rows, lengths - 1] = sep_id
+    ids[:, 0] = vocab.cls_id
+    ids[rows, len_a + 1] = vocab.sep_id
+    ids[rows, lengths - 1] = vocab.sep_id
     return ids, lengths, len_a
 
 
-def build_features(ids, lengths, len_a, is_random_next, positions, replacements, counts, settings):
+def build_features(assembled, is_random_next, masks, settings):
     """Feature arrays of a batch, as the original's write_instance_to_example_files builds them.
 
-    `ids` are the unmasked input ids (changed in place: replacements go in at the masked positions).
+    assembled: (ids, lengths, len_a) of assemble_input_ids, the unmasked input ids (changed in place: the
+    replacements go in at the masked positions); masks: (positions, replacements, counts) [B, P], [B, P], [B].
     """
+    ids, lengths, len_a = assembled
+    positions, replacements, counts = masks
     batch = len(ids)
     col = np.arange(settings.max_seq_length)[None, :]
     valid = np.arange(settings.max_predictions_per_seq)[None, :] < counts[:, None]
@@ -715,26 +729,246 @@ def _no_documents_error(input_files):
                       "blank lines between documents" % ", ".join(input_files))
 
 
-def _write_batches(tokens, spans, masker, writers, settings, vocab, log_limit, progress=None):
-    """Assembles, masks, serializes and writes the instances `spans` [n, 5] in order, BATCH_SIZE at a time.
+class InstanceWriter:
+    """Writes batches of feature arrays as records, round-robin over the output files (records.RecordWriters),
+    logging the first log_limit instances readably (log_examples)."""
 
-    masker(ids, lengths, len_a, batch_rows) -> (positions, replacements, counts). Returns how many were logged.
-    """
-    logged = 0
-    num = len(spans)
-    for start in range(0, num, BATCH_SIZE):
+    def __init__(self, writers, vocab, log_limit=NUM_EXAMPLES_TO_LOG):
+        self.writers = writers
+        self.vocab = vocab
+        self.log_limit = log_limit
+        self.logged = 0
+
+    def write(self, features):
+        if self.logged < self.log_limit:
+            log_examples(features, self.vocab, self.log_limit - self.logged)
+            self.logged = min(self.log_limit, self.logged + len(features["input_ids"]))
+        self.writers.write(*records.frame_records(*records.serialize(features, PRETRAINING_FORMAT)))
+
+
+def _write_batches(tokens, spans, masker, out, settings, progress=None):
+    """Assembles, masks and writes (out: an InstanceWriter) the instances `spans` [n, 5] in order, BATCH_SIZE at a
+    time. masker(ids, lengths, len_a, first row, end row) -> (positions, replacements, counts)."""
+    for start in range(0, len(spans), BATCH_SIZE):
         batch = spans[start:start + BATCH_SIZE]
-        ids, lengths, len_a = assemble_input_ids(tokens, batch[:, 0], batch[:, 1], batch[:, 2], batch[:, 3],
-                                                 settings.max_seq_length, vocab.cls_id, vocab.sep_id)
-        positions, replacements, counts = masker(ids, lengths, len_a, start, start + len(batch))
-        features = build_features(ids, lengths, len_a, batch[:, 4], positions, replacements, counts, settings)
-        if logged < log_limit:
-            log_examples(features, vocab, log_limit - logged)
-            logged = min(log_limit, logged + len(batch))
-        writers.write(*records.frame_records(*records.serialize(features, PRETRAINING_FORMAT)))
+        assembled = assemble_input_ids(tokens, batch, settings.max_seq_length, out.vocab)
+        masks = masker(*assembled, start, start + len(batch))
+        out.write(build_features(assembled, batch[:, 4], masks, settings))
         if progress is not None:
             progress(start + len(batch))
-    return logged
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The original's Python API, on the algorithm above.
+
+# The original's flags; its functions read do_whole_word_mask (create_masked_lm_predictions). Set it here
+# (create_pretraining_data.FLAGS.do_whole_word_mask = True) or define and parse an absl flag of that name; this
+# script's own run passes its options explicitly.
+FLAGS = cli.OriginalFlags(**{field.name: field.default for field in dataclasses.fields(Settings)},
+                          input_file=None, output_file=None, vocab_file=None, do_lower_case=True)
+
+MaskedLmInstance = collections.namedtuple("MaskedLmInstance", ["index", "label"])
+
+
+class TrainingInstance:
+    """A single training instance (sentence pair)."""
+
+    def __init__(self, tokens, segment_ids, masked_lm_positions, masked_lm_labels, is_random_next):
+        self.tokens = tokens
+        self.segment_ids = segment_ids
+        self.is_random_next = is_random_next
+        self.masked_lm_positions = masked_lm_positions
+        self.masked_lm_labels = masked_lm_labels
+
+    def __str__(self):
+        s = ""
+        s += "tokens: %s\n" % (" ".join(tokenization.printable_text(x) for x in self.tokens))
+        s += "segment_ids: %s\n" % (" ".join(str(x) for x in self.segment_ids))
+        s += "is_random_next: %s\n" % self.is_random_next
+        s += "masked_lm_positions: %s\n" % (" ".join(str(x) for x in self.masked_lm_positions))
+        s += "masked_lm_labels: %s\n" % (" ".join(tokenization.printable_text(x) for x in self.masked_lm_labels))
+        s += "\n"
+        return s
+
+    def __repr__(self):
+        return self.__str__()
+
+
+class WordList:
+    """The original's vocab_words (a list of token strings) as masked_lm_predictions reads a vocabulary, for
+    instances of token strings."""
+
+    cls_id, sep_id, mask_id = "[CLS]", "[SEP]", "[MASK]"
+
+    class _IsSubword:
+        def __getitem__(self, token):
+            return token.startswith("##")
+
+    def __init__(self, vocab_words):
+        self.random_word_ids = vocab_words
+        self.is_subword = self._IsSubword()
+
+    @staticmethod
+    def tokens(items):
+        return list(items)
+
+
+class _PlacedDocuments:
+    """all_documents (lists of sentences, each a list of tokens) as document_instance_spans reads a corpus:
+    docs[d] -> (first sentence, sentence count), the sentences of document d laid into `tokens` and `starts` when
+    it is first read (an instance reads its own document and the random ones it draws, not the whole corpus)."""
+
+    def __init__(self, documents):
+        self.documents = documents
+        self.tokens = []
+        self.starts = [0]
+        self._placed = {}
+
+    def __len__(self):
+        return len(self.documents)
+
+    def __getitem__(self, document_index):
+        if document_index not in self._placed:
+            first = len(self.starts) - 1
+            for sentence in self.documents[document_index]:
+                self.tokens.extend(sentence)
+                self.starts.append(len(self.tokens))
+            self._placed[document_index] = (first, len(self.documents[document_index]))
+        return self._placed[document_index]
+
+
+def _original_settings(max_seq_length=128, short_seq_prob=0.1, masked_lm_prob=0.15, max_predictions_per_seq=20,
+                       dupe_factor=10):
+    """Settings of the original's function arguments, do_whole_word_mask from FLAGS (as the original reads it)."""
+    return Settings(do_whole_word_mask=FLAGS.do_whole_word_mask, max_seq_length=max_seq_length,
+                    short_seq_prob=short_seq_prob, masked_lm_prob=masked_lm_prob,
+                    max_predictions_per_seq=max_predictions_per_seq, dupe_factor=dupe_factor)
+
+
+def _training_instance(flat, instance, vocab):
+    """The TrainingInstance of an instance tuple (masked_instance) over flat tokens (ids of a Vocab, or strings of
+    a WordList)."""
+    a_lo, a_hi, b_lo, b_hi, is_random_next, positions, replacements = instance
+    tokens = [vocab.cls_id] + flat[a_lo:a_hi] + [vocab.sep_id] + flat[b_lo:b_hi] + [vocab.sep_id]
+    labels = [tokens[p] for p in positions]
+    for position, replacement in zip(positions, replacements):
+        tokens[position] = replacement
+    segment_ids = [0] * (a_hi - a_lo + 2) + [1] * (b_hi - b_lo + 1)
+    return TrainingInstance(tokens=vocab.tokens(tokens), segment_ids=segment_ids, masked_lm_positions=list(positions),
+                            masked_lm_labels=vocab.tokens(labels), is_random_next=is_random_next)
+
+
+class _TokenizerIds:
+    """A tokenizer's ids of a line (tokenize, then convert_tokens_to_ids), as the corpus reader asks for them."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+
+    def ids(self, line):
+        return self.tokenizer.convert_tokens_to_ids(self.tokenizer.tokenize(line))
+
+
+def create_training_instances(input_files, tokenizer, max_seq_length, dupe_factor, short_seq_prob, masked_lm_prob,
+                              max_predictions_per_seq, rng):
+    """Create `TrainingInstance`s from raw text: the instances of exact mode (this script's output for the same
+    files, flags and random.Random seed), in output order. Files on any file system."""
+    settings = _original_settings(max_seq_length, short_seq_prob, masked_lm_prob, max_predictions_per_seq, dupe_factor)
+    vocab = Vocab(tokenizer.vocab)
+    if type(tokenizer) is tokenization.FullTokenizer:  # pylint: disable=unidiomatic-typecheck
+        reader = CachedTokenizer(tokenizer.vocab, tokenizer.do_lower_case)  # the same ids, cached per word
+    else:
+        reader = _TokenizerIds(tokenizer)
+    corpus, _ = read_corpus_exact(list(input_files), reader)
+    flat = corpus.tokens.tolist()
+    return [_training_instance(flat, instance, vocab) for instance in exact_instances(corpus, vocab, settings, rng)]
+
+
+def create_instances_from_document(all_documents, document_index, max_seq_length, short_seq_prob, masked_lm_prob,
+                                   max_predictions_per_seq, vocab_words, rng):
+    """Creates `TrainingInstance`s for a single document (all_documents: lists of sentences, each a list of
+    tokens; vocab_words: the words a masked token may be replaced by)."""
+    settings = _original_settings(max_seq_length, short_seq_prob, masked_lm_prob, max_predictions_per_seq)
+    documents = _PlacedDocuments(all_documents)
+    vocab = WordList(vocab_words)
+    instances = []
+
+    def emit(*span):
+        instance = masked_instance(documents.tokens, span, settings, vocab, rng)
+        instances.append(_training_instance(documents.tokens, instance, vocab))
+
+    document_instance_spans(documents.starts, documents, document_index, settings, rng, emit)
+    return instances
+
+
+def create_masked_lm_predictions(tokens, masked_lm_prob, max_predictions_per_seq, vocab_words, rng):
+    """Creates the predictions for the masked LM objective: (output_tokens, masked_lm_positions, masked_lm_labels);
+    whole words when FLAGS.do_whole_word_mask."""
+    settings = _original_settings(masked_lm_prob=masked_lm_prob, max_predictions_per_seq=max_predictions_per_seq)
+    positions, replacements = masked_lm_predictions(tokens, settings, WordList(vocab_words), rng)
+    output_tokens = list(tokens)
+    for position, replacement in zip(positions, replacements):
+        output_tokens[position] = replacement
+    return output_tokens, positions, [tokens[p] for p in positions]
+
+
+def truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng):
+    """Truncates a pair of sequences to a maximum sequence length (in place)."""
+    span_a, span_b = [0, len(tokens_a)], [0, len(tokens_b)]
+    trim_spans(span_a, span_b, max_num_tokens, rng)
+    for tokens, (lo, hi) in ((tokens_a, span_a), (tokens_b, span_b)):
+        del tokens[hi:]
+        del tokens[:lo]
+
+
+def instance_features(instances, tokenizer, max_seq_length, max_predictions_per_seq):
+    """Feature arrays of `TrainingInstance`s, as the original's write_instance_to_example_files builds them."""
+    num = len(instances)
+    features = {name: np.zeros((num, length), np.float32 if kind == records.FLOAT else np.int64)
+                for name, (length, kind) in records.pretraining(max_seq_length, max_predictions_per_seq).items()}
+    for row, instance in enumerate(instances):
+        input_ids = tokenizer.convert_tokens_to_ids(instance.tokens)
+        masked_lm_ids = tokenizer.convert_tokens_to_ids(instance.masked_lm_labels)
+        if len(input_ids) > max_seq_length or len(masked_lm_ids) > max_predictions_per_seq:
+            raise ValueError("instance %d has %d tokens and %d masked positions: more than max_seq_length=%d or "
+                             "max_predictions_per_seq=%d" % (row, len(input_ids), len(masked_lm_ids),
+                                                             max_seq_length, max_predictions_per_seq))
+        features["input_ids"][row, :len(input_ids)] = input_ids
+        features["input_mask"][row, :len(input_ids)] = 1
+        features["segment_ids"][row, :len(instance.segment_ids)] = instance.segment_ids
+        features["masked_lm_positions"][row, :len(masked_lm_ids)] = instance.masked_lm_positions
+        features["masked_lm_ids"][row, :len(masked_lm_ids)] = masked_lm_ids
+        features["masked_lm_weights"][row, :len(masked_lm_ids)] = 1.0
+        features["next_sentence_labels"][row] = 1 if instance.is_random_next else 0
+    return features
+
+
+def write_instance_to_example_files(instances, tokenizer, max_seq_length, max_predictions_per_seq, output_files):
+    """Create TF example files from `TrainingInstance`s: round-robin over output_files (any file system), the
+    records this script writes."""
+    vocab = Vocab(tokenizer.vocab)
+    writers = records.RecordWriters(list(output_files))
+    out = InstanceWriter(writers, vocab)
+    try:
+        for start in range(0, len(instances), BATCH_SIZE):
+            out.write(instance_features(instances[start:start + BATCH_SIZE], tokenizer, max_seq_length,
+                                        max_predictions_per_seq))
+        writers.close()
+    except BaseException:
+        writers.abort()
+        raise
+    logging.info("Wrote %d total instances", len(instances))
+
+
+def create_int_feature(values):
+    """A tf.train.Feature of int64 values."""
+    import tensorflow as tf
+    return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
+
+
+def create_float_feature(values):
+    """A tf.train.Feature of float values."""
+    import tensorflow as tf
+    return tf.train.Feature(float_list=tf.train.FloatList(value=list(values)))
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -765,7 +999,7 @@ def run_exact(input_files, output_files, options):
         rng = random.Random(settings.random_seed)
         gen_log = ProgressLog("made instances from", "documents")
         num_docs = len(corpus.docs)
-        instances = create_training_instances(
+        instances = exact_instances(
             corpus, vocab, settings, rng,
             progress=lambda passes, made: gen_log.update(
                 passes * num_docs, settings.dupe_factor * num_docs,
@@ -790,7 +1024,7 @@ def run_exact(input_files, output_files, options):
             return positions, replacements, counts
 
         write_log = ProgressLog("wrote", "instances")
-        _write_batches(tokens, spans, masker, writers, settings, vocab, NUM_EXAMPLES_TO_LOG,
+        _write_batches(tokens, spans, masker, InstanceWriter(writers, vocab), settings,
                        progress=lambda done: write_log.update(done, len(instances)))
         writers.close()
     except BaseException:
@@ -860,9 +1094,10 @@ class _FastWorker:
         self.label = "worker %d/%d" % (self.worker, job["total_workers"])
         self.tokenizer = CachedTokenizer(self.vocab_dict, job["do_lower_case"], job["cache_size"])
         self.writers = records.RecordWriters(job["paths"])
+        self.out = InstanceWriter(self.writers, self.vocab, job["log_examples"])
         self.stats = ReadStats()
         self.range_bytes = sum(hi - lo for _, lo, hi in job["parts"])
-        self.documents = self.instances = self.windows = self.logged = 0
+        self.documents = self.instances = self.windows = 0
         self.single_doc_warned = False
         self.window_start_bytes = 0
         self.written_fraction = 0.0
@@ -899,8 +1134,7 @@ class _FastWorker:
         emit = lambda *span: spans.extend(span)
         for _ in range(settings.dupe_factor):
             for document_index in range(len(docs)):
-                document_instance_spans(window.starts, docs, document_index, settings.max_seq_length,
-                                        settings.short_seq_prob, rng, emit)
+                document_instance_spans(window.starts, docs, document_index, settings, rng, emit)
         spans = np.frombuffer(spans, np.int32).reshape(-1, 5)
         spans = spans[rng_np.permutation(len(spans))]
         tokens = np.frombuffer(window.tokens, np.int32)
@@ -912,9 +1146,7 @@ class _FastWorker:
             self.written_fraction = done / len(spans)
             self.report()
 
-        limit = self.job["log_examples"] - self.logged
-        self.logged += _write_batches(tokens, spans, masker, self.writers, settings, self.vocab, max(limit, 0),
-                                      progress=written)
+        _write_batches(tokens, spans, masker, self.out, settings, progress=written)
         self.window_start_bytes = self.stats.bytes
         self.written_fraction = 0.0
 
