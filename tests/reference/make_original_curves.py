@@ -195,7 +195,6 @@ def training_batches(runner, output_dir, steps):
     import tensorflow as tf
     import records
     import run_pretraining
-    import runner as runner_module
     from tests import training_curves as tc
     tf.random.set_seed(tc.SEED)  # as the runner's training.train does (keras.utils.set_random_seed(--seed))
     if runner == "run_pretraining":
@@ -204,9 +203,8 @@ def training_batches(runner, output_dir, steps):
     else:
         record_format = (records.classifier(tc.MAX_SEQ_LENGTH, False) if runner == "run_classifier"
                          else records.squad(tc.MAX_SEQ_LENGTH, True))
-        input_fn = runner_module.record_input_fn(os.path.join(output_dir, "train.tf_record"), record_format,
-                                                 is_training=True, drop_remainder=True, seed=tc.SEED,
-                                                 shuffle_buffer=runner_module.ORIGINAL_SHUFFLE_BUFFER)
+        input_fn = records.input_fn(os.path.join(output_dir, "train.tf_record"), record_format, is_training=True,
+                                    drop_remainder=True, shuffle=records.Shuffle(seed=tc.SEED))
     batches = list(input_fn(tc.BATCH_SIZE, None).take(steps))
     return {name: np.stack([batch[name].numpy() for batch in batches]) for name in batches[0]}
 
