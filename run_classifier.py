@@ -66,7 +66,7 @@ class PaddingInputExample:
 
 class TsvLines(list):
     """The rows of a TSV or CSV file: what the original's DataProcessor._read_tsv returns (a list of field lists),
-    knowing the file (`path`) and each row's line number in it (`line_number(i)`), for error messages."""
+    knowing the file (`path`) and each row's line number in it (`line_numbers`), for error messages."""
 
     def __init__(self, rows=(), path=None, line_numbers=None):
         super().__init__(rows)

@@ -879,8 +879,10 @@ class Job(runner.Job):
         """Writes predictions.json, nbest_predictions.json (and null_odds.json, and eval_results.json when the
         file has answers); returns the predictions."""
         options = self.options
-        eval_examples = runner.require_examples(read_squad_examples(options.predict_file, is_training=False),
-                                                f"--predict_file={options.predict_file}", "questions")
+        eval_examples = runner.require_examples(
+            read_squad_examples(options.predict_file, is_training=False,
+                                version_2_with_negative=options.answering.version_2_with_negative),
+            f"--predict_file={options.predict_file}", "questions")
         eval_features = []
         self.windows(eval_examples, False, eval_features.append)
         logging.info("***** Running predictions *****")
