@@ -1,0 +1,108 @@
+"""What the device a job runs on decides, once, where every script's job starts (runner.Job.run, before the
+strategy is made): whether XLA compiles the model's steps, and the XLA options that make its compile finish.
+
+  device_type(config, devices=None) -> "tpu" | "gpu" | "cpu": --use_tpu / --distribution_strategy=tpu, else
+    whether TensorFlow sees a GPU (`devices`: a list of tf.config.PhysicalDevice, injected by tests).
+  decide_xla(use_xla, device) -> (on, why): --use_xla when given; not given (None), on for a GPU or TPU and off
+    on a CPU, where XLA makes training slower (README, "Scaling and speed").
+  xla_flags(existing, cache_dir) -> XLA_FLAGS with the project's GPU options added where `existing` (the user's)
+    does not set them: cuBLAS GEMMs instead of Triton's (GEMM_FLAG; with XLA's default Triton GEMM autotuning
+    BERT-base had not compiled after 240 s on an H100), and the per-fusion autotune cache in `cache_dir`
+    (CACHE_FLAG: a resumed run reads the results instead of tuning again). Both exist in TensorFlow 2.20's and
+    2.21's XLA (an unknown flag in XLA_FLAGS ends the process at its first XLA compile).
+  setup(config, devices=None, environ=None) -> the config with use_xla decided; on a GPU with XLA on, sets
+    XLA_FLAGS (through xla_flags) and logs once what it decided and why.
+  make_cache_dir() creates the autotune cache folder setup() named (after --output_dir exists).
+
+XLA reads XLA_FLAGS once per process, the first time it needs its options: on a CPU at the first XLA compile
+(an unknown flag set after `import tensorflow`, a device listing and an op still ends the process at that
+compile), and a GPU may read them as its devices are made. So setup() runs before the strategy, which makes
+the devices, and after the device listing (which only counts them); later changes to XLA_FLAGS in the same
+process have no effect.
+"""
+import dataclasses
+import os
+import re
+
+from absl import logging
+
+import filesystem
+
+GEMM_FLAG = "--xla_gpu_enable_triton_gemm"
+CACHE_FLAG = "--xla_gpu_per_fusion_autotune_cache_dir"
+CACHE_DIR = "xla_autotune_cache"  # under --output_dir
+
+
+def device_type(config, devices=None):
+    """"tpu", "gpu" or "cpu": what the job's steps run on (devices: TensorFlow's physical devices when None)."""
+    if config.strategy_name == "tpu":
+        return "tpu"
+    if devices is None:
+        import tensorflow as tf
+        devices = tf.config.list_physical_devices()  # counts them; makes no device
+    return "gpu" if any(device.device_type == "GPU" for device in devices) else "cpu"
+
+
+def decide_xla(use_xla, device):
+    """(whether XLA compiles the steps, why, as a log phrase) for --use_xla (None: not given) on `device`."""
+    if use_xla is not None:
+        return bool(use_xla), f"--use_xla={str(bool(use_xla)).lower()}"
+    if device == "cpu":
+        return False, "a CPU, where XLA slows training down (--use_xla=true turns it on)"
+    return True, f"a {device.upper()} and --use_xla not given"
+
+
+def _flag_names(flags):
+    return {match.group(1) for match in re.finditer(r"(--[A-Za-z0-9_]+)(?:=|\s|$)", flags or "")}
+
+
+def xla_flags(existing, cache_dir):
+    """(XLA_FLAGS value, [flags added]) : `existing` (the user's XLA_FLAGS, may be empty) with GEMM_FLAG=false and
+    CACHE_FLAG=cache_dir (when cache_dir) appended where it does not set them; the user's values are kept."""
+    present = _flag_names(existing)
+    added = []
+    if GEMM_FLAG not in present:
+        added.append(f"{GEMM_FLAG}=false")
+    if cache_dir and CACHE_FLAG not in present:
+        added.append(f"{CACHE_FLAG}={cache_dir}")
+    return " ".join(part for part in [(existing or "").strip()] + added if part), added
+
+
+_cache_dir = None  # the autotune cache folder setup() named in XLA_FLAGS (made by make_cache_dir)
+
+
+def setup(config, devices=None, environ=None):
+    """The config with use_xla decided for the device (device_type, decide_xla); with XLA on a GPU, XLA_FLAGS
+    gets the project's options (xla_flags) unless the user's XLA_FLAGS sets them. Logs the decision and why."""
+    global _cache_dir
+    environ = os.environ if environ is None else environ
+    _cache_dir = None
+    device = device_type(config, devices)
+    on, why = decide_xla(config.use_xla, device)
+    resolved = dataclasses.replace(config, use_xla=on)
+    if not on:
+        logging.info("XLA off: %s", why)
+        return resolved
+    note = ""
+    if device == "gpu":
+        cache_dir = None
+        if config.output_dir and not filesystem.is_remote(config.output_dir):
+            cache_dir = os.path.abspath(os.path.join(config.output_dir, CACHE_DIR))
+        value, added = xla_flags(environ.get("XLA_FLAGS", ""), cache_dir)
+        environ["XLA_FLAGS"] = value
+        if any(flag.startswith(CACHE_FLAG) for flag in added):
+            _cache_dir = cache_dir
+        kept = sorted(_flag_names(value) & {GEMM_FLAG, CACHE_FLAG} - {flag.split("=")[0] for flag in added})
+        note = ("; XLA_FLAGS: the project adds " + (" ".join(added) if added else "nothing")
+                + (f", keeps the user's {', '.join(kept)}" if kept else "")
+                + ("" if cache_dir else f" (no autotune cache: --output_dir is not a local folder)"))
+    logging.info("XLA on: %s; the steps are compiled with XLA (the first loop's log says how long it "
+                 "took)%s", why, note)
+    return resolved
+
+
+def make_cache_dir():
+    """Creates the autotune cache folder named in XLA_FLAGS by setup() (None if it named none); returns it."""
+    if _cache_dir:
+        os.makedirs(_cache_dir, exist_ok=True)
+    return _cache_dir
