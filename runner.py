@@ -57,6 +57,9 @@ class FinetuningOptions:
                                           "for. E.g., 0.1 = 10% of training.")
     export_dir: str = cli.option(None, "Write a SavedModel here (see the script's docstring for its signatures) "
                                  "from the newest checkpoint in output_dir, else init_checkpoint.")
+    export_dtype: str = cli.option("float32", "The precision the SavedModel serves in: float32, or mixed bfloat16 / "
+                                   "float16 (matmuls in half precision; variables and outputs float32). Under XLA "
+                                   "(--use_xla) its model is compiled at a few padded shapes.", serving.EXPORT_DTYPES)
 
 
 def output_dropout_option():
@@ -275,9 +278,15 @@ class Job:
         return results
 
     def export(self):
-        """Writes the SavedModel to --export_dir from the inference checkpoint (serving.export_saved_model)."""
+        """Writes the SavedModel to --export_dir from the inference checkpoint (serving.export_saved_model), in
+        --export_dtype; under XLA its model is compiled at the bucketed widths of --max_seq_length (and up to
+        max_position_embeddings, for serving_default's wider ids)."""
+        widths = None
+        if self.config.use_xla:
+            widths = packing.bucket_widths(self.model.max_seq_length, self.bert_config.max_position_embeddings)
         return serving.export_saved_model(self.options.export_dir, self.task.build_model,
-                                          self.inference_checkpoint()[0], self.serving, labels=self.labels)
+                                          self.inference_checkpoint()[0], self.serving, labels=self.labels,
+                                          dtype=self.options.export_dtype, xla_widths=widths)
 
 
 # ---------------------------------------------------------------------------------------------------------
