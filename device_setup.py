@@ -3,8 +3,10 @@ strategy is made): whether XLA compiles the model's steps, and the XLA options t
 
   device_type(config, devices=None) -> "tpu" | "gpu" | "cpu": --use_tpu / --distribution_strategy=tpu, else
     whether TensorFlow sees a GPU (`devices`: a list of tf.config.PhysicalDevice, injected by tests).
-  decide_xla(use_xla, device) -> (on, why): --use_xla when given; not given (None), on for a GPU or TPU and off
-    on a CPU, where XLA makes training slower (README, "Scaling and speed").
+  decide_xla(use_xla, device, replicated) -> (on, why): --use_xla when given; not given (None), on for a GPU or
+    TPU and off on a CPU, where XLA makes training slower (README, "Scaling and speed"), and off for several GPU
+    replicas (several_replicas: mirrored on several GPUs, multi_worker_mirrored), whose XLA step would hold the
+    cross-replica update.
   xla_flags(existing, cache_dir) -> XLA_FLAGS with the project's GPU options added where `existing` (the user's)
     does not set them: cuBLAS GEMMs instead of Triton's (GEMM_FLAG; with XLA's default Triton GEMM autotuning
     BERT-base had not compiled after 240 s on an H100), and the per-fusion autotune cache in `cache_dir`
@@ -43,12 +45,30 @@ def device_type(config, devices=None):
     return "gpu" if any(device.device_type == "GPU" for device in devices) else "cpu"
 
 
-def decide_xla(use_xla, device):
-    """(whether XLA compiles the steps, why, as a log phrase) for --use_xla (None: not given) on `device`."""
+def several_replicas(config, devices=None):
+    """Whether the training step runs on several replicas of this worker or of several workers (mirrored on
+    several GPUs, multi_worker_mirrored)."""
+    if config.strategy_name == "multi_worker_mirrored":
+        return True
+    if config.strategy_name != "mirrored":
+        return False
+    if devices is None:
+        import tensorflow as tf
+        devices = tf.config.list_physical_devices()
+    return sum(device.device_type == "GPU" for device in devices) > 1
+
+
+def decide_xla(use_xla, device, replicated=False):
+    """(whether XLA compiles the steps, why, as a log phrase) for --use_xla (None: not given) on `device`, the
+    step on several replicas when `replicated` (the loop's XLA step holds the cross-replica update, which a
+    nested XLA function cannot synchronize: off unless asked)."""
     if use_xla is not None:
         return bool(use_xla), f"--use_xla={str(bool(use_xla)).lower()}"
     if device == "cpu":
         return False, "a CPU, where XLA slows training down (--use_xla=true turns it on)"
+    if replicated and device == "gpu":
+        return False, ("several replicas: the XLA step would hold their update, which it cannot synchronize "
+                       "(--use_xla not given)")
     return True, f"a {device.upper()} and --use_xla not given"
 
 
@@ -78,7 +98,7 @@ def setup(config, devices=None, environ=None):
     environ = os.environ if environ is None else environ
     _cache_dir = None
     device = device_type(config, devices)
-    on, why = decide_xla(config.use_xla, device)
+    on, why = decide_xla(config.use_xla, device, device == "gpu" and several_replicas(config, devices))
     resolved = dataclasses.replace(config, use_xla=on)
     if not on:
         logging.info("XLA off: %s", why)

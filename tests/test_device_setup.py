@@ -16,18 +16,32 @@ CPU = [tf.config.PhysicalDevice("/physical_device:CPU:0", "CPU")]
 GPU = CPU + [tf.config.PhysicalDevice("/physical_device:GPU:0", "GPU")]
 
 
-@pytest.mark.parametrize("use_xla, devices, tpu, expected", [
-    (None, CPU, False, (False, "a CPU, where XLA slows training down (--use_xla=true turns it on)")),
-    (None, GPU, False, (True, "a GPU and --use_xla not given")),
-    (None, CPU, True, (True, "a TPU and --use_xla not given")),
-    (True, CPU, False, (True, "--use_xla=true")),
-    (False, GPU, False, (False, "--use_xla=false")),
-    (False, CPU, True, (False, "--use_xla=false")),
-    (True, GPU, False, (True, "--use_xla=true")),
+GPUS = GPU + [tf.config.PhysicalDevice("/physical_device:GPU:1", "GPU")]
+REPLICATED = (False, "several replicas: the XLA step would hold their update, which it cannot synchronize "
+                     "(--use_xla not given)")
+
+
+@pytest.mark.parametrize("use_xla, devices, strategy, expected", [
+    (None, CPU, "default", (False, "a CPU, where XLA slows training down (--use_xla=true turns it on)")),
+    (None, GPU, "default", (True, "a GPU and --use_xla not given")),
+    (None, CPU, "tpu", (True, "a TPU and --use_xla not given")),
+    (True, CPU, "default", (True, "--use_xla=true")),
+    (False, GPU, "default", (False, "--use_xla=false")),
+    (False, CPU, "tpu", (False, "--use_xla=false")),
+    (True, GPU, "default", (True, "--use_xla=true")),
+    (None, GPU, "mirrored", (True, "a GPU and --use_xla not given")),  # one GPU: one replica
+    (None, GPUS, "default", (True, "a GPU and --use_xla not given")),  # the default strategy uses one of them
+    (None, GPUS, "mirrored", REPLICATED),
+    (None, GPU, "multi_worker_mirrored", REPLICATED),
+    (True, GPUS, "mirrored", (True, "--use_xla=true")),
+    (None, CPU, "mirrored", (False, "a CPU, where XLA slows training down (--use_xla=true turns it on)")),
 ])
-def test_xla_is_decided_by_the_device_type_and_the_flag(use_xla, devices, tpu, expected):
-    config = training.TrainingConfig(use_xla=use_xla, use_tpu=tpu)
-    assert device_setup.decide_xla(use_xla, device_setup.device_type(config, devices)) == expected
+def test_xla_is_decided_by_the_device_type_the_replicas_and_the_flag(use_xla, devices, strategy, expected):
+    config = training.TrainingConfig(use_xla=use_xla, distribution_strategy=strategy)
+    device = device_setup.device_type(config, devices)
+    replicated = device == "gpu" and device_setup.several_replicas(config, devices)
+    assert device_setup.decide_xla(use_xla, device, replicated) == expected
+    assert device_setup.setup(config, devices, {}).use_xla == expected[0]
 
 
 def test_the_device_type_of_this_machine_is_what_tensorflow_sees():
