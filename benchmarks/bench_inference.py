@@ -82,8 +82,8 @@ Caveats (fair comparison):
   runs no bf16 here; its int8 row is compared with everyone's float32 and bf16.
 - ORT runs the plain export (with ORT's built-in graph fusions at load time); onnxruntime.transformers'
   BERT optimizer (fused Attention/SkipLayerNorm) is not applied, and could make ORT faster still.
-- The exported SavedModel always computes in float32 (the export uses the float32 policy), so the
-  savedmodel/int8 tables compare float32 SavedModel vs float32 and int8 ORT.
+- An export computes in float32 unless it was made with --export_dtype=bfloat16 / float16 (run_classifier.py);
+  the savedmodel/int8 tables compare the SavedModel given (float32 by default) with float32 and int8 ORT.
 - Peak RSS includes each framework's own footprint (TensorFlow alone is several hundred MB).
 - Run on an idle machine. torch's OpenMP threads (and ORT's spinning pool) collapse when another process
   competes for the cores: in a smoke run on a busy 2-core machine, HF at batch 1 took ~450 ms per call with
@@ -677,6 +677,9 @@ class Runner:
             return None
         result = json.loads(lines[-1][len("RESULT "):])
         self.results[spec] = result
+        if self.args.results_jsonl:
+            with open(self.args.results_jsonl, "a") as f:
+                f.write(json.dumps(dict(result, label=label, variant=self.args.variant)) + "\n")
         if not quiet and "seq_per_s" in result:
             print(f"{label:34s} {result['seq_per_s']:9.2f} seq/s  {result['ms_per_batch']:9.1f} ms/batch  "
                   f"peak RSS {result['peak_rss_mb']:6.0f} MB  first call {result['first_call_s']:5.1f} s",
@@ -901,6 +904,10 @@ def main():
                         help="threads of every framework (default os.cpu_count())")
     parser.add_argument("--timeout", type=int, default=1800, help="seconds per process")
     parser.add_argument("--quick", action="store_true", help="smoke run: checks the code, not for numbers")
+    parser.add_argument("--results_jsonl", help="also append each configuration's result (with --variant) as one "
+                                                "JSON line to this file (benchmarks/gpu_run.sh's rows)")
+    parser.add_argument("--variant", default="", help="a name for the results of this run in --results_jsonl, e.g. "
+                                                      "the export's dtype and XLA")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     parser.add_argument("--context", help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -112,8 +112,9 @@ def test_the_projects_xla_flags_are_known_to_this_tensorflows_xla(tmp_path):
 @pytest.mark.slow
 def test_use_xla_true_on_a_cpu_trains_and_predicts_as_without(tmp_path):
     """run_classifier.py with --use_xla=true on a CPU (where XLA is off unless asked): the same training (4 steps)
-    and the same predictions as without (dropout off: XLA draws other masks from the same seed), and the log says once that XLA is on and why, and how long its first
-    compile took; prediction alone from one checkpoint gives the same probabilities to float rounding."""
+    and the same predictions as without (dropout off: XLA draws other masks from the same seed), and the log says
+    once that XLA is on and why, and how long its first compile took. (Prediction alone from one checkpoint, to
+    1e-5: tests/test_runner.py.)"""
     from tests.test_faults import classifier_args, run_script, tiny_config_file
     data_dir = tmp_path / "mrpc"
     # Outputs far apart; no dropout (XLA draws other random bits for the same seed).
