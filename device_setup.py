@@ -1,5 +1,6 @@
 """What the device a job runs on decides, once, where every script's job starts (runner.Job.run, before the
-strategy is made): whether XLA compiles the model's steps, and the XLA options that make its compile finish.
+strategy is made): whether XLA compiles the model's steps, the XLA options that make its compile finish, and
+where a mixed-precision model runs its elementwise work (--elementwise_dtype, modeling.set_elementwise_dtype).
 
   device_type(config, devices=None) -> "tpu" | "gpu" | "cpu": --use_tpu / --distribution_strategy=tpu, else
     whether TensorFlow sees a GPU (`devices`: a list of tf.config.PhysicalDevice, injected by tests).
@@ -12,8 +13,9 @@ strategy is made): whether XLA compiles the model's steps, and the XLA options t
     BERT-base had not compiled after 240 s on an H100), and the per-fusion autotune cache in `cache_dir`
     (CACHE_FLAG: a resumed run reads the results instead of tuning again). Both exist in TensorFlow 2.20's and
     2.21's XLA (an unknown flag in XLA_FLAGS ends the process at its first XLA compile).
-  setup(config, devices=None, environ=None) -> the config with use_xla decided; on a GPU with XLA on, sets
-    XLA_FLAGS (through xla_flags) and logs once what it decided and why.
+  decide_elementwise(elementwise_dtype, device): "auto" is "float32" on a CPU, "compute" on a GPU or TPU.
+  setup(config, devices=None, environ=None) -> the config with use_xla and elementwise_dtype decided (the latter
+    applied to modeling); on a GPU with XLA on, sets XLA_FLAGS (through xla_flags); logs what it decided and why.
   make_cache_dir() creates the autotune cache folder setup() named (after --output_dir exists).
 
 XLA reads XLA_FLAGS once per process, the first time it needs its options: on a CPU at the first XLA compile
@@ -43,6 +45,14 @@ def device_type(config, devices=None):
         import tensorflow as tf
         devices = tf.config.list_physical_devices()  # counts them; makes no device
     return "gpu" if any(device.device_type == "GPU" for device in devices) else "cpu"
+
+
+def decide_elementwise(elementwise_dtype, device):
+    """--elementwise_dtype decided: "auto" is "float32" on a CPU (elementwise bfloat16 is slow there), "compute" on
+    a GPU or TPU (modeling.set_elementwise_dtype)."""
+    if elementwise_dtype != "auto":
+        return elementwise_dtype
+    return "float32" if device == "cpu" else "compute"
 
 
 def several_replicas(config, devices=None):
@@ -99,7 +109,15 @@ def setup(config, devices=None, environ=None):
     _cache_dir = None
     device = device_type(config, devices)
     on, why = decide_xla(config.use_xla, device, device == "gpu" and several_replicas(config, devices))
-    resolved = dataclasses.replace(config, use_xla=on)
+    elementwise = decide_elementwise(config.elementwise_dtype, device)
+    resolved = dataclasses.replace(config, use_xla=on, elementwise_dtype=elementwise)
+    import modeling  # imports TensorFlow: not for xla_flags' callers (the benchmarks' parent processes)
+    modeling.set_elementwise_dtype(elementwise)
+    if config.dtype != "float32":
+        given = config.elementwise_dtype != "auto"
+        logging.info("Mixed precision (%s): elementwise work in %s (%s)", config.dtype,
+                     config.dtype if elementwise == "compute" else "float32",
+                     f"--elementwise_dtype={elementwise}" if given else f"a {device.upper()}")
     if not on:
         logging.info("XLA off: %s", why)
         return resolved

@@ -343,7 +343,7 @@ def predict_arrays(task, arrays, config, strategy=None, checkpoint_path=None, re
     n = len(arrays["input_ids"])
     if not n:
         return {}
-    config = training.resolve_xla(config)
+    config = training.decide_for_device(config)
     cut = real_lengths is not False and not config.use_tpu
     order = np.arange(n)
     if cut:

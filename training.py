@@ -95,6 +95,11 @@ class TrainingConfig:
                                "its compile finish unless XLA_FLAGS sets them (device_setup.py).")
     dtype: str = cli.option("float32", "Compute dtype: float32, bfloat16 (mixed), float16 (mixed, dynamic loss "
                             "scaling).", DTYPES)
+    elementwise_dtype: str = cli.option(
+        "auto", "Under a mixed --dtype, where the elementwise work around the matmuls runs (the dropouts, "
+        "attention's scale, the dense layers' bias and activation): float32 (elementwise bfloat16 is slow on a "
+        "CPU), compute (the mixed dtype itself), auto: float32 on a CPU, compute on a GPU or TPU. Softmax, residual "
+        "sums and LayerNorm run in float32 either way.", ("auto",) + modeling.ELEMENTWISE_DTYPES)
     optimizer: str = cli.option("adamw", "adamw (the original) or lamb.", OPTIMIZERS)
     gradient_accumulation_steps: int = cli.option(1, "Micro-batches per optimizer step; train_batch_size is the "
                                                   "batch of one step.")
@@ -118,6 +123,9 @@ class TrainingConfig:
             raise UserError(f"--dtype={self.dtype!r}: expected one of {DTYPES}")
         if self.optimizer not in OPTIMIZERS:
             raise UserError(f"--optimizer={self.optimizer!r}: expected one of {OPTIMIZERS}")
+        if self.elementwise_dtype not in ("auto",) + modeling.ELEMENTWISE_DTYPES:
+            raise UserError(f"--elementwise_dtype={self.elementwise_dtype!r}: expected auto or one of "
+                            f"{modeling.ELEMENTWISE_DTYPES}")
         for name in ("train_batch_size", "eval_batch_size", "predict_batch_size", "save_checkpoints_steps",
                      "iterations_per_loop", "gradient_accumulation_steps", "keep_checkpoint_max"):
             if int(getattr(self, name)) < 1:
@@ -188,11 +196,14 @@ def end_together(strategy):
             preemption.raise_lost_worker(err, strategy, "at the end of the job")
 
 
-def set_precision_policy(dtype):
-    """Keras global dtype policy for config.dtype."""
+def set_precision_policy(dtype, elementwise_dtype=None):
+    """Keras global dtype policy for config.dtype, and the model's elementwise dtype when given (config's, decided:
+    modeling.set_elementwise_dtype)."""
     import keras
     policy = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}[dtype]
     keras.config.set_dtype_policy(policy)
+    if elementwise_dtype is not None:
+        modeling.set_elementwise_dtype(elementwise_dtype)
 
 
 
@@ -324,7 +335,7 @@ def _learning_rate(optimizer, step):
 def _setup_run(config):
     """Dtype policy, op determinism and seeds (fresh runs initialise identically for the same seed)."""
     import keras
-    set_precision_policy(config.dtype)
+    set_precision_policy(config.dtype, config.elementwise_dtype)
     if config.deterministic:
         tf.config.experimental.enable_op_determinism()
     keras.utils.set_random_seed(config.seed)
@@ -479,7 +490,7 @@ def train(task, input_fn, config, strategy=None, init_checkpoint=None, max_steps
     loop, "examples_per_sec" of the last loop}."""
     if config.num_train_steps < 1:
         raise UserError(f"--num_train_steps={config.num_train_steps}: expected a positive number of steps")
-    config = resolve_xla(config)
+    config = decide_for_device(config)
     device_setup.make_cache_dir()
     _setup_run(config)
     strategy = strategy or tf.distribute.get_strategy()
@@ -564,10 +575,12 @@ def train(task, input_fn, config, strategy=None, init_checkpoint=None, max_steps
     return result
 
 
-def resolve_xla(config):
-    """The config with --use_xla decided for the device (device_setup.setup) when it was not given. runner.Job
-    decides it at start-up, before the strategy; a config given here decided is kept."""
-    return config if config.use_xla is not None else device_setup.setup(config)
+def decide_for_device(config):
+    """The config with --use_xla and --elementwise_dtype decided for the device (device_setup.setup) where they
+    were left to it. runner.Job decides them at start-up, before the strategy; a config decided is kept."""
+    if config.use_xla is not None and config.elementwise_dtype != "auto":
+        return config
+    return device_setup.setup(config)
 
 
 class _StartClock:
@@ -692,8 +705,8 @@ def evaluate(task, input_fn, config, strategy=None, checkpoint_path=None, max_st
     """One deterministic pass (at most max_steps batches) under `strategy` (the default one when None) with the
     weights of checkpoint_path; returns the results (the job writes them: runner.format_eval_results). Under XLA
     each replica's batch is compiled (once per input shape)."""
-    config = resolve_xla(config)
-    set_precision_policy(config.dtype)
+    config = decide_for_device(config)
+    set_precision_policy(config.dtype, config.elementwise_dtype)
     strategy = strategy or tf.distribute.get_strategy()
     with strategy.scope():
         model = task.build_model()
@@ -741,8 +754,8 @@ def predict(task, input_fn, config, strategy=None, checkpoint_path=None):
     """Yields one {name: numpy value} per example, in input order, under `strategy` (the default one when None)
     with the weights of checkpoint_path. Under XLA each replica's batch is compiled (once per input shape:
     runner.predict_arrays gives a few, bucketed)."""
-    config = resolve_xla(config)
-    set_precision_policy(config.dtype)
+    config = decide_for_device(config)
+    set_precision_policy(config.dtype, config.elementwise_dtype)
     strategy = strategy or tf.distribute.get_strategy()
     with strategy.scope():
         model = task.build_model()

@@ -179,7 +179,8 @@ def _child_command(args, mode_flag):
     """This script, rerun in a child process in `mode_flag`'s mode with the same data flags."""
     return [sys.executable, os.path.abspath(__file__), mode_flag, f"--input_file={args.input_file}",
             f"--model={args.model}", f"--batch_size={args.batch_size}", f"--max_seq_length={args.max_seq_length}",
-            f"--max_predictions_per_seq={args.max_predictions_per_seq}", f"--steps={args.steps}"] + (
+            f"--max_predictions_per_seq={args.max_predictions_per_seq}", f"--steps={args.steps}",
+            f"--elementwise_dtype={args.elementwise_dtype}"] + (
                 [f"--peak_tflops={args.peak_tflops}"] if getattr(args, "peak_tflops", None) else [])
 
 
@@ -202,7 +203,8 @@ def run_ours(args, dtype, xla):
         config = training.TrainingConfig(
             output_dir=output_dir, train_batch_size=args.batch_size, learning_rate=1e-4,
             num_train_steps=2 * args.steps, num_warmup_steps=0, iterations_per_loop=args.steps,
-            save_checkpoints_steps=10 ** 9, keep_checkpoint_max=1, dtype=dtype, use_xla=bool(xla))
+            save_checkpoints_steps=10 ** 9, keep_checkpoint_max=1, dtype=dtype, use_xla=bool(xla),
+            elementwise_dtype=args.elementwise_dtype)
         start = time.time()
         config_file = os.path.join(output_dir, "bert_config.json")
         modeling.BertConfig.from_dict(MODELS[args.model]).to_json_file(config_file)
@@ -211,7 +213,8 @@ def run_ours(args, dtype, xla):
             input_file=args.input_file, max_predictions_per_seq=args.max_predictions_per_seq, do_train=True))
         wall = time.time() - start
     return {"examples_per_sec": result["train"]["examples_per_sec"], "loss": result["train"]["loss"],
-            "wall_s": wall, "compile_s": result["train"].get("compile_s")}
+            "wall_s": wall, "compile_s": result["train"].get("compile_s"),
+            "elementwise_dtype": modeling.elementwise_dtype()}
 
 
 def run_peer(args, dtype, xla):
@@ -459,6 +462,8 @@ def main():
     parser.add_argument("--hf_pythonpath", help="PYTHONPATH of the hf processes (default: this one's); its batch "
                                                 "decoding keeps this process's")
     parser.add_argument("--peak_tflops", type=float, help="the device's matmul peak (TFLOP/s) MFU is taken against")
+    parser.add_argument("--elementwise_dtype", default="auto", choices=("auto", "float32", "compute"),
+                        help="ours: --elementwise_dtype (auto: the device's)")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     parser.add_argument("--decode_pool", help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -132,6 +132,8 @@ def _training_row(step, result):
            "memory": kind, "compile_s": result.get("compile_s"), "failed": result.get("failed")}
     if task:
         row["note"] = {"mrpc": "run_classifier.py MRPC", "squad": "run_squad.py SQuAD"}.get(task, task)
+    elif result.get("elementwise_dtype") and result.get("dtype") != "float32":
+        row["note"] = f"elementwise in {'float32' if result['elementwise_dtype'] == 'float32' else result['dtype']}"
     return row
 
 

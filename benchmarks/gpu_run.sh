@@ -94,14 +94,14 @@ step() {  # step ID NAME SECONDS_NEEDED COMMAND...: runs COMMAND if ID is wanted
 }
 peak_tflops() { python3 -c "import json; print(json.load(open('$out/environment.json')).get('peak_tflops') or '')" 2>/dev/null; }
 has_peer() { python3 -c "import json; print(int(json.load(open('$out/environment.json')).get('peer', False)))" 2>/dev/null || echo 0; }
-pretrain() {  # pretrain MODEL BATCH SEQ CONFIGS...: bench_pretraining.py; peer configs only where the peer is installed
-  local model=$1 batch=$2 seq=$3 configs=$4 input=$records preds=20
+pretrain() {  # pretrain MODEL BATCH SEQ CONFIGS [FLAG...]: bench_pretraining.py; peer configs only where it is installed
+  local model=$1 batch=$2 seq=$3 configs=$4 input=$records preds=20; shift 4
   [ "$seq" = 512 ] && { input=$records512; preds=80; }
   [ "$(has_peer)" = 1 ] || configs=$(echo "$configs" | tr , '\n' | grep -v '^peer:' | paste -sd, -)
   local peak; peak=$(peak_tflops)
   python3 benchmarks/bench_pretraining.py --input_file="$input" --model="$model" --batch_size="$batch" \
     --max_seq_length="$seq" --max_predictions_per_seq=$preds --steps=$steps --timeout=$t --hf_pythonpath= \
-    --results_jsonl="$STEP_ROWS" ${peak:+--peak_tflops=$peak} --configs="$configs"
+    --results_jsonl="$STEP_ROWS" ${peak:+--peak_tflops=$peak} --configs="$configs" "$@"
 }
 export -f pretrain peak_tflops has_peer
 export out records records512 steps t
@@ -159,11 +159,11 @@ step finetune-mrpc "MRPC fine-tuning speed, BERT-base bf16: run_classifier.py, H
   bash -c "finetune --task=mrpc --data=$data/glue/MRPC"
 step finetune-squad "SQuAD fine-tuning speed, BERT-base bf16 seq $seq_squad: run_squad.py, HF" 180 \
   bash -c "finetune --task=squad --data=$data/squad/v1.1/dev-v1.1.articles38-47.json --max_seq_length=$seq_squad"
-# 12.-13. Without XLA: the precision policies (elementwise work in float32, the CPU's, or in bf16, the GPU's
-#    default: modeling.py), and the three sides eager (ours measured at 277 examples/s, HF 550 on the H100).
-step precision "BERT-large seq 128 bf16 without XLA: ours under each precision policy" 150 \
-  bash -c "BERT_PRECISION=float32_elementwise pretrain $large $b_large 128 ours:bfloat16:0 &&
-           BERT_PRECISION=half_elementwise pretrain $large $b_large 128 ours:bfloat16:0"
+# 12.-13. Without XLA: ours under each elementwise dtype (--elementwise_dtype: float32, the CPU's, or compute, bf16,
+#    a GPU's default), and the peers eager (ours measured at 277 examples/s, HF 550 on the H100).
+step precision "BERT-large seq 128 bf16 without XLA: ours with elementwise work in float32, then in bf16" 150 \
+  bash -c "pretrain $large $b_large 128 ours:bfloat16:0 --elementwise_dtype=float32 &&
+           pretrain $large $b_large 128 ours:bfloat16:0 --elementwise_dtype=compute"
 step large-eager "BERT-large seq 128 bf16 without XLA: ours, tf-models-official, HF eager" 200 \
   bash -c "pretrain $large $b_large 128 peer:bfloat16:0,hf:bfloat16:0"
 # 14. The encoder alone, inference: ours and tf-models-official, float32 (TF32) and bf16, batch 1 / 8 / 32.
