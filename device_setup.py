@@ -99,11 +99,13 @@ def xla_flags(existing, cache_dir):
 
 
 _cache_dir = None  # the autotune cache folder setup() named in XLA_FLAGS (made by make_cache_dir)
+_ours = set()  # the XLA_FLAGS entries setup() added in this process (an earlier job's are not the user's)
 
 
 def setup(config, devices=None, environ=None):
-    """The config with use_xla decided for the device (device_type, decide_xla); with XLA on a GPU, XLA_FLAGS
-    gets the project's options (xla_flags) unless the user's XLA_FLAGS sets them. Logs the decision and why."""
+    """The config with use_xla and elementwise_dtype decided for the device (device_type, decide_xla,
+    decide_elementwise; the latter set in modeling); with XLA on a GPU, XLA_FLAGS gets the project's options
+    (xla_flags) unless the user's XLA_FLAGS sets them. Logs the decisions and why."""
     global _cache_dir
     environ = os.environ if environ is None else environ
     _cache_dir = None
@@ -128,12 +130,14 @@ def setup(config, devices=None, environ=None):
             cache_dir = os.path.abspath(os.path.join(config.output_dir, CACHE_DIR))
         value, added = xla_flags(environ.get("XLA_FLAGS", ""), cache_dir)
         environ["XLA_FLAGS"] = value
+        _ours.update(added)
         if any(flag.startswith(CACHE_FLAG) for flag in added):
             _cache_dir = cache_dir
-        kept = sorted(_flag_names(value) & {GEMM_FLAG, CACHE_FLAG} - {flag.split("=")[0] for flag in added})
+        kept = sorted(flag for flag in value.split() if flag.split("=")[0] in (GEMM_FLAG, CACHE_FLAG)
+                      and flag not in _ours)
         note = ("; XLA_FLAGS: the project adds " + (" ".join(added) if added else "nothing")
                 + (f", keeps the user's {', '.join(kept)}" if kept else "")
-                + ("" if cache_dir else f" (no autotune cache: --output_dir is not a local folder)"))
+                + ("" if cache_dir else " (no autotune cache: no --output_dir on a local file system)"))
     logging.info("XLA on: %s; the steps are compiled with XLA (the first loop's log says how long it "
                  "took)%s", why, note)
     return resolved

@@ -91,7 +91,7 @@ def test_on_a_gpu_setup_sets_xla_flags_and_names_the_cache_under_output_dir(tmp_
     remote = {}
     device_setup.setup(training.TrainingConfig(output_dir="gs://bucket/run"), GPU, remote)
     assert remote["XLA_FLAGS"] == "--xla_gpu_enable_triton_gemm=false"
-    assert "no autotune cache: --output_dir is not a local folder" in caplog.text
+    assert "no autotune cache: no --output_dir on a local file system" in caplog.text
 
 
 def test_the_projects_xla_flags_are_known_to_this_tensorflows_xla(tmp_path):
