@@ -69,8 +69,9 @@ b [SEP], truncation popping from the longer sequence, ties from b, zero padding 
 through each runtime, reporting accuracy, F1, prediction agreement and the largest probability difference
 between runtimes (so that only the runtime differs).
 
-Every configuration and every preparation step (ONNX export, checkpoint reading, tokenization) runs in its
-own process, so memory and thread settings do not leak and TensorFlow is never resident in a torch or
+TensorFlow's processes get the XLA options the project sets for its own jobs (device_setup.xla_flags: cuBLAS
+GEMMs, an autotune cache in the work dir), the user's XLA_FLAGS kept. Every configuration and every preparation
+step (ONNX export, checkpoint reading, tokenization) runs in its own process, so memory and thread settings do not leak and TensorFlow is never resident in a torch or
 ONNX Runtime process; each reports its peak resident memory (ru_maxrss). Threads (--threads, default
 os.cpu_count()): TensorFlow intra- and inter-op, torch.set_num_threads, ONNX Runtime intra_op_num_threads.
 
@@ -942,6 +943,13 @@ def main():
 
     work_dir = args.work_dir or tempfile.mkdtemp(prefix="bench_inference_")
     os.makedirs(work_dir, exist_ok=True)
+    # TensorFlow's processes compile XLA with the options the project sets for its own jobs (a process serving an
+    # export made under XLA needs them on a GPU too: XLA's default Triton GEMM autotuning may not finish).
+    sys.path.insert(0, ROOT)
+    import device_setup
+    cache_dir = os.path.join(work_dir, "xla_autotune_cache")
+    os.makedirs(cache_dir, exist_ok=True)
+    CHILD_ENV["XLA_FLAGS"] = device_setup.xla_flags(CHILD_ENV.get("XLA_FLAGS", ""), cache_dir)[0]
     ctx = dict(vars(args))
     ctx.update(
         encoder_onnx={"float32": os.path.join(work_dir, "encoder.onnx"),
