@@ -88,6 +88,9 @@ def environment(out_dir, dry):
            "cudnn": build.get("cudnn_version"), "gpus": [gpu.name for gpu in gpus],
            "peer": importlib.util.find_spec("official") is not None}
     smi = _nvidia_smi() if gpus else None
+    if smi is None and gpus:
+        smi = {"device": tf.config.experimental.get_device_details(gpus[0]).get("device_name", "GPU"),
+               "driver": None}
     env.update(smi or {"device": "cpu", "driver": None})
     # torch runs without the kit on PYTHONPATH (GPU.md, kit defect 1).
     script = _TORCH_PEAK if gpus else _NUMPY_PEAK
