@@ -33,6 +33,7 @@ make_data() {  # make_data DEST: the files the steps read, from ../shared, and t
     --input_file="$shared/data/text/sample_text.txt" --output_file="$dest/pretraining_seq512.tfrecord" \
     --vocab_file="$shared/vocab/uncased/vocab.txt" --max_seq_length=512 --max_predictions_per_seq=80 \
     --dupe_factor=10 > "$dest/create_pretraining_data.log" 2>&1 || { cat "$dest/create_pretraining_data.log"; return 2; }
+  rm -f "$dest/create_pretraining_data.log"
   echo "gpu_run.sh: data in $dest ($(du -sh "$dest" | cut -f1))"
 }
 
