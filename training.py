@@ -487,7 +487,9 @@ def train(task, input_fn, config, strategy=None, init_checkpoint=None, max_steps
     """Trains to config.num_train_steps (or max_steps if smaller, like Estimator.train(max_steps)) under
     `strategy` (the default one when None), resuming from output_dir, else starting from init_checkpoint; the
     learning-rate schedule always spans num_train_steps. Returns {"global_step", the logged means of the last
-    loop, "examples_per_sec" of the last loop}."""
+    loop, "examples_per_sec" of the last loop, "compile_s": the first loop's tracing (and XLA compiling) time,
+    when a second loop ran}. --use_xla and --elementwise_dtype left to the device are decided here when the
+    caller did not (decide_for_device)."""
     if config.num_train_steps < 1:
         raise UserError(f"--num_train_steps={config.num_train_steps}: expected a positive number of steps")
     config = decide_for_device(config)
