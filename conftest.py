@@ -19,6 +19,16 @@ def absl_info_logging():
     yield
 
 
+@pytest.fixture(autouse=True)
+def default_elementwise_dtype():
+    """Every test ends with modeling's elementwise dtype back at its default, "float32": a job decides it for its
+    device (device_setup.setup), and a test that sets up a GPU's ("compute") would leave it to the next tests."""
+    yield
+    modeling = sys.modules.get("modeling")
+    if modeling is not None:
+        modeling.set_elementwise_dtype("float32")
+
+
 # Markers of the tests that need a peer implementation (pytest.ini): not the product's own tests.
 PEER_MARKERS = ("tf_models", "hf")
 

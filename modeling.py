@@ -24,8 +24,11 @@ Public API (stable):
     random streams.
 
 Mixed precision: layers follow the Keras dtype policy (e.g. "mixed_bfloat16"); variables stay float32,
-matmuls run in the compute dtype, and softmax, LayerNorm, dropout, residual sums, log-softmax and losses run
-in float32 (under bfloat16 also the dense layers' bias and activation).
+matmuls run in the compute dtype, and softmax, LayerNorm, residual sums, log-softmax and losses run in float32.
+The elementwise work around the matmuls follows set_elementwise_dtype(ELEMENTWISE_DTYPES), chosen by the device
+(device_setup.py): "float32" (a CPU's, the default: elementwise bfloat16 is slow there) runs the dropouts and
+attention's scale in float32, and under bfloat16 the dense layers' bias and activation too; "compute" (a GPU's
+or TPU's) runs them in the compute dtype.
 """
 import collections
 import contextlib
@@ -154,6 +157,28 @@ class BertConfig:
         return "BertConfig(%s)" % ", ".join("%s=%r" % kv for kv in self.to_dict().items())
 
 
+ELEMENTWISE_DTYPES = ("float32", "compute")
+_ELEMENTWISE = ["float32"]
+
+
+def set_elementwise_dtype(elementwise):
+    """Where a mixed-precision model runs its elementwise work (ELEMENTWISE_DTYPES; see the module docstring), for
+    the models called (traced) from now on."""
+    if elementwise not in ELEMENTWISE_DTYPES:
+        raise ValueError(f"elementwise dtype {elementwise!r}: expected one of {ELEMENTWISE_DTYPES}")
+    _ELEMENTWISE[0] = elementwise
+
+
+def elementwise_dtype():
+    """The elementwise dtype set (ELEMENTWISE_DTYPES)."""
+    return _ELEMENTWISE[0]
+
+
+def _elementwise_dtype(compute_dtype):
+    """The dtype of the elementwise work of a layer computing in compute_dtype."""
+    return tf.float32 if _ELEMENTWISE[0] == "float32" else compute_dtype
+
+
 def gelu(x):
     """The original's GELU: tanh approximation."""
     cdf = 0.5 * (1.0 + tf.tanh(np.sqrt(2 / np.pi).astype(np.float32) * (x + 0.044715 * tf.pow(x, 3))))
@@ -267,9 +292,9 @@ class Dense(NamedLayer):
             tf.einsum("...i,io->...o", x, tf.cast(self.kernel, x.dtype))
         output_dtype = y.dtype
         if self.activation is not None and output_dtype == tf.bfloat16:
-            # Bias and activation in float32: more precise, and several times faster than bfloat16
-            # elementwise arithmetic on CPU.
-            y = tf.cast(y, tf.float32)
+            # Bias and activation in float32 under the "float32" elementwise dtype: more precise, and several
+            # times faster than bfloat16 elementwise arithmetic on CPU.
+            y = tf.cast(y, _elementwise_dtype(output_dtype))
         y = tf.nn.bias_add(y, tf.cast(self.bias, y.dtype))
         if self.activation is not None:
             y = self.activation(y)
@@ -396,23 +421,20 @@ class TransformerLayer(NamedLayer):
         q = heads(self.query(x))
         k = heads(self.key(x))
         v = heads(self.value(x))
-        scores = tf.matmul(q, k, transpose_b=True)
-        scores = tf.cast(scores, tf.float32) * (1.0 / math.sqrt(float(d)))
-        scores = scores + tf.cast(attention_adder, tf.float32)
-        probs = tf.nn.softmax(scores)
-        probs = _dropout(probs, c.attention_probs_dropout_prob, training)
+        work = _elementwise_dtype(compute_dtype)
+        scores = tf.cast(tf.matmul(q, k, transpose_b=True), work) * tf.cast(1.0 / math.sqrt(float(d)), work)
+        probs = tf.nn.softmax(tf.cast(scores, tf.float32) + tf.cast(attention_adder, tf.float32))
+        probs = _dropout(tf.cast(probs, work), c.attention_probs_dropout_prob, training)
         context = tf.matmul(tf.cast(probs, compute_dtype), v)
         context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [-1, c.hidden_size])
 
-        # Dropout, residual and LayerNorm in float32 (elementwise bfloat16 is slow on CPU).
-        attention = tf.cast(self.attention_output(context), tf.float32)
-        attention = _dropout(attention, c.hidden_dropout_prob, training)
-        attention = self.attention_norm(attention + tf.cast(x, tf.float32))
+        # Residual sums and LayerNorm in float32; the dropouts in the elementwise dtype.
+        attention = _dropout(tf.cast(self.attention_output(context), work), c.hidden_dropout_prob, training)
+        attention = self.attention_norm(tf.cast(attention, tf.float32) + tf.cast(x, tf.float32))
 
         intermediate = self.intermediate(tf.cast(attention, compute_dtype))
-        out = tf.cast(self.output_dense(intermediate), tf.float32)
-        out = _dropout(out, c.hidden_dropout_prob, training)
-        out = self.output_norm(out + attention)
+        out = _dropout(tf.cast(self.output_dense(intermediate), work), c.hidden_dropout_prob, training)
+        out = self.output_norm(tf.cast(out, tf.float32) + attention)
         return tf.reshape(out, [batch_size, seq_length, c.hidden_size])
 
 

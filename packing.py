@@ -105,6 +105,40 @@ def real_length(input_mask):
     return tf.minimum(width, tf.maximum(-(-longest // LENGTH_MULTIPLE) * LENGTH_MULTIPLE, LENGTH_MULTIPLE))
 
 
+SMALLEST_BUCKET = 32  # the narrowest width XLA batches are padded or cut to
+
+
+def bucket_widths(max_width, limit=None):
+    """The sequence widths of XLA-compiled batches (one compile each): powers of two from SMALLEST_BUCKET below
+    max_width, then max_width; with a limit (e.g. max_position_embeddings, for ids wider than max_width), powers of
+    two above max_width below the limit, then the limit."""
+    widths = {max_width}
+    width = SMALLEST_BUCKET
+    while width < max(max_width, limit or 0):
+        if width < max_width or limit:
+            widths.add(width)
+        width *= 2
+    if limit and limit > max_width:
+        widths.add(limit)
+    return sorted(w for w in widths if w <= max(max_width, limit or 0))
+
+
+def bucket(value, buckets):
+    """The smallest of the sorted `buckets` (a list of ints) >= value (an int32 scalar tensor), or value itself
+    beyond the largest."""
+    table = tf.constant(buckets, tf.int32)
+    index = tf.searchsorted(table, tf.reshape(tf.cast(value, tf.int32), [1]), side="left")[0]
+    return tf.where(index < len(buckets), tf.gather(table, tf.minimum(index, len(buckets) - 1)),
+                    tf.cast(value, tf.int32))
+
+
+def bucket_length(input_mask, buckets):
+    """The width a batch is cut to under XLA: the bucket of its longest sequence, at most the batch's width
+    (real_length's rule, with a few widths instead of every multiple of LENGTH_MULTIPLE)."""
+    longest = tf.reduce_max(tf.reduce_sum(tf.cast(input_mask, tf.int32), axis=1))
+    return tf.minimum(tf.shape(input_mask)[1], bucket(longest, buckets))
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Windows over long inputs (the original run_squad.py's doc spans and "max context" rule).
 

@@ -906,11 +906,11 @@ class Job(runner.Job):
 
     def export_tflite(self):
         """Writes the LiteRT model (litert_classifier.py) of the SavedModel in --export_dir (exported to a scratch
-        folder first when there is none)."""
+        folder first when there is none, or when it is not a plain float32 one: --export_dtype, XLA)."""
         options = self.options
         with tempfile.TemporaryDirectory() as scratch:
             export_dir = options.export_dir
-            if not export_dir:
+            if not export_dir or options.export_dtype != "float32" or self.config.use_xla:
                 export_dir = serving.export_saved_model(os.path.join(scratch, "saved_model"), self.task.build_model,
                                                         self.inference_checkpoint()[0], self.serving,
                                                         labels=self.labels)

@@ -24,6 +24,7 @@ from absl import logging
 
 import checkpoints
 import cli
+import device_setup
 import filesystem
 import modeling
 import packing
@@ -56,6 +57,9 @@ class FinetuningOptions:
                                           "for. E.g., 0.1 = 10% of training.")
     export_dir: str = cli.option(None, "Write a SavedModel here (see the script's docstring for its signatures) "
                                  "from the newest checkpoint in output_dir, else init_checkpoint.")
+    export_dtype: str = cli.option("float32", "The precision the SavedModel serves in: float32, or mixed bfloat16 / "
+                                   "float16 (matmuls in half precision; variables and outputs float32). Under XLA "
+                                   "(--use_xla) its model is compiled at a few padded shapes.", serving.EXPORT_DTYPES)
 
 
 def output_dropout_option():
@@ -177,14 +181,17 @@ class Job:
         if flagged and not any(getattr(self.options, flag) for flag in flagged):
             names = [f"`{flag}`" for flag in flagged]
             raise cli.UserError(f"At least one of {', '.join(names[:-1])} or {names[-1]} must be set.")
-        # First, before any TensorFlow op (reading the data may run some): a multi-worker strategy must configure
+        # First, before any TensorFlow op (reading the data may run some): XLA decided for the device and its
+        # options in the environment before the strategy makes the devices; a multi-worker strategy must configure
         # the runtime's collectives at start-up.
+        self.config = device_setup.setup(self.config)
         self.strategy = training.create_strategy(self.config)
         self.chief = training.is_chief(self.strategy)
         self.inference_strategy = training.local_strategy(self.strategy)
         self.read_data()
         flag, path = self.output_flag()
         filesystem.make_output_dir(path, flag, is_file=self.output_is_file)
+        device_setup.make_cache_dir()
         self.start()
         results = {}
         for name, flag, method in steps:
@@ -270,20 +277,26 @@ class Job:
         return results
 
     def export(self):
-        """Writes the SavedModel to --export_dir from the inference checkpoint (serving.export_saved_model)."""
+        """Writes the SavedModel to --export_dir from the inference checkpoint (serving.export_saved_model), in
+        --export_dtype; under XLA its model is compiled at the bucketed widths of --max_seq_length (and up to
+        max_position_embeddings, for serving_default's wider ids)."""
+        widths = None
+        if self.config.use_xla:
+            widths = packing.bucket_widths(self.model.max_seq_length, self.bert_config.max_position_embeddings)
         return serving.export_saved_model(self.options.export_dir, self.task.build_model,
-                                          self.inference_checkpoint()[0], self.serving, labels=self.labels)
+                                          self.inference_checkpoint()[0], self.serving, labels=self.labels,
+                                          dtype=self.options.export_dtype, xla_widths=widths)
 
 
 # ---------------------------------------------------------------------------------------------------------
 # In-memory input.
 
 
-def array_input_fn(arrays, is_training, seed=None, trim=True):
+def array_input_fn(arrays, is_training, seed=None, trim=True, buckets=None):
     """An input function for training.py over in-memory feature arrays ({name: array [rows, ...]}): sharded
     across input pipelines, shuffled whole and repeated when training (whole batches only), batched in order
     otherwise; trim cuts each batch to its longest sequence (trim_batch; off for XLA and TPU, which want one
-    static shape)."""
+    static shape), or with `buckets` (packing.bucket_widths) to the bucket of its longest sequence."""
 
     def input_fn(batch_size, input_context=None):
         d = tf.data.Dataset.from_tensor_slices(arrays)
@@ -293,7 +306,7 @@ def array_input_fn(arrays, is_training, seed=None, trim=True):
             d = d.shuffle(len(next(iter(arrays.values()))), seed=seed, reshuffle_each_iteration=True).repeat()
         d = d.batch(batch_size, drop_remainder=is_training)
         if trim:
-            d = d.map(trim_batch)
+            d = d.map(lambda batch: trim_batch(batch, buckets))
         return d.prefetch(tf.data.AUTOTUNE)
 
     return input_fn
@@ -318,9 +331,11 @@ def original_input_fn(arrays, is_training=False, drop_remainder=False):
 # Inference.
 
 
-def trim_batch(batch):
-    """Cuts a batch's padding columns beyond its longest sequence (packing.real_length)."""
-    length = packing.real_length(batch["input_mask"])
+def trim_batch(batch, buckets=None):
+    """Cuts a batch's padding columns beyond its longest sequence (packing.real_length), or beyond the bucket of
+    its longest sequence (packing.bucket_length) when `buckets` are given."""
+    mask = batch["input_mask"]
+    length = packing.real_length(mask) if buckets is None else packing.bucket_length(mask, buckets)
     return {name: value[:, :length] if value.shape.rank == 2 else value for name, value in batch.items()}
 
 
@@ -333,22 +348,24 @@ def predict_arrays(task, arrays, config, strategy=None, checkpoint_path=None, re
     """Runs task.predict_outputs over in-memory features ({name: array [n, ...]}, input_mask included) in batches
     of config.predict_batch_size; returns {output name: array [n, ...]} in input order.
 
-    Off XLA and TPU the features are sorted by length and each batch is cut to its longest sequence (rounded
-    up to a multiple of packing.LENGTH_MULTIPLE); the task's sequence_outputs are padded back to full length with
-    zeros. Padding is masked out of attention, so the results are those of full-length batches (up to float
-    rounding, as between batch sizes), with the work of the real lengths. real_lengths=False keeps full-length
-    batches in input order.
+    Off TPU the features are sorted by length and each batch is cut to its longest sequence (rounded up to a
+    multiple of packing.LENGTH_MULTIPLE; under XLA, to a bucket of packing.bucket_widths, so that a few shapes
+    are compiled); the task's sequence_outputs are padded back to full length with zeros. Padding is masked out
+    of attention, so the results are those of full-length batches (up to float rounding, as between batch sizes),
+    with the work of the real lengths. real_lengths=False keeps full-length batches in input order.
     """
     n = len(arrays["input_ids"])
     if not n:
         return {}
-    real_lengths = uses_real_lengths(config) if real_lengths is None else real_lengths and uses_real_lengths(config)
+    config = training.decide_for_device(config)
+    cut = real_lengths is not False and not config.use_tpu
     order = np.arange(n)
-    if real_lengths:
+    if cut:
         order = np.argsort(-np.asarray(arrays["input_mask"]).sum(axis=1), kind="stable")
     ordered = {name: np.asarray(value)[order] for name, value in arrays.items()}
     full_width = ordered["input_ids"].shape[1]
-    input_fn = array_input_fn(ordered, is_training=False, trim=real_lengths)
+    buckets = packing.bucket_widths(full_width) if cut and config.use_xla else None
+    input_fn = array_input_fn(ordered, is_training=False, trim=cut, buckets=buckets)
     columns = collections.defaultdict(list)
     for example in training.predict(task, input_fn, config, strategy, checkpoint_path=checkpoint_path):
         for name, value in example.items():

@@ -10,7 +10,11 @@ Loading one needs TensorFlow and `import tensorflow_text` (the tokenizer's ops),
   NerServing: serving_text(sentence) -> words and one tag per word; serving_default -> per-token probabilities.
   SquadServing: serving_text(question, context) -> the answer, its character span, score and null_score_diff
     (chosen with run_squad.py's n-best rules), with the windows and their logits.
-  export_saved_model(export_dir, build_model, checkpoint_path, make_module, labels=None) writes one.
+  export_saved_model(export_dir, build_model, checkpoint_path, make_module, labels=None, dtype="float32",
+    xla_widths=None) writes one: the model in float32, or mixed bfloat16 / float16 (variables float32, outputs
+    float32); with xla_widths (packing.bucket_widths) the model's calls compiled with XLA at padded shapes:
+    the batch padded to a power of two rows and its width to one of xla_widths, so that a few shapes are
+    compiled whatever the requests (the padding's outputs are cut off again).
 The modules take the model's flags as a model_options.ModelOptions (vocab, casing, sequence length), SQuAD's
 windowing and answer rules as a SquadAnswering (run_squad.py's flags). Settings a client may want (labels,
 packing) are variables of the module: loaded.labels.numpy().
@@ -36,34 +40,53 @@ SERVING_TEXT = "serving_text"
 LABELS_FILE = os.path.join("assets.extra", "labels.txt")
 
 
+EXPORT_DTYPES = ("float32", "bfloat16", "float16")
+_POLICIES = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
+# Row counts a batch is padded to under XLA (one compile per row count and width); a larger batch keeps its own.
+XLA_ROWS = [2 ** i for i in range(13)]
+
+
 @contextlib.contextmanager
-def float32_policy():
-    """Keras dtype policy float32 inside the block (exports serve in float32 whatever --dtype trained)."""
+def dtype_policy(dtype):
+    """Keras dtype policy of an export in `dtype` (EXPORT_DTYPES: float32, or mixed bfloat16 / float16) inside the
+    block, whatever --dtype trained."""
     policy = keras.config.dtype_policy()
-    keras.config.set_dtype_policy("float32")
+    keras.config.set_dtype_policy(_POLICIES[dtype])
     try:
         yield
     finally:
         keras.config.set_dtype_policy(policy)
 
 
-def export_saved_model(export_dir, build_model, checkpoint_path, make_module, labels=None):
-    """Builds the model in float32 with the weights of checkpoint_path, wraps it with make_module(model) and
-    saves it with the module's signatures; writes assets.extra/labels.txt (one label per line) when given."""
+def float32_policy():
+    """dtype_policy("float32")."""
+    return dtype_policy("float32")
+
+
+def export_saved_model(export_dir, build_model, checkpoint_path, make_module, labels=None, dtype="float32",
+                       xla_widths=None):
+    """Builds the model in `dtype` (an EXPORT_DTYPES policy) with the weights of checkpoint_path, wraps it with
+    make_module(model) (its model calls compiled with XLA at padded shapes when xla_widths are given) and saves it
+    with the module's signatures; writes assets.extra/labels.txt (one label per line) when given."""
+    if dtype not in EXPORT_DTYPES:
+        raise cli.UserError(f"--export_dtype={dtype!r}: expected one of {EXPORT_DTYPES}")
     parent = os.path.dirname(export_dir.rstrip("/"))
     if parent:
         filesystem.make_dir(parent, "--export_dir")
-    with float32_policy():
+    with dtype_policy(dtype):
         model = build_model()
         checkpoints.init_from_checkpoint(model.variables_by_name(), checkpoint_path)
         module = make_module(model)
+        if xla_widths:
+            module.compile_with_xla(xla_widths)
         signatures = module.signatures()
         tf.saved_model.save(module, export_dir, signatures=signatures)
     if labels is not None:
         tf.io.gfile.makedirs(os.path.join(export_dir, "assets.extra"))
         with tf.io.gfile.GFile(os.path.join(export_dir, LABELS_FILE), "w") as f:
             f.write("".join("%s\n" % label for label in labels))
-    logging.info("Exported %s to %s (signatures: %s)", checkpoint_path, export_dir, ", ".join(signatures))
+    logging.info("Exported %s to %s (signatures: %s; %s%s)", checkpoint_path, export_dir, ", ".join(signatures),
+                 dtype, f", XLA at widths {xla_widths}" if xla_widths else "")
     return export_dir
 
 
@@ -82,6 +105,31 @@ class _Serving(tf.Module):
         self.type_vocab_size = model.bert.config.type_vocab_size
         ids = tf.TensorSpec([None, None], tf.int32)
         self.serve_ids = tf.function(self._serve_ids, input_signature=[ids] * 3, autograph=False)
+        self.xla_widths = None
+        self._xla_model = None
+
+    def compile_with_xla(self, widths):
+        """From now on (before signatures()), the model's calls run compiled with XLA, padded to XLA_ROWS rows
+        and to one of `widths` (packing.bucket_widths)."""
+        self.xla_widths = list(widths)
+        ids = tf.TensorSpec([None, None], tf.int32)
+        self._xla_model = tf.function(self._model_outputs, input_signature=[ids] * 3, jit_compile=True,
+                                      autograph=False)
+
+    def _model_outputs(self, input_ids, input_mask, segment_ids):
+        return self.model({"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids},
+                          training=False)
+
+    def _run_model(self, input_ids, input_mask, segment_ids):
+        """The model's outputs for the three inputs [batch, seq]; under XLA (compile_with_xla) computed at the
+        padded shape and cut back (a padded row or position is masked out: the others do not change)."""
+        if self._xla_model is None:
+            return self._model_outputs(input_ids, input_mask, segment_ids)
+        rows, width = tf.shape(input_ids)[0], tf.shape(input_ids)[1]
+        padding = [[0, packing.bucket(rows, XLA_ROWS) - rows], [0, packing.bucket(width, self.xla_widths) - width]]
+        outputs = self._xla_model(*[tf.pad(tensor, padding) for tensor in (input_ids, input_mask, segment_ids)])
+        per_token = self.model.per_token
+        return tf.nest.map_structure(lambda t: t[:rows, :width] if per_token else t[:rows], outputs)
 
     def _check_ids(self, input_ids, input_mask, segment_ids):
         """The three inputs as the model needs them, or an InvalidArgumentError saying what is wrong."""
@@ -146,8 +194,7 @@ class ClassifierServing(_Serving):
             self.serve_text = tf.function(self._serve_single, input_signature=[spec], autograph=False)
 
     def _outputs(self, input_ids, input_mask, segment_ids):
-        logits = self.model({"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids},
-                            training=False)
+        logits = self._run_model(input_ids, input_mask, segment_ids)
         if self.is_regression:
             return {"score": logits[:, 0]}
         return {"label": tf.gather(self.labels, tf.argmax(logits, axis=-1)),
@@ -186,8 +233,7 @@ class NerServing(_Serving):
             self.serve_text = tf.function(self._serve_text, input_signature=[spec], autograph=False)
 
     def _logits(self, input_ids, input_mask, segment_ids):
-        return self.model({"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids},
-                          training=False)
+        return self._run_model(input_ids, input_mask, segment_ids)
 
     def _outputs(self, input_ids, input_mask, segment_ids):
         return {"probabilities": tf.nn.softmax(self._logits(input_ids, input_mask, segment_ids), axis=-1)}
@@ -262,8 +308,7 @@ class SquadServing(_Serving):
             self.serve_text = tf.function(self._serve_text, input_signature=[spec, spec], autograph=False)
 
     def _logits(self, input_ids, input_mask, segment_ids):
-        return self.model({"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids},
-                          training=False)
+        return self._run_model(input_ids, input_mask, segment_ids)
 
     def _outputs(self, input_ids, input_mask, segment_ids):
         start_logits, end_logits = self._logits(input_ids, input_mask, segment_ids)

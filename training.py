@@ -54,6 +54,7 @@ from absl import logging
 
 import checkpoints
 import cli
+import device_setup
 import modeling
 import optimization
 import preemption
@@ -88,9 +89,17 @@ class TrainingConfig:
     distribution_strategy: str = cli.option(
         "default", "default: one device; mirrored: all local GPUs; multi_worker_mirrored: workers from "
         "TF_CONFIG; tpu: a Cloud TPU (also chosen by --use_tpu).", DISTRIBUTION_STRATEGIES)
-    use_xla: bool = cli.option(False, "Compile the train step with XLA (jit_compile).")
+    use_xla: bool = cli.option(None, "Compile the train step, evaluation, prediction and exported signatures with "
+                               "XLA (jit_compile). Not given: on where the job runs on a GPU or TPU, off on a CPU "
+                               "(where XLA slows training down); on a GPU the project sets the XLA options that make "
+                               "its compile finish unless XLA_FLAGS sets them (device_setup.py).")
     dtype: str = cli.option("float32", "Compute dtype: float32, bfloat16 (mixed), float16 (mixed, dynamic loss "
                             "scaling).", DTYPES)
+    elementwise_dtype: str = cli.option(
+        "auto", "Under a mixed --dtype, where the elementwise work around the matmuls runs (the dropouts, "
+        "attention's scale, the dense layers' bias and activation): float32 (elementwise bfloat16 is slow on a "
+        "CPU), compute (the mixed dtype itself), auto: float32 on a CPU, compute on a GPU or TPU. Softmax, residual "
+        "sums and LayerNorm run in float32 either way.", ("auto",) + modeling.ELEMENTWISE_DTYPES)
     optimizer: str = cli.option("adamw", "adamw (the original) or lamb.", OPTIMIZERS)
     gradient_accumulation_steps: int = cli.option(1, "Micro-batches per optimizer step; train_batch_size is the "
                                                   "batch of one step.")
@@ -114,6 +123,9 @@ class TrainingConfig:
             raise UserError(f"--dtype={self.dtype!r}: expected one of {DTYPES}")
         if self.optimizer not in OPTIMIZERS:
             raise UserError(f"--optimizer={self.optimizer!r}: expected one of {OPTIMIZERS}")
+        if self.elementwise_dtype not in ("auto",) + modeling.ELEMENTWISE_DTYPES:
+            raise UserError(f"--elementwise_dtype={self.elementwise_dtype!r}: expected auto or one of "
+                            f"{modeling.ELEMENTWISE_DTYPES}")
         for name in ("train_batch_size", "eval_batch_size", "predict_batch_size", "save_checkpoints_steps",
                      "iterations_per_loop", "gradient_accumulation_steps", "keep_checkpoint_max"):
             if int(getattr(self, name)) < 1:
@@ -184,11 +196,14 @@ def end_together(strategy):
             preemption.raise_lost_worker(err, strategy, "at the end of the job")
 
 
-def set_precision_policy(dtype):
-    """Keras global dtype policy for config.dtype."""
+def set_precision_policy(dtype, elementwise_dtype=None):
+    """Keras global dtype policy for config.dtype, and the model's elementwise dtype when given (config's, decided:
+    modeling.set_elementwise_dtype)."""
     import keras
     policy = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}[dtype]
     keras.config.set_dtype_policy(policy)
+    if elementwise_dtype is not None:
+        modeling.set_elementwise_dtype(elementwise_dtype)
 
 
 
@@ -320,7 +335,7 @@ def _learning_rate(optimizer, step):
 def _setup_run(config):
     """Dtype policy, op determinism and seeds (fresh runs initialise identically for the same seed)."""
     import keras
-    set_precision_policy(config.dtype)
+    set_precision_policy(config.dtype, config.elementwise_dtype)
     if config.deterministic:
         tf.config.experimental.enable_op_determinism()
     keras.utils.set_random_seed(config.seed)
@@ -472,9 +487,13 @@ def train(task, input_fn, config, strategy=None, init_checkpoint=None, max_steps
     """Trains to config.num_train_steps (or max_steps if smaller, like Estimator.train(max_steps)) under
     `strategy` (the default one when None), resuming from output_dir, else starting from init_checkpoint; the
     learning-rate schedule always spans num_train_steps. Returns {"global_step", the logged means of the last
-    loop, "examples_per_sec" of the last loop}."""
+    loop, "examples_per_sec" of the last loop, "compile_s": the first loop's tracing (and XLA compiling) time,
+    when a second loop ran}. --use_xla and --elementwise_dtype left to the device are decided here when the
+    caller did not (decide_for_device)."""
     if config.num_train_steps < 1:
         raise UserError(f"--num_train_steps={config.num_train_steps}: expected a positive number of steps")
+    config = decide_for_device(config)
+    device_setup.make_cache_dir()
     _setup_run(config)
     strategy = strategy or tf.distribute.get_strategy()
     replicas = strategy.num_replicas_in_sync
@@ -510,6 +529,7 @@ def train(task, input_fn, config, strategy=None, init_checkpoint=None, max_steps
         logs = {}
         examples_per_sec = None
         loops = 0
+        start_clock = _StartClock(config.use_xla)
         run_start = time.time()
         while step < total_steps:
             next_save = (step // config.save_checkpoints_steps + 1) * config.save_checkpoints_steps
@@ -531,6 +551,7 @@ def train(task, input_fn, config, strategy=None, init_checkpoint=None, max_steps
                 preemption.raise_lost_worker(err, strategy, f"after global step {step}", newest)
             step = int(global_step.numpy())
             examples_per_sec = loop_log.write(step, logs, _learning_rate(optimizer, step), int(ran), elapsed)
+            start_clock.loop(elapsed, int(ran))
             if chief and (step % config.save_checkpoints_steps == 0 or step >= total_steps):
                 manager.save(state, step)
                 saved_step = step
@@ -551,7 +572,43 @@ def train(task, input_fn, config, strategy=None, init_checkpoint=None, max_steps
     result["global_step"] = step
     if examples_per_sec is not None:
         result["examples_per_sec"] = examples_per_sec
+    if start_clock.end() is not None:
+        result["compile_s"] = start_clock.seconds
     return result
+
+
+def decide_for_device(config):
+    """The config with --use_xla and --elementwise_dtype decided for the device (device_setup.setup) where they
+    were left to it. runner.Job decides them at start-up, before the strategy; a config decided is kept."""
+    if config.use_xla is not None and config.elementwise_dtype != "auto":
+        return config
+    return device_setup.setup(config)
+
+
+class _StartClock:
+    """How long the first training loop spent tracing (and with XLA compiling) the step: its time less its steps
+    at the second loop's speed. Logged once; `seconds` is None until a second loop ran."""
+
+    def __init__(self, xla):
+        self.what = "tracing and XLA compiling" if xla else "tracing"
+        self.first = None
+        self.seconds = None
+
+    def loop(self, elapsed, steps):
+        if self.first is None:
+            self.first = (elapsed, steps)
+        elif self.seconds is None:
+            first_elapsed, first_steps = self.first
+            self.seconds = max(0.0, first_elapsed - first_steps * elapsed / max(steps, 1))
+            logging.info("The first loop's %s took about %.1f s (the loop took %.1f s: less its %d steps at the "
+                         "second loop's speed)", self.what, self.seconds, first_elapsed, first_steps)
+
+    def end(self):
+        """At the end of training: logs the first loop's time when it was the only one; returns `seconds`."""
+        if self.first is not None and self.seconds is None:
+            logging.info("The first loop (%s included, %d steps) took %.1f s", self.what, self.first[1],
+                         self.first[0])
+        return self.seconds
 
 
 def _resumed_input(input_fn, batch_size, input_context, start_step):
@@ -638,10 +695,20 @@ def _restore_for_inference(model, checkpoint_path):
     return checkpoints.global_step_of(checkpoint_path)
 
 
+def _replica_function(fn, config, task):
+    """An inference step's per-replica function: compiled with XLA under --use_xla (each replica's part; the
+    strategy's run and reductions stay outside, as in training)."""
+    if not config.use_xla:
+        return fn
+    return tf.function(fn, jit_compile=True, autograph=task.autograph, reduce_retracing=True)
+
+
 def evaluate(task, input_fn, config, strategy=None, checkpoint_path=None, max_steps=None):
     """One deterministic pass (at most max_steps batches) under `strategy` (the default one when None) with the
-    weights of checkpoint_path; returns the results (the job writes them: runner.format_eval_results)."""
-    set_precision_policy(config.dtype)
+    weights of checkpoint_path; returns the results (the job writes them: runner.format_eval_results). Under XLA
+    each replica's batch is compiled (once per input shape)."""
+    config = decide_for_device(config)
+    set_precision_policy(config.dtype, config.elementwise_dtype)
     strategy = strategy or tf.distribute.get_strategy()
     with strategy.scope():
         model = task.build_model()
@@ -656,9 +723,11 @@ def evaluate(task, input_fn, config, strategy=None, checkpoint_path=None, max_st
         return tf.cast(loss, tf.float32), {name: (tf.cast(num, tf.float64), tf.cast(den, tf.float64))
                                            for name, (num, den) in metrics.items()}
 
+    replica_step = _replica_function(replica_eval, config, task)
+
     @tf.function(autograph=task.autograph, reduce_retracing=True)
     def eval_step(features):
-        loss, metrics = strategy.run(replica_eval, args=(features,))
+        loss, metrics = strategy.run(replica_step, args=(features,))
         loss = strategy.reduce(tf.distribute.ReduceOp.MEAN, loss, axis=None)
         metrics = {name: (strategy.reduce(tf.distribute.ReduceOp.SUM, num, axis=None),
                           strategy.reduce(tf.distribute.ReduceOp.SUM, den, axis=None))
@@ -685,17 +754,20 @@ def evaluate(task, input_fn, config, strategy=None, checkpoint_path=None, max_st
 
 def predict(task, input_fn, config, strategy=None, checkpoint_path=None):
     """Yields one {name: numpy value} per example, in input order, under `strategy` (the default one when None)
-    with the weights of checkpoint_path."""
-    set_precision_policy(config.dtype)
+    with the weights of checkpoint_path. Under XLA each replica's batch is compiled (once per input shape:
+    runner.predict_arrays gives a few, bucketed)."""
+    config = decide_for_device(config)
+    set_precision_policy(config.dtype, config.elementwise_dtype)
     strategy = strategy or tf.distribute.get_strategy()
     with strategy.scope():
         model = task.build_model()
     _restore_for_inference(model, checkpoint_path)
     dist = strategy.experimental_distribute_dataset(input_fn(config.predict_batch_size, None))
+    replica_step = _replica_function(lambda f: task.predict_outputs(model, f), config, task)
 
     @tf.function(autograph=task.autograph, reduce_retracing=True)
     def predict_step(features):
-        return strategy.run(lambda f: task.predict_outputs(model, f), args=(features,))
+        return strategy.run(replica_step, args=(features,))
 
     for features in dist:
         outputs = predict_step(features)

@@ -69,8 +69,9 @@ b [SEP], truncation popping from the longer sequence, ties from b, zero padding 
 through each runtime, reporting accuracy, F1, prediction agreement and the largest probability difference
 between runtimes (so that only the runtime differs).
 
-Every configuration and every preparation step (ONNX export, checkpoint reading, tokenization) runs in its
-own process, so memory and thread settings do not leak and TensorFlow is never resident in a torch or
+TensorFlow's processes get the XLA options the project sets for its own jobs (device_setup.xla_flags: cuBLAS
+GEMMs, an autotune cache in the work dir), the user's XLA_FLAGS kept. Every configuration and every preparation
+step (ONNX export, checkpoint reading, tokenization) runs in its own process, so memory and thread settings do not leak and TensorFlow is never resident in a torch or
 ONNX Runtime process; each reports its peak resident memory (ru_maxrss). Threads (--threads, default
 os.cpu_count()): TensorFlow intra- and inter-op, torch.set_num_threads, ONNX Runtime intra_op_num_threads.
 
@@ -82,8 +83,8 @@ Caveats (fair comparison):
   runs no bf16 here; its int8 row is compared with everyone's float32 and bf16.
 - ORT runs the plain export (with ORT's built-in graph fusions at load time); onnxruntime.transformers'
   BERT optimizer (fused Attention/SkipLayerNorm) is not applied, and could make ORT faster still.
-- The exported SavedModel always computes in float32 (the export uses the float32 policy), so the
-  savedmodel/int8 tables compare float32 SavedModel vs float32 and int8 ORT.
+- An export computes in float32 unless it was made with --export_dtype=bfloat16 / float16 (run_classifier.py);
+  the savedmodel/int8 tables compare the SavedModel given (float32 by default) with float32 and int8 ORT.
 - Peak RSS includes each framework's own footprint (TensorFlow alone is several hundred MB).
 - Run on an idle machine. torch's OpenMP threads (and ORT's spinning pool) collapse when another process
   competes for the cores: in a smoke run on a busy 2-core machine, HF at batch 1 took ~450 ms per call with
@@ -677,6 +678,9 @@ class Runner:
             return None
         result = json.loads(lines[-1][len("RESULT "):])
         self.results[spec] = result
+        if self.args.results_jsonl:
+            with open(self.args.results_jsonl, "a") as f:
+                f.write(json.dumps(dict(result, label=label, variant=self.args.variant)) + "\n")
         if not quiet and "seq_per_s" in result:
             print(f"{label:34s} {result['seq_per_s']:9.2f} seq/s  {result['ms_per_batch']:9.1f} ms/batch  "
                   f"peak RSS {result['peak_rss_mb']:6.0f} MB  first call {result['first_call_s']:5.1f} s",
@@ -901,6 +905,10 @@ def main():
                         help="threads of every framework (default os.cpu_count())")
     parser.add_argument("--timeout", type=int, default=1800, help="seconds per process")
     parser.add_argument("--quick", action="store_true", help="smoke run: checks the code, not for numbers")
+    parser.add_argument("--results_jsonl", help="also append each configuration's result (with --variant) as one "
+                                                "JSON line to this file (benchmarks/gpu_run.sh's rows)")
+    parser.add_argument("--variant", default="", help="a name for the results of this run in --results_jsonl, e.g. "
+                                                      "the export's dtype and XLA")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     parser.add_argument("--context", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -935,6 +943,13 @@ def main():
 
     work_dir = args.work_dir or tempfile.mkdtemp(prefix="bench_inference_")
     os.makedirs(work_dir, exist_ok=True)
+    # TensorFlow's processes compile XLA with the options the project sets for its own jobs (a process serving an
+    # export made under XLA needs them on a GPU too: XLA's default Triton GEMM autotuning may not finish).
+    sys.path.insert(0, ROOT)
+    import device_setup
+    cache_dir = os.path.join(work_dir, "xla_autotune_cache")
+    os.makedirs(cache_dir, exist_ok=True)
+    CHILD_ENV["XLA_FLAGS"] = device_setup.xla_flags(CHILD_ENV.get("XLA_FLAGS", ""), cache_dir)[0]
     ctx = dict(vars(args))
     ctx.update(
         encoder_onnx={"float32": os.path.join(work_dir, "encoder.onnx"),

@@ -3,28 +3,39 @@
 Three implementations, each configuration `impl:dtype:xla` in its own process, all with the same batch
 from the same TFRecords, the masked-LM + next-sentence losses and AdamW-style weight decay (LayerNorm and
 biases excluded) with global-norm clipping 1.0 and a linear-decay learning rate:
-- `ours`: run_pretraining.run_pretraining (the original's AdamWeightDecay), `xla` = jit_compile.
-- `peer`: tf-models-official (legacy tf_keras) BertEncoder + BertPretrainerV2, `xla` = jit_compile.
+- `ours`: run_pretraining.run (the original's AdamWeightDecay), `xla` = --use_xla (on a GPU the project sets
+  XLA's options itself: device_setup.py; nothing is set by hand).
+- `peer`: tf-models-official (legacy tf_keras) BertEncoder + BertPretrainerV2, `xla` = jit_compile, with the XLA
+  options the project sets for ours (device_setup.xla_flags: cuBLAS GEMMs, an autotune cache in its own folder;
+  with XLA's defaults neither side compiled BERT in 240 s on an H100).
 - `hf`: transformers BertForPreTraining (hidden_act "gelu_new", the original's tanh gelu) with
-  torch.optim.AdamW(fused=True); bfloat16 = torch.autocast, and `xla=1` means torch.compile(model)
-  (there is no XLA in PyTorch).
+  torch.optim.AdamW(fused=True); `xla=1` means torch.compile(model) (there is no XLA in PyTorch).
   Torch threads = os.cpu_count(). HF is installed by `source scripts/setup.sh --bench`. Unlike the
   original (and ours and peer), BertForPreTraining computes masked-LM logits at every position, not only at
   the masked ones; peak RSS does not count torch.compile's compile-worker processes.
+dtypes, the same for each side: bfloat16 = mixed precision (Keras mixed_bfloat16 policies; torch.autocast);
+float16 = mixed float16 with dynamic loss scaling (ours: --dtype=float16; peer: LossScaleOptimizer; hf: autocast
+and torch.amp.GradScaler); float32 = float32 variables and matmuls in TF32 on a GPU that has it (TensorFlow's
+default; torch.backends.cuda.matmul.allow_tf32 set for hf), reported as "tf32" there.
 ours and peer read the TFRecords with tf.data (repeat, shuffle(100), decode, batch) inside their loops. hf
 cannot consume tf.data tensors, so a helper process decodes a pool of batches with that same pipeline
 beforehand (so TensorFlow is not resident in the torch process) and the hf loop cycles through that pool,
 turning each batch into torch tensors (and moving it to the device) inside the timed loop; that leaves
 hf a little less input work per step than the others.
 Each process runs one warm-up loop of `--steps` steps and reports the examples/s of the second (steady,
-already compiled) loop, its peak resident memory (and peak GPU memory where there is a GPU).
+already compiled) loop, its peak resident memory (and peak GPU memory where there is a GPU), and compile_s: the
+first loop's time less its steps at the second loop's speed (tracing, compiling, autotuning), the same
+estimate for every side. model TFLOP/s counts the original's matmul work (train_flops); MFU is that over
+--peak_tflops (gpu_run.sh passes the bf16 matmul peak it measured; none: no MFU).
 
     .venv/bin/python benchmarks/bench_pretraining.py --steps=5 --configs=ours:float32:0,peer:float32:0,hf:float32:0
+    # a smoke run of every side on a CPU: --model=tiny
 """
 import argparse
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -42,11 +53,11 @@ BERT_BASE = dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_at
                  attention_probs_dropout_prob=0.1, max_position_embeddings=512, type_vocab_size=2,
                  initializer_range=0.02)
 BERT_LARGE = dict(BERT_BASE, hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096)
-MODELS = {"base": BERT_BASE, "large": BERT_LARGE}
+BERT_TINY = dict(BERT_BASE, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
+MODELS = {"base": BERT_BASE, "large": BERT_LARGE, "tiny": BERT_TINY}  # tiny: smoke runs on a CPU
 HF_POOL_BATCHES = 32
 IMPLS = ("ours", "peer", "hf")
-DTYPES = {"ours": ("float32", "bfloat16", "float16"), "peer": ("float32", "bfloat16", "float16"),
-          "hf": ("float32", "bfloat16")}
+DTYPES = {impl: ("float32", "bfloat16", "float16") for impl in IMPLS}
 
 
 def train_flops(config, batch_size, seq_length, max_predictions):
@@ -57,6 +68,16 @@ def train_flops(config, batch_size, seq_length, max_predictions):
     masked = batch_size * max_predictions
     heads = 2 * masked * (h * h + h * config["vocab_size"]) + 2 * batch_size * h * h
     return 3 * (config["num_hidden_layers"] * per_layer + heads)
+
+
+def compile_seconds(first_s, steady_s):
+    """The first loop's tracing / compiling / autotuning time: its time less the steady loop's (same steps)."""
+    return max(0.0, first_s - steady_s)
+
+
+def matmul_precision(dtype, device):
+    """What the matmuls ran in: dtype, or "tf32" for float32 on a GPU (TensorFlow's default there; hf sets it)."""
+    return "tf32" if dtype == "float32" and device != "cpu" else dtype
 
 
 def device_name(impl):
@@ -141,9 +162,14 @@ DECODE_ENV = dict(CHILD_ENV, CUDA_VISIBLE_DEVICES="",
                   PYTHONPATH=os.environ.get("BENCH_TF_PYTHONPATH", os.environ.get("PYTHONPATH", "")))
 
 
-def child_env(impl, hf_pythonpath=None):
+def child_env(impl, hf_pythonpath=None, xla=0, cache_dir=None):
     """The environment of one configuration's process: hf gets --hf_pythonpath when given (a TensorFlow kit
-    first on PYTHONPATH can shadow the CUDA libraries torch loads)."""
+    first on PYTHONPATH can shadow the CUDA libraries torch loads); peer with XLA gets the XLA options the project
+    sets for ours (device_setup.xla_flags, its autotune cache in cache_dir), the user's XLA_FLAGS kept."""
+    if impl == "peer" and xla:
+        sys.path.insert(0, ROOT)
+        import device_setup
+        return dict(CHILD_ENV, XLA_FLAGS=device_setup.xla_flags(CHILD_ENV.get("XLA_FLAGS", ""), cache_dir)[0])
     if impl != "hf" or hf_pythonpath is None:
         return CHILD_ENV
     return dict(CHILD_ENV, PYTHONPATH=hf_pythonpath, BENCH_TF_PYTHONPATH=os.environ.get("PYTHONPATH", ""))
@@ -153,7 +179,9 @@ def _child_command(args, mode_flag):
     """This script, rerun in a child process in `mode_flag`'s mode with the same data flags."""
     return [sys.executable, os.path.abspath(__file__), mode_flag, f"--input_file={args.input_file}",
             f"--model={args.model}", f"--batch_size={args.batch_size}", f"--max_seq_length={args.max_seq_length}",
-            f"--max_predictions_per_seq={args.max_predictions_per_seq}", f"--steps={args.steps}"]
+            f"--max_predictions_per_seq={args.max_predictions_per_seq}", f"--steps={args.steps}",
+            f"--elementwise_dtype={args.elementwise_dtype}"] + (
+                [f"--peak_tflops={args.peak_tflops}"] if getattr(args, "peak_tflops", None) else [])
 
 
 def _decode_pool_in_subprocess(args, path):
@@ -175,7 +203,8 @@ def run_ours(args, dtype, xla):
         config = training.TrainingConfig(
             output_dir=output_dir, train_batch_size=args.batch_size, learning_rate=1e-4,
             num_train_steps=2 * args.steps, num_warmup_steps=0, iterations_per_loop=args.steps,
-            save_checkpoints_steps=10 ** 9, keep_checkpoint_max=1, dtype=dtype, use_xla=bool(xla))
+            save_checkpoints_steps=10 ** 9, keep_checkpoint_max=1, dtype=dtype, use_xla=bool(xla),
+            elementwise_dtype=args.elementwise_dtype)
         start = time.time()
         config_file = os.path.join(output_dir, "bert_config.json")
         modeling.BertConfig.from_dict(MODELS[args.model]).to_json_file(config_file)
@@ -184,7 +213,8 @@ def run_ours(args, dtype, xla):
             input_file=args.input_file, max_predictions_per_seq=args.max_predictions_per_seq, do_train=True))
         wall = time.time() - start
     return {"examples_per_sec": result["train"]["examples_per_sec"], "loss": result["train"]["loss"],
-            "wall_s": wall}
+            "wall_s": wall, "compile_s": result["train"].get("compile_s"),
+            "elementwise_dtype": modeling.elementwise_dtype()}
 
 
 def run_peer(args, dtype, xla):
@@ -244,37 +274,50 @@ def run_peer(args, dtype, xla):
         return loss
 
     start = time.time()
-    loop(tf.constant(args.steps))
+    float(loop(tf.constant(args.steps)))
     timed = time.time()
-    loss = loop(tf.constant(args.steps))
+    loss = float(loop(tf.constant(args.steps)))
     end = time.time()
-    return {"examples_per_sec": args.steps * args.batch_size / (end - timed), "loss": float(loss),
-            "wall_s": end - start}
+    return {"examples_per_sec": args.steps * args.batch_size / (end - timed), "loss": loss,
+            "wall_s": end - start, "compile_s": compile_seconds(timed - start, end - timed)}
 
 
-def run_hf(args, dtype, xla):
-    try:
-        import torch
-        import transformers
-    except ImportError as e:
-        raise SystemExit(f"hf: {e}; the HF PyTorch peer needs torch and transformers: "
-                         "run `source scripts/setup.sh --bench`")
-    if dtype not in DTYPES["hf"]:
-        raise SystemExit(f"hf: dtype {dtype!r} not supported; expected one of {DTYPES['hf']}")
-    with tempfile.TemporaryDirectory() as tmp:
-        pool = hf_batches(_decode_pool_in_subprocess(args, os.path.join(tmp, "pool.npz")))
-    torch.set_num_threads(os.cpu_count())
-    torch.manual_seed(0)
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    c = MODELS[args.model]
-    config = transformers.BertConfig(
+def hf_config(c):
+    """The transformers.BertConfig of one of MODELS (hidden_act gelu_new: the original's tanh GELU)."""
+    import transformers
+    return transformers.BertConfig(
         vocab_size=c["vocab_size"], hidden_size=c["hidden_size"], num_hidden_layers=c["num_hidden_layers"],
         num_attention_heads=c["num_attention_heads"], intermediate_size=c["intermediate_size"],
         hidden_act="gelu_new", hidden_dropout_prob=c["hidden_dropout_prob"],
         attention_probs_dropout_prob=c["attention_probs_dropout_prob"],
         max_position_embeddings=c["max_position_embeddings"], type_vocab_size=c["type_vocab_size"],
         initializer_range=c["initializer_range"], layer_norm_eps=1e-12)
-    model = transformers.BertForPreTraining(config).to(device)
+
+
+def torch_device():
+    """torch, the device ("cuda" or "cpu"), with float32 matmuls in TF32 on a GPU (TensorFlow's default there)."""
+    try:
+        import torch
+        import transformers  # noqa: F401
+    except ImportError as e:
+        raise SystemExit(f"hf: {e}; the HF PyTorch peer needs torch and transformers: "
+                         "run `source scripts/setup.sh --bench`")
+    torch.set_num_threads(os.cpu_count())
+    torch.manual_seed(0)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    return torch, device
+
+
+def torch_train(model, batches, steps, batch_size, dtype, xla, device, learning_rate=1e-4):
+    """HF's side of a speed measurement: `model` (on `device`, returning .loss) trained with torch AdamW (fused;
+    weight decay 0.01 except LayerNorm and biases), clipping 1.0 and a linear decay over two loops of `steps`
+    steps cycling through `batches` (dicts of numpy arrays, made torch tensors inside the loop); bfloat16 /
+    float16 under torch.autocast, float16 with torch.amp.GradScaler; xla=1: torch.compile. Returns examples/s of
+    the second loop, its last loss, wall and compile seconds."""
+    import torch
     model.train()
     params = list(model.named_parameters())
     no_decay = ("LayerNorm", "layer_norm", "bias")
@@ -282,25 +325,33 @@ def run_hf(args, dtype, xla):
               {"params": [p for n, p in params if any(x in n for x in no_decay)], "weight_decay": 0.0}]
     # fused=True: one kernel per update (HF Trainer's default, adamw_torch_fused); the default for-each
     # implementation takes several times longer per step on CPU.
-    optimizer = torch.optim.AdamW(groups, lr=1e-4, betas=(0.9, 0.999), eps=1e-6, fused=True)
-    total_steps = 2 * args.steps
+    optimizer = torch.optim.AdamW(groups, lr=learning_rate, betas=(0.9, 0.999), eps=1e-6, fused=True)
+    total_steps = 2 * steps
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: max(0.0, 1.0 - step / total_steps))
     forward = torch.compile(model) if xla else model
-    autocast = dtype == "bfloat16"
+    half = {"bfloat16": torch.bfloat16, "float16": torch.float16}.get(dtype)
+    scaler = torch.amp.GradScaler(device) if dtype == "float16" else None  # dynamic loss scaling
     position = 0
 
     def loop():
         nonlocal position
         loss = None
-        for _ in range(args.steps):
+        for _ in range(steps):
             batch = {k: torch.from_numpy(v).to(device, non_blocking=True)
-                     for k, v in pool[position % len(pool)].items()}
+                     for k, v in batches[position % len(batches)].items()}
             position += 1
-            with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=autocast):
+            with torch.autocast(device_type=device, dtype=half or torch.bfloat16, enabled=half is not None):
                 loss = forward(**batch).loss
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
+            if scaler is None:
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                optimizer.step()
+            else:
+                scaler.scale(loss).backward()
+                scaler.unscale_(optimizer)
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                scaler.step(optimizer)
+                scaler.update()
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)
         return float(loss)
@@ -316,9 +367,20 @@ def run_hf(args, dtype, xla):
     timed = time.time()
     loss = loop()
     end = time.time()
-    return {"examples_per_sec": args.steps * args.batch_size / (end - timed), "loss": loss,
-            "wall_s": end - start, "xla_means": "torch.compile" if xla else "eager",
+    import transformers
+    return {"examples_per_sec": steps * batch_size / (end - timed), "loss": loss,
+            "wall_s": end - start, "compile_s": compile_seconds(timed - start, end - timed),
+            "xla_means": "torch.compile" if xla else "eager",
             "torch": torch.__version__, "transformers": transformers.__version__, "device": device}
+
+
+def run_hf(args, dtype, xla):
+    torch, device = torch_device()
+    import transformers
+    with tempfile.TemporaryDirectory() as tmp:
+        pool = hf_batches(_decode_pool_in_subprocess(args, os.path.join(tmp, "pool.npz")))
+    model = transformers.BertForPreTraining(hf_config(MODELS[args.model])).to(device)
+    return torch_train(model, pool, args.steps, args.batch_size, dtype, xla, device)
 
 
 def run_one(args):
@@ -326,9 +388,13 @@ def run_one(args):
     result = {"ours": run_ours, "peer": run_peer, "hf": run_hf}[impl](args, dtype, int(xla))
     result.update(peak_memory(impl))
     flops = train_flops(MODELS[args.model], args.batch_size, args.max_seq_length, args.max_predictions_per_seq)
+    device = device_name(impl)
     result.update(impl=impl, dtype=dtype, xla=int(xla), model=args.model, batch_size=args.batch_size,
-                  max_seq_length=args.max_seq_length, device_name=device_name(impl),
+                  max_seq_length=args.max_seq_length, device_name=device, steps=args.steps,
+                  matmul=matmul_precision(dtype, device),
                   model_tflops=flops * result["examples_per_sec"] / args.batch_size / 1e12)
+    if args.peak_tflops:
+        result.update(peak_tflops=args.peak_tflops, mfu=result["model_tflops"] / args.peak_tflops)
     print("RESULT " + json.dumps(result), flush=True)
 
 
@@ -395,6 +461,9 @@ def main():
     parser.add_argument("--results_jsonl", help="also append each result as one JSON line to this file")
     parser.add_argument("--hf_pythonpath", help="PYTHONPATH of the hf processes (default: this one's); its batch "
                                                 "decoding keeps this process's")
+    parser.add_argument("--peak_tflops", type=float, help="the device's matmul peak (TFLOP/s) MFU is taken against")
+    parser.add_argument("--elementwise_dtype", default="auto", choices=("auto", "float32", "compute"),
+                        help="ours: --elementwise_dtype (auto: the device's)")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     parser.add_argument("--decode_pool", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -407,14 +476,15 @@ def main():
     if not os.path.exists(args.input_file) and not any(c in args.input_file for c in "*?["):
         raise SystemExit(f"--input_file {args.input_file} not found")
     results, failures = [], []
+    cache_root = tempfile.mkdtemp(prefix="bench_pretraining_xla_")
     for impl, dtype, xla in parse_configs(args.configs):
         spec, label = f"{impl}:{dtype}:{xla}", _label(impl, dtype, xla)
         cmd = _child_command(args, f"--one={spec}")
+        env = child_env(impl, args.hf_pythonpath, xla, os.path.join(cache_root, spec.replace(":", "_")))
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout,
-                                  env=child_env(impl, args.hf_pythonpath))
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
         except subprocess.TimeoutExpired as e:
-            failures.append((label, f"timed out after --timeout={args.timeout} s"))
+            failures.append((impl, dtype, xla, label, f"timed out after --timeout={args.timeout} s"))
             err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
             print(f"{label}: failed (timed out after {args.timeout} s); its last output:\n{err[-2000:]}",
                   file=sys.stderr, flush=True)
@@ -422,7 +492,7 @@ def main():
         lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
         if proc.returncode or not lines:
             tail = [l for l in proc.stderr.strip().splitlines() if l.strip()]
-            failures.append((label, tail[-1] if tail else f"exit {proc.returncode}, no RESULT line"))
+            failures.append((impl, dtype, xla, label, tail[-1] if tail else f"exit {proc.returncode}, no RESULT line"))
             print(f"{label}: failed (exit {proc.returncode})\n{proc.stderr[-2000:]}", file=sys.stderr, flush=True)
             continue
         results.append(json.loads(lines[-1][len("RESULT "):]))
@@ -431,13 +501,20 @@ def main():
             with open(args.results_jsonl, "a") as f:
                 f.write(json.dumps(r) + "\n")
         print(f"{label:32s} {r['examples_per_sec']:8.2f} examples/s  {r['model_tflops']:7.2f} model TFLOP/s  "
-              f"peak RSS {r['peak_rss_mb']:8.0f} MB"
+              + (f"MFU {100 * r['mfu']:4.1f} %  " if "mfu" in r else "")
+              + f"peak RSS {r['peak_rss_mb']:8.0f} MB"
               + (f"  peak GPU {r['peak_gpu_mb']:8.0f} MB" if "peak_gpu_mb" in r else "")
-              + f"  loss {r['loss']:.3f}  wall {r['wall_s']:.0f} s", flush=True)
+              + f"  loss {r['loss']:.3f}  compile {r['compile_s'] or 0:.1f} s  wall {r['wall_s']:.0f} s", flush=True)
     for line in summarize(results):
         print(line)
-    for label, reason in failures:
+    shutil.rmtree(cache_root, ignore_errors=True)
+    for impl, dtype, xla, label, reason in failures:
         print(f"failed: {label}: {reason}")
+        if args.results_jsonl:  # a row that says what could not be measured, and why
+            with open(args.results_jsonl, "a") as f:
+                f.write(json.dumps({"impl": impl, "dtype": dtype, "xla": xla, "model": args.model,
+                                    "batch_size": args.batch_size, "max_seq_length": args.max_seq_length,
+                                    "failed": reason}) + "\n")
     print(json.dumps(results))
 
 if __name__ == "__main__":

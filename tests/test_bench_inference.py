@@ -1,15 +1,10 @@
-"""benchmarks/bench_inference.py (latency percentiles, serving_text in batches) and benchmarks/gpu_run.sh (step
-choice), without timing anything real: a fake clock advances only when the measured call runs."""
-import os
-import subprocess
-
+"""benchmarks/bench_inference.py (latency percentiles, serving_text in batches), without timing anything real: a
+fake clock advances only when the measured call runs. (benchmarks/gpu_run.sh: tests/test_gpu_run.py.)"""
 import numpy as np
 import pytest
 
 from tests.benchmark_modules import load_benchmark
 from tests.shared_data import shared_path
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture(scope="module")
@@ -91,28 +86,3 @@ def test_serving_text_results_come_smallest_batch_first(bench):
     results = {"sm_text:8": {"batch": 8}, "sm_text:1": {"batch": 1}, "sm_ids:1": {"batch": 1, "x": 0}}
     assert bench.serving_text_results(results) == [{"batch": 1}, {"batch": 8}]
     assert bench.serving_text_results({"sm_ids:1": {}}) == []
-
-
-def gpu_run(*args, **env):
-    return subprocess.run(["bash", os.path.join(ROOT, "benchmarks", "gpu_run.sh"), *args], cwd=ROOT,
-                          capture_output=True, text=True, env=dict(os.environ, **env))
-
-
-def test_gpu_run_lists_its_steps_and_refuses_an_unknown_one(tmp_path):
-    listed = gpu_run("--list")
-    assert listed.returncode == 0
-    steps = listed.stdout.split()
-    assert {"environment", "tests", "large", "serving", "encoder", "squad", "base", "base-seq512"} <= set(steps)
-    bad = gpu_run("10", str(tmp_path), "serving", "servng")
-    assert bad.returncode == 2
-    assert bad.stderr.strip() == f"gpu_run.sh: unknown STEP servng; expected some of: {' '.join(steps)}"
-
-
-def test_gpu_run_runs_only_the_steps_it_is_given(tmp_path):
-    """A budget too short for anything: the chosen steps say so, the others are not mentioned."""
-    result = gpu_run("1", str(tmp_path), "serving", "squad", OUT=str(tmp_path / "out"),
-                     GPU_RUN_CONFIG=str(tmp_path / "bert_config.json"))
-    assert result.returncode == 0, result.stderr
-    skipped = [line.split(":")[0] for line in result.stdout.splitlines() if line.startswith("SKIP")]
-    assert skipped == ["SKIP serving", "SKIP squad"]
-    assert (tmp_path / "out" / "gpu_run.log").read_text().count("SKIP") == 2

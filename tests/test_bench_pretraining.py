@@ -44,3 +44,18 @@ def test_hf_processes_get_their_own_pythonpath_and_decode_with_tensorflows(monke
     monkeypatch.setenv("BENCH_TF_PYTHONPATH", env["BENCH_TF_PYTHONPATH"])
     hf_side = load("bench_pretraining_hf")
     assert hf_side.DECODE_ENV["PYTHONPATH"] == "/kit" and hf_side.DECODE_ENV["CUDA_VISIBLE_DEVICES"] == ""
+
+
+def test_the_peer_with_xla_gets_the_projects_xla_options_and_the_users_stay(monkeypatch):
+    """Fair XLA: tf-models-official compiles with the options the project sets for ours (cuBLAS GEMMs, an
+    autotune cache of its own); without XLA, and for the other sides, the environment is the user's."""
+    monkeypatch.setenv("XLA_FLAGS", "--xla_gpu_cuda_data_dir=/kit")
+    bench = load()
+    flags = bench.child_env("peer", None, 1, "/cache")["XLA_FLAGS"]
+    assert flags == ("--xla_gpu_cuda_data_dir=/kit --xla_gpu_enable_triton_gemm=false "
+                     "--xla_gpu_per_fusion_autotune_cache_dir=/cache")
+    assert bench.child_env("peer", None, 0, "/cache")["XLA_FLAGS"] == "--xla_gpu_cuda_data_dir=/kit"
+    assert bench.child_env("ours", None, 1, "/cache")["XLA_FLAGS"] == "--xla_gpu_cuda_data_dir=/kit"
+    assert bench.matmul_precision("float32", "NVIDIA H100 80GB HBM3") == "tf32"
+    assert bench.matmul_precision("float32", "cpu") == "float32"
+    assert bench.compile_seconds(12.0, 2.0) == 10.0 and bench.compile_seconds(1.0, 2.0) == 0.0

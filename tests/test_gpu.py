@@ -1,13 +1,22 @@
 """On a GPU: training runs there, XLA and graph steps agree, float16 with dynamic loss scaling converges like
-float32 over 200 steps, and MirroredStrategy on one GPU equals the default strategy. Skipped without a GPU."""
+float32 over 200 steps, MirroredStrategy on one GPU equals the default strategy, and a script's job turns XLA on
+with the project's options and keeps its autotuning for a resumed run. Skipped without a GPU."""
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
 import checkpoints
+import device_setup
 import run_pretraining as rp
 from tests import test_training
 from tests.event_files import summary_scalars
+from tests.shared_data import shared_path
 from tests.test_training import float32_policy, pretraining_input_fn, tiny_config  # noqa: F401
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 pytestmark = pytest.mark.gpu
 
@@ -29,7 +38,7 @@ def test_training_places_the_model_on_the_gpu(tmp_path):
 
 def test_xla_steps_equal_graph_steps(tmp_path):
     graph = str(tmp_path / "graph")
-    _train(graph, 5)
+    _train(graph, 5, use_xla=False)
     xla = str(tmp_path / "xla")
     _train(xla, 5, use_xla=True, init_checkpoint=f"{graph}/model.ckpt-0")
     a, b = checkpoints.load_checkpoint(f"{graph}/model.ckpt-5"), checkpoints.load_checkpoint(f"{xla}/model.ckpt-5")
@@ -39,7 +48,7 @@ def test_xla_steps_equal_graph_steps(tmp_path):
 
 def test_mirrored_on_one_gpu_equals_the_default_strategy(tmp_path):
     default = str(tmp_path / "default")
-    r1 = _train(default, 10)
+    r1 = _train(default, 10)  # XLA on: a GPU, --use_xla not given, one replica
     mirrored = str(tmp_path / "mirrored")
     r2 = _train(mirrored, 10, distribution_strategy="mirrored", init_checkpoint=f"{default}/model.ckpt-0")
     assert r1["loss"] == pytest.approx(r2["loss"], rel=1e-4)
@@ -47,12 +56,42 @@ def test_mirrored_on_one_gpu_equals_the_default_strategy(tmp_path):
 
 def test_float16_200_steps_converge_like_float32(tmp_path):
     fp32 = str(tmp_path / "fp32")
-    _train(fp32, 200)
+    _train(fp32, 200, use_xla=False)
     fp16 = str(tmp_path / "fp16")
-    result = _train(fp16, 200, dtype="float16", init_checkpoint=f"{fp32}/model.ckpt-0")
+    result = _train(fp16, 200, dtype="float16", use_xla=False, init_checkpoint=f"{fp32}/model.ckpt-0")
     losses32 = [v for _, v in summary_scalars(fp32)["loss"]]
     losses16 = [v for _, v in summary_scalars(fp16)["loss"]]
     assert len(losses16) == 4 and all(np.isfinite(losses16)), losses16
     assert losses16[-1] < losses16[0] - 1.0, losses16
     assert abs(losses16[-1] - losses32[-1]) < 0.05 * losses32[-1], (losses16, losses32)
     assert result["loss_scale"] >= 1.0
+
+
+def test_a_job_turns_xla_on_with_the_projects_options_and_a_resumed_run_reuses_its_autotuning(tmp_path):
+    """run_pretraining.py without --use_xla on a GPU: XLA on (said once, with why), cuBLAS GEMMs and the
+    autotune cache under --output_dir added to XLA_FLAGS (the kit's own option kept), the first compile's time
+    logged; XLA's autotuning fills the cache, and the same command resumed for more steps adds no entry."""
+    config = tmp_path / "bert_config.json"
+    tiny_config().to_json_file(str(config))
+    out = tmp_path / "out"
+
+    def run(steps):
+        proc = subprocess.run(
+            [sys.executable, os.path.join(ROOT, "run_pretraining.py"), "--do_train",
+             "--input_file=" + shared_path("reference", "pretraining_data", "sample_text_default.tfrecord"),
+             f"--output_dir={out}", f"--bert_config_file={config}", "--train_batch_size=32",
+             "--max_seq_length=128", "--max_predictions_per_seq=20", f"--num_train_steps={steps}",
+             "--num_warmup_steps=0", "--iterations_per_loop=2", "--save_checkpoints_steps=2", "--dtype=bfloat16"],
+            capture_output=True, text=True, timeout=600, cwd=ROOT)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return proc.stderr
+
+    log = run(4)
+    assert log.count("XLA on: a GPU and --use_xla not given") == 1, log[-3000:]
+    assert f"{device_setup.GEMM_FLAG}=false" in log and device_setup.CACHE_FLAG in log
+    assert "The first loop's tracing and XLA compiling took about" in log
+    cache = out / device_setup.CACHE_DIR
+    entries = sorted(os.listdir(cache))
+    assert entries, "XLA wrote no autotuning result"
+    run(6)
+    assert sorted(os.listdir(cache)) == entries

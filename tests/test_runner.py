@@ -8,6 +8,7 @@ import tensorflow as tf
 import checkpoints
 import cli
 import modeling
+import packing
 import records
 import run_classifier as rc
 import runner
@@ -69,6 +70,7 @@ def test_real_length_batches_give_the_full_length_outputs(tokenizer, dtype, tmp_
     config = modeling.BertConfig(vocab_size=30522, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
                                  intermediate_size=128, initializer_range=0.2)
     task = rc.ClassifierTask(config, 2)
+    tf.keras.utils.set_random_seed(5)  # the same random model whatever ran before
     model = task.build_model()
     model.head.output_weights.assign(model.head.output_weights * 20.0)  # probabilities far apart
     checkpoint = checkpoints.CheckpointManager(str(tmp_path)).save(model.variables_by_name(), 0)
@@ -87,6 +89,33 @@ def test_real_length_batches_give_the_full_length_outputs(tokenizer, dtype, tmp_
     agree = (real["probabilities"].argmax(1) == full["probabilities"].argmax(1)).mean()
     assert agree == 1.0 if dtype == "float32" else agree > 0.97
     np.testing.assert_array_equal(real["is_real_example"], arrays["is_real_example"])
+
+
+def test_under_xla_prediction_cuts_batches_to_a_few_widths_with_the_full_length_outputs(tokenizer, tmp_path):
+    """Under XLA (one compile per input shape) the sorted batches are cut to the bucket of their longest sequence
+    (packing.bucket_widths), not to every multiple of 8: a few shapes, the outputs of full-length batches."""
+    examples = rc.MrpcProcessor().get_dev_examples(shared_path("data", "glue", "MRPC"))
+    arrays = rc.examples_to_arrays(examples, ["0", "1"], 128, tokenizer, log_examples=0)
+    buckets = packing.bucket_widths(128)
+    assert buckets == [32, 64, 128]
+    order = np.argsort(-arrays["input_mask"].sum(1), kind="stable")
+    batches = runner.array_input_fn({k: v[order] for k, v in arrays.items()}, False, buckets=buckets)(16)
+    widths = [int(batch["input_ids"].shape[1]) for batch in batches]
+    assert set(widths) == {128, 64, 32}, widths  # MRPC dev: 7 to 103 pieces
+    config = modeling.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                 intermediate_size=64, initializer_range=0.2)
+    task = rc.ClassifierTask(config, 2)
+    tf.keras.utils.set_random_seed(5)
+    model = task.build_model()
+    model.head.output_weights.assign(model.head.output_weights * 20.0)
+    checkpoint = checkpoints.CheckpointManager(str(tmp_path)).save(model.variables_by_name(), 0)
+    xla = runner.predict_arrays(task, arrays, training.TrainingConfig(predict_batch_size=16, use_xla=True),
+                                checkpoint_path=checkpoint)
+    full = runner.predict_arrays(task, arrays, training.TrainingConfig(predict_batch_size=16, use_xla=False),
+                                 checkpoint_path=checkpoint, real_lengths=False)
+    assert full["probabilities"][:, 1].std() > 0.01
+    np.testing.assert_allclose(xla["probabilities"], full["probabilities"], atol=1e-5, rtol=0)
+    np.testing.assert_array_equal(xla["is_real_example"], arrays["is_real_example"])
 
 
 def test_a_record_format_is_what_its_writer_writes_and_its_reader_reads(tmp_path):
