@@ -1,12 +1,29 @@
 """BERT model in TensorFlow 2 / Keras 3 with the original release's maths and variable names.
 
-Public API (stable):
-  BertConfig(vocab_size, hidden_size=768, ...): from_dict, from_json_file (a file must give the REQUIRED_KEYS),
-    to_dict, to_json_string, to_json_file. hidden_act: "gelu" (original tanh approximation), "gelu_exact" (erf),
-    "relu", "tanh", "linear".
-  BertEncoder(config, name="bert"): the Keras encoder; call(input_ids, input_mask=None, token_type_ids=None, training=False) ->
-    {"sequence_output", "pooled_output", "all_encoder_layers", "embedding_output"}; `embedding_table`;
-    `variables_by_name()` -> {original name: variable}, e.g. "bert/pooler/dense/kernel".
+Public API (stable). The original's, with its parameters (code written for the original runs unchanged, eagerly
+and under tf.function; the section "The original release's API" below says how):
+  BertConfig(vocab_size, hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
+    hidden_act="gelu", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, max_position_embeddings=512,
+    type_vocab_size=16, initializer_range=0.02): from_dict, from_json_file, to_dict, to_json_string (every key
+    kept), to_json_file; no checks at construction. Ours: BertConfig.load(json_file) (the REQUIRED_KEYS present
+    and every value valid, else a cli.UserError naming the file and key), validate(source). hidden_act: "gelu"
+    (original tanh approximation), "gelu_exact" (erf), "relu", "tanh", "linear", or a function.
+  BertModel(config, is_training, input_ids, input_mask=None, token_type_ids=None, use_one_hot_embeddings=False,
+    scope=None): get_pooled_output(), get_sequence_output(), get_all_encoder_layers(), get_embedding_output(),
+    get_embedding_table(); `trainable_variables` (tf.Variables named "bert/...:0"), `variables_by_name()`.
+  get_assignment_map_from_checkpoint(tvars, init_checkpoint) -> (assignment_map, initialized_variable_names);
+    init_from_checkpoint(ckpt_dir_or_file, assignment_map): the eager stand-in for tf.train.init_from_checkpoint.
+  gelu, get_activation, create_initializer, dropout, layer_norm(input_tensor, name=None), layer_norm_and_dropout,
+    get_shape_list, assert_rank, reshape_to_matrix, reshape_from_matrix, create_attention_mask_from_input_mask,
+    embedding_lookup, embedding_postprocessor, attention_layer, transformer_model.
+  TensorFlow 2 stand-ins for what the original took from TF1: get_variable(name, shape, ...) (tf.get_variable),
+    trainable_variables(scope=None) (tf.trainable_variables), dense(input_tensor, units, activation=None,
+    initializer_range=0.02, name="dense") (tf.layers.dense), get_or_create_global_step(), reset_variables()
+    (tf.reset_default_graph for these variables); tf.compat.v1.variable_scope names them as tf.variable_scope did.
+The project's Keras layers:
+  BertEncoder(config, name="bert"): the Keras encoder; call(input_ids, input_mask=None, token_type_ids=None,
+    training=False) -> {"sequence_output", "pooled_output", "all_encoder_layers", "embedding_output"};
+    `embedding_table`; `variables_by_name()` -> {original name: variable}, e.g. "bert/pooler/dense/kernel".
   PretrainingModel(config): call(features, training=False) ->
     {"mlm_log_probs", "mlm_loss", "mlm_example_loss", "nsp_log_probs", "nsp_loss", "nsp_example_loss",
     "total_loss", "sequence_output", "pooled_output"}; `bert`; `variables_by_name()` (bert/... and cls/...).
@@ -15,10 +32,11 @@ Public API (stable):
   NamedLayer: a keras Layer whose `add_named_weight(original_name, shape, initializer)` registers a weight
     under its original name; `variables_by_name()` merges its own weights with those of NamedLayer children
     added through `track_named(prefix, layer)`. Fine-tuning heads subclass it (or call `create_variable`).
-  create_initializer(initializer_range): the original truncated-normal initializer.
+    The models' Keras variables carry their original name as `original_name` (tag_original_names).
   create_variable(layer, original_name, shape, initializer_range=0.02, initializer=None): one named weight
     with the original initializer on any Keras layer/model; returns the variable.
-  get_activation(name), gelu(x), gelu_exact(x), layer_norm(x, gamma, beta), gather_indexes(seq, positions).
+  gelu_exact(x), apply_layer_norm(x, gamma, beta), gather_indexes(seq, positions), lookup_embeddings,
+    add_embeddings, attention_context (the layers' arithmetic, which the original's functions share).
   dropout_seed(seed): a context in which the dropout masks of the model calls traced inside are drawn from
     `seed` (int [2]) and each mask's place in the model; elsewhere dropout draws from TensorFlow's stateful
     random streams.
