@@ -816,10 +816,13 @@ class _Namespace:
 _NAMESPACE = _Namespace()
 
 
+def _join(scope, name):
+    return f"{scope}/{name}" if scope and name else scope or name
+
+
 def _scoped(name):
     """`name` under the current tf.compat.v1.variable_scope."""
-    scope = tf.compat.v1.get_variable_scope().name
-    return f"{scope}/{name}" if scope else name
+    return _join(tf.compat.v1.get_variable_scope().name, name)
 
 
 def _scope_name(scope, default):
@@ -838,7 +841,7 @@ def _namespace_variables(root, scope, created):
     def walk(layer, path):
         scopes[id(layer)] = path
         for prefix, child in layer._named_children:
-            walk(child, f"{path}/{prefix}" if prefix else path)
+            walk(child, _join(path, prefix))
 
     walk(root, scope)
 
@@ -847,7 +850,7 @@ def _namespace_variables(root, scope, created):
         if adding is None or id(adding[0]) not in scopes:
             return next_creator(**kwargs)
         layer, name, shape = adding
-        full = f"{scopes[id(layer)]}/{name}"
+        full = _join(scopes[id(layer)], name)
         variable = _NAMESPACE.variable(full, shape, lambda: next_creator(**dict(kwargs, name=full)))
         created.append((full, variable))
         return variable
@@ -1283,3 +1286,26 @@ def get_or_create_global_step():
     this module's namespace (optimization.create_optimizer's)."""
     return _NAMESPACE.variable("global_step", [], lambda: tf.Variable(
         0, dtype=tf.int64, trainable=False, name="global_step"))
+
+
+def output_layer(input_tensor, num_outputs, is_training, dropout_prob=CLASSIFIER_DROPOUT):
+    """The fine-tuning scripts' output layer (OutputLayer) on `input_tensor` [..., width]: dropout when training,
+    then the variables `output_weights` [num_outputs, width] and `output_bias` [num_outputs] under the current
+    tf.compat.v1.variable_scope (the original run_classifier's at the top, run_squad's under "cls/squad"), made
+    once -> float32 logits [..., num_outputs]."""
+    width = input_tensor.shape[-1]
+    scope = tf.compat.v1.get_variable_scope().name
+    layer = _namespace_layer(scope, ("OutputLayer", num_outputs, width, dropout_prob),
+                             lambda: OutputLayer(num_outputs, width, dropout_prob, name="output_layer"), None)
+    return layer(input_tensor, training=bool(is_training))
+
+
+class ModeKeys:
+    """tf.estimator.ModeKeys's values (TensorFlow 2.16+ has no tf.estimator), for the scripts' model_fn."""
+    TRAIN = "train"
+    EVAL = "eval"
+    PREDICT = "infer"
+
+
+# What the scripts' model_fn returns in TensorFlow 2: the fields of the original's TPUEstimatorSpec it fills.
+EstimatorSpec = collections.namedtuple("EstimatorSpec", ["mode", "predictions", "loss", "train_op"])
