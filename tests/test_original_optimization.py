@@ -2,6 +2,8 @@
 around a pre-training loss written as the original's model_fn, against the original's own step), and
 AdamWeightDecay as a Keras optimizer (compile / fit take the project's step)."""
 import os
+import subprocess
+import sys
 
 import keras
 import numpy as np
@@ -239,3 +241,48 @@ def test_keras_compile_and_fit_take_the_projects_step():
     models[1].compile(optimizer=lamb, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     models[1].fit(features, labels, batch_size=8, epochs=1, shuffle=False, verbose=0)
     assert int(lamb.iterations.numpy()) == 3
+
+
+_KERAS_MIRRORED_SCRIPT = """
+import sys
+import numpy as np
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+sys.path.insert(0, sys.argv[1])
+import keras, optimization
+rng = np.random.RandomState(0)
+x = rng.randn(16, 6).astype(np.float32)
+y = rng.randint(0, 3, size=[16]).astype(np.int32)
+initial, weights = None, {}
+for name, strategy in (("single", tf.distribute.get_strategy()),
+                       ("mirrored", tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]))):
+    with strategy.scope():
+        model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(8, activation="tanh"),
+                                  keras.layers.LayerNormalization(), keras.layers.Dense(3)])
+        initial = initial or [w.numpy() for w in model.weights]
+        for w, value in zip(model.weights, initial):
+            w.assign(value)
+        model.compile(optimizer=optimization.make_optimizer(0.1, 10, 0, clip_norm=0.5), jit_compile=False,
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(x, y, batch_size=8, epochs=2, shuffle=False, verbose=0)
+    assert strategy.num_replicas_in_sync == (2 if name == "mirrored" else 1)
+    weights[name] = [w.numpy() for w in model.weights]
+worst = max(float(np.abs(a - b).max()) for a, b in zip(weights["single"], weights["mirrored"]))
+moved = max(float(np.abs(a - b).max()) for a, b in zip(weights["single"], initial))
+print("largest difference", worst, "moved", moved)
+assert worst < 1e-5 and moved > 0.5, (worst, moved)
+print("OK")
+"""
+
+
+@pytest.mark.slow
+def test_keras_fit_under_mirrored_strategy_equals_one_device(tmp_path):
+    """Keras's fit divides the loss by the replicas for optimizers that sum their gradients; AdamWeightDecay
+    averages them (scale_loss multiplies back): two replicas take the one-device steps, clipping included."""
+    script = tmp_path / "keras_mirrored.py"
+    script.write_text(_KERAS_MIRRORED_SCRIPT)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    result = subprocess.run([sys.executable, str(script), root], capture_output=True, text=True, timeout=600,
+                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert result.returncode == 0 and "OK" in result.stdout, result.stdout[-3000:] + result.stderr[-5000:]
