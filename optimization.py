@@ -112,6 +112,9 @@ class WeightDecaySettings:
     lr_step_offset: int = LR_STEP_OFFSET
     increment_global_step: bool = True
 
+    def __post_init__(self):
+        self.exclude_from_weight_decay = tuple(self.exclude_from_weight_decay or ())
+
 
 class AdamHyper(NamedTuple):
     """One variable's constants of the AdamWeightDecay update (weight_decay_rate 0 where it is excluded)."""
@@ -353,10 +356,6 @@ def _assign_update(param, grad, m, v, lr, hyper):
         return tf.constant(True)
 
 
-# The same arithmetic fused by XLA into one kernel per variable (no intermediate tensors in memory).
-_fused_assign_update = tf.function(_assign_update, jit_compile=True)
-
-
 @keras.saving.register_keras_serializable(package="bert")
 class AdamWeightDecay(_WeightDecayOptimizer):
     """The original AdamWeightDecayOptimizer's update (Adam without bias correction, decoupled weight decay) with
@@ -370,6 +369,10 @@ class AdamWeightDecay(_WeightDecayOptimizer):
     def __init__(self, learning_rate, fused_update=True, global_step=None, name=None, **settings):
         super().__init__(learning_rate, global_step=global_step, name=name, **settings)
         self.fused_update = fused_update
+        # The same arithmetic fused by XLA into one kernel per variable (no intermediate tensors in memory). One
+        # function per optimizer: a variable made inside a trace (Keras builds its optimizer in the train step)
+        # is captured by the trace, and traces shared between optimizers would outlive their variables.
+        self._state.fused_assign_update = tf.function(_assign_update, jit_compile=True)
 
     def _update_one(self, param, grad, m, v, lr, name):
         s = self.settings
@@ -377,7 +380,7 @@ class AdamWeightDecay(_WeightDecayOptimizer):
         # Under any tf.distribute strategy but the default one, even with one replica, the slots are mirrored: the
         # XLA-fused update then writes no slot (adam_m / adam_v stayed zero), so it runs without a strategy only.
         fused = self.fused_update and not tf.distribute.has_strategy()
-        fn = _fused_assign_update if fused else _assign_update
+        fn = self._state.fused_assign_update if fused else _assign_update
         # global_step's increment waits on this: an input that ends inside a step then leaves it uncounted.
         return fn(param, _dense(grad), m, v, lr, hyper)
 

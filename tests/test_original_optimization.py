@@ -228,10 +228,12 @@ def test_keras_compile_and_fit_take_the_projects_step():
                 grads, _ = tf.clip_by_global_norm(grads, 1.0)
                 original.apply_gradients(zip(grads, variables))
                 step.assign_add(1)
+    # Adam's m / sqrt(v) makes a rounding difference of a near-zero gradient (fit's traced step against eager
+    # steps) up to 1e-4 of a step of 1e-2; weight decay wrongly applied to a LayerNorm gamma would move it 3e-4.
     for name in start:
         for other in models[1:]:
             np.testing.assert_allclose(keras_model.variables_by_name()[name].numpy(),
-                                       other.variables_by_name()[name].numpy(), atol=1e-6, rtol=0, err_msg=name)
+                                       other.variables_by_name()[name].numpy(), atol=1e-5, rtol=0, err_msg=name)
     moved = models[0].variables_by_name()["bert/encoder/layer_0/attention/output/LayerNorm/gamma"].numpy()
     assert np.abs(moved - start["bert/encoder/layer_0/attention/output/LayerNorm/gamma"]).max() > 1e-4
 
@@ -241,6 +243,29 @@ def test_keras_compile_and_fit_take_the_projects_step():
     models[1].compile(optimizer=lamb, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     models[1].fit(features, labels, batch_size=8, epochs=1, shuffle=False, verbose=0)
     assert int(lamb.iterations.numpy()) == 3
+
+
+def test_keras_model_save_keeps_the_optimizer_state(tmp_path):
+    """model.save / keras.models.load_model: the optimizer comes back with its settings, schedule, global step and
+    slots, and the next fit steps are the same."""
+    rng = np.random.RandomState(0)
+    x, y = rng.randn(16, 6).astype(np.float32), rng.randint(0, 3, size=[16]).astype(np.int32)
+    model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(8), keras.layers.Dense(3)])
+    model.compile(optimizer=optimization.make_optimizer(0.1, 10, 2, weight_decay_rate=0.02),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0)
+    model.save(str(tmp_path / "model.keras"))
+    loaded = keras.models.load_model(str(tmp_path / "model.keras"))
+    assert isinstance(loaded.optimizer, optimization.AdamWeightDecay)
+    assert loaded.optimizer.settings == model.optimizer.settings and loaded.optimizer.settings.weight_decay_rate == 0.02
+    assert int(loaded.optimizer.iterations.numpy()) == 2
+    for saved, restored in zip(model.optimizer.variables_by_name().values(),
+                               loaded.optimizer.variables_by_name().values()):
+        np.testing.assert_array_equal(saved.numpy(), restored.numpy())
+    for m in (model, loaded):
+        m.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0)
+    for a, b in zip(model.weights, loaded.weights):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-6, rtol=0)
 
 
 _KERAS_MIRRORED_SCRIPT = """
