@@ -296,7 +296,8 @@ for name, strategy in (("single", tf.distribute.get_strategy()),
 worst = max(float(np.abs(a - b).max()) for a, b in zip(weights["single"], weights["mirrored"]))
 moved = max(float(np.abs(a - b).max()) for a, b in zip(weights["single"], initial))
 print("largest difference", worst, "moved", moved)
-assert worst < 1e-5 and moved > 0.5, (worst, moved)
+# Without the loss scaling the clipped steps differ by 5e-2; rounding of the all-reduce gives up to 2e-5.
+assert worst < 1e-4 and moved > 0.5, (worst, moved)
 print("OK")
 """
 
