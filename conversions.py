@@ -57,7 +57,7 @@ def hf_config_to_bert_config(hf):
         logging.info("HF config: using HF's defaults for %s", ", ".join(missing))
     values = {key: hf.get(key, _HF_CONFIG_DEFAULTS[key]) for key in modeling.CONFIG_KEYS}
     values["hidden_act"] = _HF_ACT_TO_ORIGINAL[act]
-    return modeling.BertConfig.from_dict(values, source="HF config")
+    return modeling.BertConfig.from_dict(values).validate("HF config")
 
 
 def bert_config_to_hf_config(config):
@@ -219,7 +219,7 @@ def hf_to_original(hf_dir, output_dir, vocab_file=None):
 def original_to_hf(init_checkpoint, bert_config_file, vocab_file, output_dir):
     """Converts an original checkpoint + config + vocab into an HF folder; returns the output folder."""
     import safetensors.numpy
-    config = modeling.BertConfig.from_json_file(bert_config_file)
+    config = modeling.BertConfig.load(bert_config_file)
     tokenization.check_vocab_size(vocab_file, config.vocab_size)
     weights = load_checkpoint(init_checkpoint)
     kept = collections.OrderedDict((n, v) for n, v in weights.items()

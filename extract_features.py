@@ -264,6 +264,41 @@ class Job(runner.Job):
         return len(self.features)
 
 
+# ----------------------------------------------------------------------------------------------
+# The original's model_fn_builder, on TensorFlow 2 (modeling's original API).
+
+
+def model_fn_builder(bert_config, init_checkpoint, layer_indexes, use_tpu, use_one_hot_embeddings):
+    """The original's model_fn_builder. TensorFlow 2.16+ has no tf.estimator to run a model_fn, so the model_fn
+    it returns is called directly, eagerly or in a tf.function: `model_fn(features, labels=None,
+    mode=modeling.ModeKeys.PREDICT, params=None)` on a batch of features (unique_ids, input_ids, input_mask,
+    input_type_ids) -> modeling.EstimatorSpec with predictions {"unique_id", "layer_output_<i>": the encoder layer
+    layer_indexes[i]} (each [batch, seq_length, hidden_size]); its first call loads init_checkpoint by the
+    assignment map. Any other mode is the original's ValueError. use_tpu served TPUEstimator and is not used;
+    extract_features.py runs the whole job (batches, JSON lines)."""
+    loaded = []
+
+    def model_fn(features, labels=None, mode=modeling.ModeKeys.PREDICT, params=None):
+        model = modeling.BertModel(config=bert_config, is_training=False, input_ids=features["input_ids"],
+                                   input_mask=features["input_mask"], token_type_ids=features["input_type_ids"],
+                                   use_one_hot_embeddings=use_one_hot_embeddings)
+        if mode != modeling.ModeKeys.PREDICT:
+            raise ValueError("Only PREDICT modes are supported: %s" % (mode))
+        if not loaded:
+            with tf.init_scope():
+                assignment_map, _ = modeling.get_assignment_map_from_checkpoint(modeling.trainable_variables(),
+                                                                                init_checkpoint)
+                loaded.extend(modeling.init_from_checkpoint(init_checkpoint, assignment_map))
+        all_layers = model.get_all_encoder_layers()
+        predictions = {"unique_id": features["unique_ids"]}
+        for i, layer_index in enumerate(layer_indexes):
+            predictions["layer_output_%d" % i] = all_layers[layer_index]
+        return modeling.EstimatorSpec(mode=mode, predictions=predictions, loss=None, train_op=None)
+
+    return model_fn
+# ----------------------------------------------------------------------------------------------
+
+
 def run(options):
     """The whole script (ExtractFeaturesOptions): reads input_file, writes output_file; returns the number of
     lines written."""

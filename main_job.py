@@ -378,7 +378,7 @@ def small_bert_config(vocab_size, hidden_size, num_layers, num_heads, max_seq_le
     return modeling.BertConfig(vocab_size=vocab_size, hidden_size=hidden_size, num_hidden_layers=num_layers,
                                num_attention_heads=num_heads, intermediate_size=4 * hidden_size,
                                hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout,
-                               max_position_embeddings=max(128, max_seq_length))
+                               max_position_embeddings=max(128, max_seq_length)).validate()
 
 
 def pretraining_options(job, records, output_dir, **flags):
@@ -646,7 +646,7 @@ def _pretraining_stage(job, out, progress, records, eval_records):
     import run_pretraining
     pretrain_dir = os.path.join(job.output_dir, "pretrain")
     if job.init_checkpoint:
-        bert_config = modeling.BertConfig.from_json_file(job.bert_config_file)
+        bert_config = modeling.BertConfig.load(job.bert_config_file)
     else:
         with tf_gfile().GFile(job.vocab_file, "r") as f:
             n_vocab = sum(1 for _ in f)

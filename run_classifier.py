@@ -938,6 +938,71 @@ def read_prediction_lines(stream, is_pair, source="<stdin>"):
         raise cli.UserError("%s line %d: not valid UTF-8 (%s)" % (source, line_number + 1, err.reason)) from None
 
 
+# ----------------------------------------------------------------------------------------------
+# The original's create_model and model_fn_builder, on TensorFlow 2 (modeling's original API).
+
+
+def create_model(bert_config, is_training, input_ids, input_mask, segment_ids, labels, num_labels,
+                 use_one_hot_embeddings):
+    """The original's classification model, eagerly or in a tf.function: modeling.BertModel, the output layer
+    (variables `output_weights` [num_labels, hidden_size] and `output_bias` [num_labels], as the original's; 0.1
+    dropout before it when training) on the pooled output, and the softmax cross-entropy of `labels` ->
+    (loss, per_example_loss, logits, probabilities). The variables are modeling's, made once per name:
+    modeling.trainable_variables() (TensorFlow 2's tf.trainable_variables()) lists them."""
+    model = modeling.BertModel(config=bert_config, is_training=is_training, input_ids=input_ids,
+                               input_mask=input_mask, token_type_ids=segment_ids,
+                               use_one_hot_embeddings=use_one_hot_embeddings)
+    logits = modeling.output_layer(model.get_pooled_output(), num_labels, is_training)
+    with tf.compat.v1.variable_scope("loss"):
+        probabilities = tf.nn.softmax(logits, axis=-1)
+        loss, per_example_loss = classifier_loss(logits, labels, is_regression=False)
+    return loss, per_example_loss, logits, probabilities
+
+
+def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate, num_train_steps, num_warmup_steps,
+                     use_tpu, use_one_hot_embeddings):
+    """The original's model_fn_builder. TensorFlow 2.16+ has no tf.estimator to run a model_fn, so the model_fn
+    it returns predicts, eagerly or in a tf.function: `model_fn(features, labels=None,
+    mode=modeling.ModeKeys.PREDICT, params=None)` on a batch of features (input_ids, input_mask, segment_ids;
+    label_ids if any) -> modeling.EstimatorSpec with predictions {"probabilities"} and the loss of label_ids.
+    Its first call loads init_checkpoint into the model's variables by the assignment map, as the original's
+    model_fn did (a fine-tuned checkpoint: output_weights and output_bias too). Training and evaluation are the
+    scripts' (run_classifier.py --do_train / --do_eval, or training.train / training.evaluate with
+    ClassifierTask): mode TRAIN or EVAL is a ValueError saying so; create_model with
+    optimization.create_optimizer trains in a loop of your own. learning_rate, num_train_steps,
+    num_warmup_steps and use_tpu served the training op and are not used."""
+    loaded = []
+
+    def model_fn(features, labels=None, mode=modeling.ModeKeys.PREDICT, params=None):
+        if mode != modeling.ModeKeys.PREDICT:
+            raise ValueError(f"run_classifier.model_fn: mode {mode!r}: TensorFlow 2 has no Estimator to train or "
+                             f"evaluate with a model_fn; use run_classifier.py --do_train / --do_eval (training.train"
+                             f" / training.evaluate with ClassifierTask), or create_model with "
+                             f"optimization.create_optimizer's step function; this model_fn predicts "
+                             f"(mode={modeling.ModeKeys.PREDICT!r})")
+        label_ids = features.get("label_ids")
+        if label_ids is None:
+            label_ids = tf.zeros_like(features["input_ids"][:, 0])
+
+        def build():
+            return create_model(bert_config, False, features["input_ids"], features["input_mask"],
+                                features["segment_ids"], label_ids, num_labels, use_one_hot_embeddings)
+
+        total_loss, _, _, probabilities = build()
+        if init_checkpoint and not loaded:
+            with tf.init_scope():
+                tvars = modeling.trainable_variables()
+                assignment_map, _ = modeling.get_assignment_map_from_checkpoint(tvars, init_checkpoint)
+                loaded.extend(modeling.init_from_checkpoint(init_checkpoint, assignment_map))
+            if tf.executing_eagerly():  # computed from the loaded weights
+                total_loss, _, _, probabilities = build()
+        return modeling.EstimatorSpec(mode=mode, predictions={"probabilities": probabilities}, loss=total_loss,
+                                      train_op=None)
+
+    return model_fn
+# ----------------------------------------------------------------------------------------------
+
+
 def run(options):
     """The whole job for ClassifierOptions; returns {"train", "eval", "predict" (rows), "streamed" (count),
     "export", "export_tflite"} for what ran."""

@@ -255,7 +255,7 @@ class Task:
 
 
 def create_optimizer(config):
-    return optimization.create_optimizer(
+    return optimization.make_optimizer(
         config.learning_rate, config.num_train_steps, config.num_warmup_steps, optimizer_type=config.optimizer)
 
 
@@ -324,7 +324,7 @@ def _global_step_variable(optimizer, state):
 
 
 def _learning_rate(optimizer, step):
-    lr = getattr(optimizer, "learning_rate", None)
+    lr = getattr(optimizer, "schedule", None)
     if lr is None:
         return float("nan")
     if callable(lr):

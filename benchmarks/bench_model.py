@@ -74,7 +74,7 @@ def ours_step(config, precision, jit):
     finally:
         keras.mixed_precision.set_global_policy("float32")
     variables = model.variables_by_name()
-    optimizer = optimization.create_optimizer(1e-4, 10000, 100)
+    optimizer = optimization.make_optimizer(1e-4, 10000, 100)
     optimizer.build(variables)
     trainable = list(variables.values())
 

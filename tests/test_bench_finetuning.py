@@ -239,14 +239,14 @@ def test_hf_matched_optimizer_equals_optimization_py():
              for scale in (0.05, 2.0, 0.3, 1.0, 0.1, 3.0, 0.5)]
 
     tf_vars = {name: tf.Variable(value, name=name.replace("/", "_")) for name, value in init.items()}
-    tf_opt = optimization.create_optimizer(lr, steps, warmup)
+    tf_opt = optimization.make_optimizer(lr, steps, warmup)
     tf_opt.build(tf_vars)
     params = {name: torch.nn.Parameter(torch.tensor(value)) for name, value in init.items()}
     torch_opt = OriginalAdamWeightDecay(list(params.items()), weight_decay_rate=0.01)
     schedule = OriginalSchedule(lr, steps, warmup)
     assert original_step_counts(3668, 32, 3.0) == (343, 34)
     assert [schedule(k) for k in range(steps)] == pytest.approx(
-        [float(tf_opt.learning_rate(k + 1)) for k in range(steps)], rel=1e-6, abs=1e-12)
+        [float(tf_opt.schedule(k + 1)) for k in range(steps)], rel=1e-6, abs=1e-12)
     for k, step_grads in enumerate(grads):
         norm = tf_opt.apply_gradients([(tf.constant(step_grads[n]), tf_vars[n]) for n in shapes])
         for name, p in params.items():

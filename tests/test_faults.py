@@ -360,7 +360,7 @@ def test_config_without_a_size_key_is_refused_by_name(tmp_path):
         with open(path, "w") as f:
             json.dump(values, f)
         with pytest.raises(cli.UserError, match=f"required key\\(s\\) `{key}` missing"):
-            modeling.BertConfig.from_json_file(path)
+            modeling.BertConfig.load(path)
 
 
 def test_checkpoint_lacking_encoder_variables_is_an_error(tmp_path):

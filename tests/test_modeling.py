@@ -1,6 +1,7 @@
 """modeling.py: config handling, original names, and the forward pass against the original's outputs."""
 import json
 import os
+import re
 
 import keras
 import numpy as np
@@ -34,10 +35,9 @@ def _reference_model():
     return model, features, ref
 
 
-def test_config_roundtrip_defaults_and_unknown_keys(tmp_path, caplog):
-    caplog.set_level("WARNING")
+def test_config_roundtrip_defaults_and_extra_keys(tmp_path):
     config = modeling.BertConfig.from_dict({"vocab_size": 10, "some_new_key": 1})
-    assert "some_new_key" in caplog.text
+    assert config.some_new_key == 1 and config.to_dict()["some_new_key"] == 1
     assert config.hidden_size == 768 and config.type_vocab_size == 16 and config.hidden_act == "gelu"
     path = str(tmp_path / "bert_config.json")
     config.to_json_file(path)
@@ -52,11 +52,16 @@ def test_config_roundtrip_defaults_and_unknown_keys(tmp_path, caplog):
     ({"hidden_act": "swish"}, "hidden_act"),
     ({"hidden_dropout_prob": 1.5}, "hidden_dropout_prob"),
 ])
-def test_config_rejects_bad_values(bad, needle):
-    values = {"vocab_size": 10}
+def test_config_rejects_bad_values(tmp_path, bad, needle):
+    values = dict(vocab_size=10, hidden_size=12, num_hidden_layers=1, num_attention_heads=2, intermediate_size=8)
     values.update(bad)
+    modeling.BertConfig.from_dict(values)  # the original's constructors check nothing
     with pytest.raises(ValueError, match=needle):
-        modeling.BertConfig.from_dict(values)
+        modeling.BertConfig.from_dict(values).validate()
+    path = tmp_path / "bert_config.json"
+    path.write_text(json.dumps(values))
+    with pytest.raises(ValueError, match=re.escape(str(path)) + ": .*" + needle):
+        modeling.BertConfig.load(str(path))
 
 
 def test_config_file_errors(tmp_path):
@@ -68,8 +73,9 @@ def test_config_file_errors(tmp_path):
         modeling.BertConfig.from_json_file(str(bad))
     missing = tmp_path / "missing.json"
     missing.write_text('{"hidden_size": 8}')
+    assert modeling.BertConfig.from_json_file(str(missing)).vocab_size is None
     with pytest.raises(ValueError, match="vocab_size"):
-        modeling.BertConfig.from_json_file(str(missing))
+        modeling.BertConfig.load(str(missing))
 
 
 def test_variable_names_and_shapes_match_the_original():

@@ -25,7 +25,7 @@ def _setup(folder, optimizer_type="adamw"):
     config.attention_probs_dropout_prob = 0.0
     model = modeling.PretrainingModel(config)
     variables = model.variables_by_name()
-    optimizer = optimization.create_optimizer(1e-3, 100, 10, optimizer_type=optimizer_type)
+    optimizer = optimization.make_optimizer(1e-3, 100, 10, optimizer_type=optimizer_type)
     optimizer.build(variables)
     everything = dict(variables)
     everything.update(optimizer.variables_by_name())
@@ -119,7 +119,7 @@ def test_schedule_warmup_and_decay():
     with pytest.raises(ValueError, match="num_train_steps"):
         optimization.LinearWarmupDecay(1e-3, 0, 0)
     with pytest.raises(ValueError, match="optimizer_type"):
-        optimization.create_optimizer(1e-3, 10, 1, optimizer_type="sgd")
+        optimization.make_optimizer(1e-3, 10, 1, optimizer_type="sgd")
 
 
 def test_update_rule_weight_decay_exclusions_and_clipping():
@@ -235,7 +235,7 @@ _MIRRORED_SCRIPT = textwrap.dedent("""
         with strategy.scope():
             model = modeling.PretrainingModel(config)
             variables = model.variables_by_name()
-            optimizer = optimization.create_optimizer(1e-3, 100, 10)
+            optimizer = optimization.make_optimizer(1e-3, 100, 10)
             optimizer.build(variables)
         everything = dict(variables, **optimizer.variables_by_name())
         if not initial:

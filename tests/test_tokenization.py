@@ -90,6 +90,21 @@ def test_original_examples(tmp_path):
     assert wp.tokenize("unwantedX running") == ["[UNK]", "runn", "##ing"]
 
 
+def test_tokenization_test_as_the_original(tmp_path):
+    """What the original's tokenization_test.py asserts that test_original_examples does not: its own vocabulary
+    (ids), FullTokenizer's default casing, the module-level convert_tokens_to_ids, and two character classes."""
+    vocab_tokens = ["[UNK]", "[CLS]", "[SEP]", "want", "##want", "##ed", "wa", "un", "runn", "##ing", ","]
+    tokenizer = tokenization.FullTokenizer(_write(tmp_path, "vocab.txt", "".join(t + "\n" for t in vocab_tokens)))
+    tokens = tokenizer.tokenize("UNwant\u00E9d,running")
+    assert tokens == ["un", "##want", "##ed", ",", "runn", "##ing"]
+    assert tokenizer.convert_tokens_to_ids(tokens) == [7, 4, 5, 10, 8, 9]
+    vocab = {token: i for i, token in enumerate(vocab_tokens[:-1])}
+    assert tokenization.WordpieceTokenizer(vocab=vocab).tokenize("unwantedX running") == ["[UNK]", "runn", "##ing"]
+    assert tokenization.convert_tokens_to_ids(vocab, ["un", "##want", "##ed", "runn", "##ing"]) == [7, 4, 5, 8, 9]
+    assert not tokenization._is_whitespace("-")
+    assert not tokenization._is_control("\U0001F4A9")
+
+
 def test_character_classes():
     assert tokenization._is_whitespace(" ") and tokenization._is_whitespace("\t")
     assert tokenization._is_whitespace("\r") and tokenization._is_whitespace("\n")
