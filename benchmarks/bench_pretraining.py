@@ -238,7 +238,7 @@ def run_peer(args, dtype, xla):
         encoder_network=encoder,
         classification_heads=[layers.ClassificationHead(inner_dim=c["hidden_size"], num_classes=2,
                                                         name="next_sentence")])
-    optimizer = optimization.make_optimizer(1e-4, 2 * args.steps, 0, optimizer_type="adamw")
+    optimizer = optimization.create_optimizer(1e-4, 2 * args.steps, 0, optimizer_type="adamw")
     if dtype == "float16":
         optimizer = tf_keras.mixed_precision.LossScaleOptimizer(optimizer)
     dataset = _dataset(args)
