@@ -1,4 +1,5 @@
-"""Pytest setup: repository root on sys.path, the shared data folder, and --without (tests of a peer left out)."""
+"""Pytest setup: repository root on sys.path, --without (tests of a peer left out), and the tests that could not
+run for want of the shared data folder (a failed run, unless --data-free outside CI)."""
 import os
 import sys
 
@@ -9,6 +10,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import pytest
 from absl import logging as absl_logging
+
+from tests import shared_data
 
 
 @pytest.fixture(autouse=True)
@@ -39,6 +42,10 @@ def pytest_addoption(parser):
         help="leave out (deselect) the tests carrying one of these markers: %s (scripts/test.sh runs the tests "
              "of tf-models-official on TensorFlow 2.20 only, those of HF on the default TensorFlow only)"
              % ", ".join(PEER_MARKERS))
+    parser.addoption(
+        "--data-free", action="store_true",
+        help="run the data-free subset: the tests that read the shared data folder (../shared or "
+             "$BERT_SHARED_DIR) skip where it is missing without failing the run (under CI=true they still fail it)")
 
 
 def _deselect_without(config, items):
@@ -71,3 +78,68 @@ def pytest_collection_modifyitems(config, items):
     skip = pytest.mark.skip(reason="needs a GPU; TensorFlow sees none here")
     for item in gpu_tests:
         item.add_marker(skip)
+
+
+
+# Where a run writes its count of tests left out for want of the shared data and its last line (two lines; the
+# line has {tests} for the count), when this variable names a file: scripts/test.sh sums its two passes in one.
+DATA_REPORT_VARIABLE = "BERT_TEST_DATA_REPORT"
+
+
+def pytest_configure(config):
+    config.pluginmanager.register(MissingData(config), "missing_shared_data")
+
+
+class MissingData:
+    """Counts the tests that skipped for want of the shared data (shared_data.shared_path) and ends the run with
+    one line saying how many, why and how to point them at the data; they fail the run under CI=true, and
+    elsewhere unless --data-free."""
+
+    def __init__(self, config):
+        self.config = config
+        self.paths = {}  # test id -> the shared path it lacked
+
+    def pytest_runtest_logreport(self, report):
+        marker = shared_data.MISSING_REASON + ": "
+        if report.skipped and isinstance(report.longrepr, tuple) and marker in report.longrepr[2]:
+            path = report.longrepr[2].split(marker, 1)[1].split(" (set BERT_SHARED_DIR)")[0]
+            self.paths.setdefault(report.nodeid, path)
+
+    def line(self):
+        """The run's last line, {tests} standing for the number of tests."""
+        if not os.path.isdir(shared_data.SHARED):
+            what = f"the shared data folder {shared_data.SHARED} does not exist"
+        else:
+            paths = sorted(set(self.paths.values()))
+            what = f"{len(paths)} of the paths they read are missing from the shared data folder (e.g. {paths[0]})"
+        todo = ("set BERT_SHARED_DIR to the shared data folder (GLUE, SQuAD, CoNLL-2003, corpora and the "
+                "original's reference outputs; default: ../shared beside the repository)")
+        in_ci = os.environ.get("CI", "").lower() == "true"
+        if in_ci:
+            return f"error: {{tests}} could not run: {what}; CI=true needs them all: {todo}"
+        if not self.config.getoption("data_free"):
+            return f"error: {{tests}} could not run: {what}; {todo}, or pass --data-free to run the data-free subset"
+        return f"data-free subset (--data-free): {{tests}} that read the shared data did not run: {what}; {todo}"
+
+    def fails(self):
+        return bool(self.paths) and self.line().startswith("error:")
+
+    def pytest_sessionfinish(self, session, exitstatus):
+        if self.fails() and exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        report = os.environ.get(DATA_REPORT_VARIABLE)
+        if report:
+            with open(report, "w", encoding="utf-8") as f:
+                f.write(f"{len(self.paths)}\n{self.line() if self.paths else ''}\n")
+
+    def pytest_unconfigure(self, config):
+        """Writes the run's last line."""
+        if not self.paths:
+            return
+        count = len(self.paths)
+        line = self.line().replace("{tests}", "1 test" if count == 1 else f"{count} tests")
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(line)
+        else:
+            print(line, flush=True)

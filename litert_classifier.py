@@ -1,8 +1,9 @@
 """LiteRT (TFLite) model of an exported sentence classifier: raw strings in, labels and probabilities out.
 
-For phones, browsers and servers without TensorFlow: the .tflite holds TFLite builtins and two
-tensorflow-text kernels (FastBertNormalize, FastWordpieceTokenizeWithOffsets), so the `ai-edge-litert`
-interpreter runs it with tensorflow-text's registrar:
+For phones, browsers and servers without TensorFlow: the .tflite holds TFLite builtins and four
+tensorflow-text kernels (FastBertNormalize, FastWordpieceTokenizeWithOffsets, and Utf8Binarize and
+ByteSplitByOffsets, which cut long texts), so the `ai-edge-litert` interpreter runs it with tensorflow-text's
+registrar:
 
     import numpy as np, tensorflow_text
     from ai_edge_litert.interpreter import InterpreterWithCustomOps
@@ -19,6 +20,12 @@ Known differences, beyond fast_tokenization.FastBertTokenizer's: a capital sigma
 of 101 to 200 characters differ; invalid UTF-8 is kept (its word becomes [UNK]) instead of dropped.
 Packing: packing.pack_pair_flat, the packer of the records and of the SavedModel. Weights: those of the
 SavedModel's serving_default (its restored variables freeze into the model).
+Long texts: each text is cut as the SavedModel's serving_text cuts it (serving.bounded_text: after at most
+serving.text_cut_chars(max_seq_length) characters, at the last point where a cut cannot change the tokens before
+it), so a request of any length costs at most that much tokenizing. A LiteRT model cannot refuse a request, so
+the cut is not checked: a text whose first max_seq_length tokens do not lie within the limit (runs of whitespace,
+control characters or accents, or words of over 200 characters fill it; the SavedModel refuses it) is answered
+from what lies there, and a NUL character at the limit hides that the text goes on (NULs are dropped anyway).
 """
 import os
 import unicodedata
@@ -30,9 +37,11 @@ import tensorflow_text as tf_text
 import filesystem
 import fast_tokenization
 import packing
+import serving
 import tokenization
 
-CUSTOM_OPS = ("FastBertNormalize", "FastWordpieceTokenizeWithOffsets")
+CUSTOM_OPS = ("FastBertNormalize", "FastWordpieceTokenizeWithOffsets", "TFText>Utf8Binarize",
+              "TFText>ByteSplitByOffsets")
 
 # The FastBertNormalizer model: a darts-clone trie from a code point's UTF-8 to a value; a value marks that
 # the code point changes (_CHANGED) and holds its replacement's byte length and offset in a string pool.
@@ -222,8 +231,9 @@ class LiteClassifier(tf.Module):
             self.serve_text = tf.function(self._single, input_signature=[spec_a])
 
     def _outputs(self, text_a, text_b):
-        ids_a, splits_a = self.tokenizer.tokenize(text_a)
-        ids_b, splits_b = self.tokenizer.tokenize(text_b) if text_b is not None else (None, None)
+        ids_a, splits_a = self.tokenizer.tokenize(bounded_text(text_a, self.max_seq_length))
+        ids_b, splits_b = (self.tokenizer.tokenize(bounded_text(text_b, self.max_seq_length))
+                           if text_b is not None else (None, None))
         input_ids, input_mask, segment_ids = packing.pack_pair_flat(ids_a, splits_a, ids_b, splits_b,
                                                                     self.max_seq_length, self.cls_id, self.sep_id)
         return self._serve_ids(input_ids=input_ids, input_mask=input_mask, segment_ids=segment_ids)
@@ -233,6 +243,29 @@ class LiteClassifier(tf.Module):
 
     def _single(self, text_a):
         return self._outputs(text_a, None)
+
+
+def bounded_text(strings, max_tokens):
+    """serving.bounded_text's cut (unchecked: see the module docstring) with ops a LiteRT model has: the first
+    limit + 1 characters' code points from tensorflow-text's Utf8Binarize, the text up to the cut from its
+    ByteSplitByOffsets. Costs about 84 bytes per character of the limit and text, however short the text."""
+    limit = serving.text_cut_chars(max_tokens)
+    bits = tf_text.utf8_binarize(strings, word_length=limit + 1, bits_per_char=21, replacement_char=0x1A)
+    rows = tf.shape(strings)[0]
+    code_points = tf.cast(tf.reduce_sum(tf.reshape(bits, [rows, limit + 1, 21]) * 2.0 ** tf.range(21.0), axis=-1),
+                          tf.int32)  # [rows, limit + 1], 0 past a text's end; 0x1A (one byte) for invalid UTF-8
+    utf8_bytes = 1 + sum(tf.cast(code_points >= start, tf.int32) for start in (0x80, 0x800, 0x10000))
+    begin = tf.cumsum(utf8_bytes, axis=1, exclusive=True)  # the byte offset of each character
+    table = tf.constant(serving.safe_cut_table())
+    safe = tf.gather(table, tf.minimum(code_points, 0xFFFF)) & (code_points <= 0xFFFF)
+    cut_points = tf.where(safe & (tf.range(limit + 1) > 0)[tf.newaxis, :], begin, 0)
+    ends = tf.where(code_points[:, limit] > 0, tf.reduce_max(cut_points, axis=1),
+                    tf.reduce_max(tf.where(code_points > 0, begin + utf8_bytes, 0), axis=1))
+    splits = tf.range(tf.cast(rows, tf.int64) + 1)
+    cut = tf_text.ByteSplitter().split_by_offsets(
+        strings, tf.RaggedTensor.from_row_splits(tf.zeros([rows], tf.int32), splits, validate=False),
+        tf.RaggedTensor.from_row_splits(ends, splits, validate=False))
+    return cut.flat_values
 
 
 def convert(export_dir, model_options, is_pair, quantize=False):

@@ -18,12 +18,26 @@ Loading one needs TensorFlow and `import tensorflow_text` (the tokenizer's ops),
 The modules take the model's flags as a model_options.ModelOptions (vocab, casing, sequence length), SQuAD's
 windowing and answer rules as a SquadAnswering (run_squad.py's flags). Settings a client may want (labels,
 packing) are variables of the module: loaded.labels.numpy().
+
+What serving_text reads of a request (bounded_text, before tokenizing):
+  * a text of which only the first N tokens count (the classifier's text_a and text_b, N = max_seq_length; SQuAD's
+    question, N = max_query_length) is cut after at most text_cut_chars(N) = N * 201 characters, at the last
+    point before that where a cut cannot change the tokens before it. Each of the first N tokens spans at most
+    200 characters of its word (a longer word is one [UNK] however long) and one separating character, so their
+    text lies within the cut for any text but one where runs of whitespace, control characters or accents, or
+    words of over 200 characters, fill it; such a cut text must still give N tokens, or the request is refused
+    (InvalidArgumentError): a cut never changes an answer.
+  * NER's sentence and SQuAD's context are not cut: every word of a sentence gets a tag, and an answer may lie in
+    any window of a context (a shorter context could change it).
+  * Each input of a request holds at most MAX_REQUEST_BYTES bytes in all (after cutting), else the request is
+    refused (InvalidArgumentError): this bounds the tokenizer's memory (about 25 bytes per byte of text).
 """
 import contextlib
 import dataclasses
 import os
 
 import keras
+import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 from absl import logging
@@ -201,7 +215,10 @@ class ClassifierServing(_Serving):
                 "probabilities": tf.nn.softmax(logits, axis=-1)}
 
     def _pack(self, text_a, text_b):
-        ids_b = None if text_b is None else self.tokenizer.tokenize(text_b)
+        text_a = bounded_text(text_a, "text_a", self.tokenizer, self.max_seq_length)
+        ids_b = None
+        if text_b is not None:
+            ids_b = self.tokenizer.tokenize(bounded_text(text_b, "text_b", self.tokenizer, self.max_seq_length))
         packed = packing.pack_pair(self.tokenizer.tokenize(text_a), ids_b, self.max_seq_length, self.cls_id,
                                    self.sep_id)
         length = packing.real_length(packed[1])
@@ -239,7 +256,7 @@ class NerServing(_Serving):
         return {"probabilities": tf.nn.softmax(self._logits(input_ids, input_mask, segment_ids), axis=-1)}
 
     def _serve_text(self, sentence):
-        words = tf.strings.split(sentence)
+        words = tf.strings.split(bounded_text(sentence, "sentence"))
         pieces = self.tokenizer.tokenize(words.flat_values)
         word_pieces = tf.RaggedTensor.from_row_splits(pieces, words.row_splits, validate=False)
         packed = packing.ner_windows(word_pieces, *self.windows, self.cls_id, self.sep_id, self.unk_id)
@@ -315,6 +332,8 @@ class SquadServing(_Serving):
         return {"start_logits": start_logits, "end_logits": end_logits}
 
     def _serve_text(self, question, context):
+        question = bounded_text(question, "question", self.tokenizer, self.packing[2])
+        context = bounded_text(context, "context")
         packed, words, pieces = squad_text_windows(self.tokenizer, question, context, self.packing,
                                                    (self.cls_id, self.sep_id))
         packed["start_logits"], packed["end_logits"] = self._logits(
@@ -442,3 +461,85 @@ def context_words_with_offsets(contexts):
     """The words of SQuAD contexts as the original reader splits them (on space, tab, CR, LF and U+202F), with
     their byte spans: (words string, begin int64, end int64), each ragged [batch, (words)]."""
     return tf_text.regex_split_with_offsets(tf.convert_to_tensor(contexts, tf.string), r"[ \t\r\n\x{202F}]+")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# What serving_text reads of a request (see the module docstring).
+# ----------------------------------------------------------------------------------------------------------
+MAX_REQUEST_BYTES = 1 << 22  # the most bytes one input of a serving_text request holds in all, after cutting
+
+
+def text_cut_chars(max_tokens):
+    """Characters of a text that hold its first max_tokens tokens: each spans at most MAX_INPUT_CHARS_PER_WORD
+    characters of its word (a longer word is one [UNK]) and one character before it (a space)."""
+    return max_tokens * (tokenization.MAX_INPUT_CHARS_PER_WORD + 1)
+
+
+_SAFE_CUTS = []
+
+
+def safe_cut_table():
+    """bool [65536]: True for the characters before which a text can be cut without changing any token before
+    the cut (with or without lower casing): whitespace (it ends BasicTokenizer's whitespace-split token, which
+    str.lower() sees whole), CJK ideographs (spaced out before that split), and punctuation that is neither
+    cased nor case-ignorable (a word of its own where str.lower()'s final-sigma context stops). Not control
+    characters (dropped: the word goes on after them), letters, marks, or code points above U+FFFF."""
+    if not _SAFE_CUTS:
+        table = np.zeros(0x10000, bool)
+        for cp in range(0x10000):
+            char = chr(cp)
+            table[cp] = (tokenization._is_whitespace(char) or tokenization._is_chinese_codepoint(cp)
+                         or (tokenization._is_punctuation(char) and not fast_tokenization._case_class(char)))
+        _SAFE_CUTS.append(table)
+    return _SAFE_CUTS[0]
+
+
+def bounded_text(strings, name, tokenizer=None, max_tokens=None):
+    """What serving_text tokenizes of the input `name` (string [batch]); see the module docstring.
+
+    With max_tokens (and the tokenizer): each text over text_cut_chars(max_tokens) characters is cut at its last
+    safe point (safe_cut_table) within them, and must keep max_tokens tokens. Without: the texts are whole. Either
+    way the input holds at most MAX_REQUEST_BYTES bytes after cutting. Over a bound, an InvalidArgumentError
+    names the input and the bound.
+    """
+    strings = tf.convert_to_tensor(strings, tf.string)
+    if max_tokens:
+        limit = text_cut_chars(max_tokens)
+        logging.info("serving_text: %s is cut after at most %d characters (its first %d tokens)", name, limit,
+                     max_tokens)
+        head = tf.strings.substr(strings, 0, limit + 1, unit="UTF8_CHAR")  # the character after the cut too
+        long = tf.strings.length(head, unit="UTF8_CHAR") > limit
+        strings = tf.cond(tf.reduce_any(long), lambda: _cut(strings, head, long, name, tokenizer, max_tokens),
+                          lambda: strings)
+    else:
+        logging.info("serving_text: %s is read whole", name)
+    size = tf.reduce_sum(tf.cast(tf.strings.length(strings), tf.int64))
+    check = tf.debugging.assert_less_equal(
+        size, tf.constant(MAX_REQUEST_BYTES, tf.int64),
+        message=f"serving_text: {name} holds more than {MAX_REQUEST_BYTES} bytes of text in all (the request's "
+                f"limit{', after cutting each text' if max_tokens else ''}): send fewer or shorter texts")
+    with tf.control_dependencies([check]):
+        return tf.identity(strings)
+
+
+def _cut(strings, head, long, name, tokenizer, max_tokens):
+    """The long texts cut at the last safe point of their head (limit + 1 characters), checked to give
+    max_tokens tokens."""
+    limit = text_cut_chars(max_tokens)
+    chars, offsets = tf.strings.unicode_decode_with_offsets(head, "UTF-8", errors="replace")
+    code_points, index = chars.flat_values, tf.ragged.range(chars.row_lengths(), dtype=tf.int64).flat_values
+    safe = tf.gather(tf.constant(safe_cut_table()), tf.minimum(code_points, 0xFFFF)) & (code_points <= 0xFFFF)
+    # A cut before character i (0 < i <= limit) keeps its first i characters: offsets[i] bytes.
+    at = tf.where(safe & (index > 0) & (index <= limit), tf.cast(offsets.flat_values, tf.int64), 0)
+    keep = tf.maximum(tf.math.unsorted_segment_max(at, chars.value_rowids(), tf.shape(head, out_type=tf.int64)[0]),
+                      0)
+    keep = tf.cast(keep, tf.int32)
+    cut = tf.where(long, tf.strings.substr(strings, tf.zeros_like(keep), keep), strings)
+    tokens = tokenizer.tokenize(tf.boolean_mask(cut, long)).row_lengths()
+    check = tf.debugging.assert_greater_equal(
+        tokens, tf.cast(max_tokens, tokens.dtype),
+        message=f"serving_text: a text of {name} over {limit} characters must hold its first {max_tokens} tokens "
+                "within them (runs of whitespace, control characters or accents, or words of over 200 characters "
+                "fill them): send it shorter")
+    with tf.control_dependencies([check]):
+        return tf.identity(cut)

