@@ -20,13 +20,6 @@ REFERENCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reference"
 MODES = ["eager", "tf.function"]
 
 
-@pytest.fixture(autouse=True)
-def fresh_namespace():
-    modeling.reset_variables()
-    yield
-    modeling.reset_variables()
-
-
 @pytest.fixture(scope="module")
 def original():
     with open(REFERENCE) as f:

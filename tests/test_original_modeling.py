@@ -18,14 +18,6 @@ TINY = ("reference", "original_checkpoint_tiny")
 MODES = ["eager", "tf.function"]
 
 
-@pytest.fixture(autouse=True)
-def fresh_namespace():
-    """Every test starts with no modeling variables, as a fresh TF1 graph."""
-    modeling.reset_variables()
-    yield
-    modeling.reset_variables()
-
-
 def _run(mode, fn, *args):
     return fn(*args) if mode == "eager" else tf.function(fn)(*args)
 

@@ -18,13 +18,6 @@ TINY = ("reference", "original_checkpoint_tiny")
 MODES = ["eager", "tf.function"]
 
 
-@pytest.fixture(autouse=True)
-def fresh_namespace():
-    modeling.reset_variables()
-    yield
-    modeling.reset_variables()
-
-
 @pytest.mark.parametrize("mode", MODES)
 def test_optimization_test_adam(mode):
     """optimization_test.OptimizationTest.test_adam: 100 steps of learning rate 0.2 on mean((x - w)^2)."""
