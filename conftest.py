@@ -39,14 +39,16 @@ def modeling_defaults():
 
 # Markers of the tests that need a peer implementation (pytest.ini): not the product's own tests.
 PEER_MARKERS = ("tf_models", "hf")
+# Markers --without takes: the peers', and that of the tests one TensorFlow's pass runs for both.
+WITHOUT_MARKERS = PEER_MARKERS + ("default_tf",)
 
 
 def pytest_addoption(parser):
     parser.addoption(
         "--without", default="", metavar="MARKER[,MARKER]",
         help="leave out (deselect) the tests carrying one of these markers: %s (scripts/test.sh runs the tests "
-             "of tf-models-official on TensorFlow 2.20 only, those of HF on the default TensorFlow only)"
-             % ", ".join(PEER_MARKERS))
+             "of tf-models-official on TensorFlow 2.20 only, those of HF and default_tf on the default TensorFlow "
+             "only)" % ", ".join(WITHOUT_MARKERS))
     parser.addoption(
         "--data-free", action="store_true",
         help="run the data-free subset: the tests that read the shared data folder (../shared or "
@@ -57,10 +59,10 @@ def _deselect_without(config, items):
     """Drops the tests marked with a --without marker; a marked test that stays runs, and fails where its peer
     is missing (no skip)."""
     names = [name.strip() for name in config.getoption("without").split(",") if name.strip()]
-    unknown = sorted(set(names) - set(PEER_MARKERS))
+    unknown = sorted(set(names) - set(WITHOUT_MARKERS))
     if unknown:
         raise pytest.UsageError("--without: unknown marker(s) %s: expected some of %s"
-                                % (", ".join(unknown), ", ".join(PEER_MARKERS)))
+                                % (", ".join(unknown), ", ".join(WITHOUT_MARKERS)))
     if not names:
         return
     keep, drop = [], []

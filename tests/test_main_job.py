@@ -5,6 +5,9 @@ import pytest
 
 import main_job
 
+# The README's main job and the test command run on the default TensorFlow: its pass alone runs these.
+pytestmark = pytest.mark.default_tf
+
 
 @pytest.fixture(scope="module")
 def documents():

@@ -12,6 +12,9 @@ import pytest
 
 import cli
 
+# The test command's own checks run on the default TensorFlow: its pass alone runs these.
+pytestmark = pytest.mark.default_tf
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT = next(iter(cli.TENSORFLOW_VERSIONS))  # the first pass's TensorFlow; the second pass's is 2.20
 PASSES = f"1 on TensorFlow {DEFAULT}, 1 on TensorFlow 2.20"
