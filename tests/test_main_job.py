@@ -45,7 +45,7 @@ def test_split_sentences_and_filters():
 
 
 def test_classification_splits(documents, tmp_path):
-    splits = main_job.build_classification_splits(documents)
+    splits = main_job.build_classification_splits(documents, train_per_label=40)
     labels = set(main_job.DEFAULT_LABELS)
     seen = {}
     for name, rows in splits.items():
@@ -53,11 +53,16 @@ def test_classification_splits(documents, tmp_path):
         assert {label for _, label in rows} == labels
         for sentence, label in rows:
             assert seen.setdefault(sentence, (name, label)) == (name, label), sentence  # no leaks or clashes
-    counts = {label: sum(1 for _, l in splits["train"] if l == label) for label in labels}
-    assert len(set(counts.values())) == 1 and min(counts.values()) >= 150
-    assert len(splits["dev"]) >= 100 and len(splits["test"]) >= 50
-    # Same seed, same data.
-    assert main_job.build_classification_splits(documents) == splits
+    counts = {name: {label: sum(1 for _, l in rows if l == label) for label in labels} for name, rows in splits.items()}
+    assert set(counts["train"].values()) == {40}
+    assert len(set(counts["dev"].values())) == 1 and len(splits["dev"]) >= 500
+    assert len(set(counts["test"].values())) == 1 and len(splits["test"]) >= 200
+    # Same seed, same data; more training sentences leave dev and test as they are.
+    assert main_job.build_classification_splits(documents, train_per_label=40) == splits
+    every = main_job.build_classification_splits(documents)
+    assert every["dev"] == splits["dev"] and every["test"] == splits["test"]
+    assert set(splits["train"]) < set(every["train"]) and len(every["train"]) >= 5 * 150
+    assert main_job.build_classification_splits(documents, train_per_label=40, seed=1)["dev"] != splits["dev"]
     path = tmp_path / "train.tsv"
     main_job.write_tsv(splits["train"], str(path))
     lines = path.read_text(encoding="utf-8").splitlines()
@@ -65,6 +70,35 @@ def test_classification_splits(documents, tmp_path):
     assert all(len(line.split("\t")) == 2 for line in lines)
     with pytest.raises(ValueError, match="--labels: packages \\['no_such_package'\\]"):
         main_job.build_classification_splits(documents, labels=("json", "no_such_package"))
+
+
+def test_default_requests_are_not_training_text(documents):
+    """The demo requests were written for it: none is a sentence of the standard library, and each names a
+    package of the built-in task."""
+    sentences = {s for doc in documents.values() for s in doc}
+    assert set(main_job.DEFAULT_REQUESTS.values()) == set(main_job.DEFAULT_LABELS)
+    assert not sentences & set(main_job.DEFAULT_REQUESTS)
+
+
+def test_comparison_table_says_what_the_runs_show():
+    rows = [main_job.Row("this run's pre-training (2 x 128)", "ckpt", None, None, True, 5e-4, 20, [1, 2, 3]),
+            main_job.Row("random initialisation (same model)", None, None, None, True, 5e-4, 20, [1, 2, 3]),
+            main_job.Row("MiniLM-L6, pre-trained for real (6 x 384)", "ref", None, None, True, 1e-4, 5, [1])]
+    apart = {rows[0].name: [0.80, 0.82, 0.81], rows[1].name: [0.55, 0.60, 0.52], rows[2].name: [0.9]}
+    lines = main_job.comparison_table(rows, [1, 2, 3], apart, 550, 5, 0.2)
+    assert "dev accuracy (550 sentences, 5 classes; the most frequent class alone: 0.200), fine-tuning seeds 1, 2, 3:" \
+        in lines
+    assert any(line.split() == ["this", "run's", "pre-training", "(2", "x", "128)", "0.810", "±", "0.010", "0.800",
+                                "0.820", "0.810"] for line in lines)
+    assert any(line.split()[-6:] == ["0.900", "±", "-", "0.900", "-", "-"] for line in lines)  # one run
+    assert lines[-1] == ("  difference, pre-trained minus random initialisation: +0.253 (clearly ahead: every "
+                         "pre-trained run beats every random one, by 6.3 x the larger sd)")
+    close = {**apart, rows[1].name: [0.70, 0.79, 0.61]}
+    assert main_job.comparison_table(rows, [1, 2, 3], close, 550, 5, 0.2)[-1].endswith(
+        "(NOT clearly ahead: every pre-trained run beats every random one, by less than 2 x the larger sd)")
+    overlapping = {**apart, rows[0].name: [0.60, 0.82, 0.81], rows[1].name: [0.55, 0.65, 0.52]}
+    assert main_job.comparison_table(rows, [1, 2, 3], overlapping, 550, 5, 0.2)[-1].endswith(
+        "(NOT clearly ahead: the two rows' runs overlap)")
 
 
 def test_corpus_file_round_trip(documents, tmp_path):
@@ -97,32 +131,66 @@ def _run_main_job(args, cwd, timeout=900):
 
 @pytest.mark.slow
 def test_reduced_main_job_end_to_end(tmp_path):
-    """The main job's code path with fewer steps, then again on the user's own corpus, vocab and checkpoint."""
+    """The main job's code path with fewer steps and seeds (the MiniLM-L6 row included), then again on the
+    user's own corpus, vocab and checkpoint."""
     import json
     out = tmp_path / "job"
     stdout = _run_main_job([f"--output_dir={out}", "--vocab_size=3000", "--pretrain_steps=30", "--eval_every=15",
                             "--pretrain_warmup_steps=5", "--max_eval_steps=3", "--dupe_factor=1",
-                            "--classifier_epochs=1",
-                            "--request=Return the number of log records handled by this logger."], str(tmp_path))
+                            "--train_per_label=20", "--classifier_epochs=1", "--finetune_seeds=2",
+                            "--reference_epochs=0.5",
+                            "--request=Return the number of log records handled by this logger.",
+                            f"--request={next(iter(main_job.DEFAULT_REQUESTS))}"], str(tmp_path))
     for stage in range(1, 7):
         assert f"stage {stage}/6" in stdout
     # Artifacts.
     vocab = (out / "vocab.txt").read_text(encoding="utf-8").split("\n")
-    assert vocab[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] or {"[PAD]", "[UNK]", "[CLS]", "[SEP]",
-                                                                          "[MASK]"} <= set(vocab)
+    assert {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"} <= set(vocab)
     assert (out / "pretraining_data" / "train.tfrecord").stat().st_size > 0
     for name in ("train.tsv", "dev.tsv", "test.tsv"):
         assert (out / "classifier_data" / name).exists()
+    assert len((out / "classifier_data" / "train.tsv").read_text(encoding="utf-8").splitlines()) == 1 + 5 * 20
     evals = json.loads((out / "pretrain" / "mlm_accuracy_by_step.json").read_text())
     assert [step for step, _ in evals] == [0, 15, 30]
     assert evals[-1][1]["masked_lm_loss"] < evals[0][1]["masked_lm_loss"]
     assert evals[-1][1]["masked_lm_accuracy"] > evals[0][1]["masked_lm_accuracy"]
-    assert (out / "classifier" / "eval_results.txt").exists() and (out / "classifier" / "test_results.tsv").exists()
+    # The table: each row's runs, from its own starting point, and the difference.
+    comparison = json.loads((out / "comparison.json").read_text())
+    assert comparison["seeds"] == [12345, 12346]
+    rows = comparison["rows"]
+    assert [row["name"] for row in rows] == ["this run's pre-training (2 x 128)", "random initialisation (same model)",
+                                             "MiniLM-L6, pre-trained for real (6 x 384)"]
+    assert rows[0]["init_checkpoint"] == str(out / "pretrain" / "model.ckpt-30") and rows[1]["init_checkpoint"] is None
+    assert rows[2]["init_checkpoint"] == str(out / "reference_checkpoint" / "bert_model.ckpt")
+    assert [row["seeds"] for row in rows] == [[12345, 12346], [12345, 12346], [12345]]  # --reference_seeds=1
+    assert [row["epochs"] for row in rows] == [1, 1, 0.5] and rows[2]["learning_rate"] == 1e-4
+    for row in rows:
+        assert len(row["dev_accuracy"]) == len(row["seeds"]) and all(0 <= a <= 1 for a in row["dev_accuracy"])
+        for seed in row["seeds"]:
+            run = out / "classifier" / f"{main_job._slug(row['name'])}_seed{seed}"
+            assert "eval_accuracy = " in (run / "eval_results.txt").read_text()
+    lines = stdout.splitlines()
+    header = lines.index(f"dev accuracy ({comparison['dev_examples']} sentences, 5 classes; the most frequent class "
+                         f"alone: 0.200), fine-tuning seeds 12345, 12346:")
+    for row, line in zip(rows, lines[header + 2:header + 5]):
+        mean = sum(row["dev_accuracy"]) / len(row["dev_accuracy"])
+        assert line.startswith(f"  {row['name']}") and f"{mean:.3f} ± " in line
+    assert lines[header + 4].split()[-2:] == [f"{rows[2]['dev_accuracy'][0]:.3f}", "-"]  # one run, one seed
+    assert lines[header + 5].startswith("  difference, pre-trained minus random initialisation: "
+                                        f"{(sum(rows[0]['dev_accuracy']) - sum(rows[1]['dev_accuracy'])) / 2:+.3f} (")
+    assert "about 0 s left in this stage" in stdout and "run 5/5: from MiniLM-L6" in stdout
+    assert (out / "classifier" / f"{main_job._slug(rows[0]['name'])}_seed12345" / "test_results.tsv").exists()
     assert (out / "export" / "saved_model.pb").exists()
     assert any(name.startswith("events.out.tfevents") for name in os.listdir(out / "pretrain"))
-    assert "(chance, the most frequent class: accuracy " in stdout and "test set: accuracy = " in stdout
-    answer = [line for line in stdout.splitlines() if "<- Return the number of log records" in line]
-    assert len(answer) == 1 and answer[0].split()[0] in main_job.DEFAULT_LABELS  # serving_text's label output
+    assert "the exported model (run 1): test set accuracy = " in stdout
+    # The answers, in a fresh process: a default request beside the package it documents.
+    answer = [line for line in lines if "<- Return the number of log records" in line]
+    assert len(answer) == 1 and answer[0].split()[0] in main_job.DEFAULT_LABELS and "expected" not in answer[0]
+    text, package = next(iter(main_job.DEFAULT_REQUESTS.items()))
+    answer = [line for line in lines if line.endswith(f"<- {text}")]
+    assert len(answer) == 1 and answer[0].split()[2:4] in (["expected", package], )
+    assert answer[0].split()[4] == ("right" if answer[0].split()[0] == package else "WRONG")
+    assert "of 1 requests answered with the package they document" in stdout
     assert f"tensorboard --logdir {out}" in stdout
     assert "main_job.log" in stdout and (out / "main_job.log").stat().st_size > 0
 
@@ -133,11 +201,14 @@ def test_reduced_main_job_end_to_end(tmp_path):
                             f"--vocab_file={out / 'vocab.txt'}", f"--init_checkpoint={checkpoint}",
                             f"--bert_config_file={out / 'pretrain' / 'bert_config.json'}",
                             f"--task_data_dir={out / 'classifier_data'}", "--pretrain_steps=0",
-                            "--classifier_epochs=0.2", "--dupe_factor=1"], str(tmp_path))
+                            "--classifier_epochs=1", "--dupe_factor=1", "--finetune_seeds=1",
+                            "--random_init_row=false", "--reference_hf_dir="], str(tmp_path))
     assert f"using --vocab_file {out / 'vocab.txt'}" in stdout
     assert f"fine-tuning {checkpoint}" in stdout
+    assert "run 1/1: from --init_checkpoint (2 x 128), seed 12345" in stdout and "difference" not in stdout
     assert (own / "export" / "saved_model.pb").exists()
     assert not (own / "vocab.txt").exists() and not (own / "classifier_data").exists()
+    assert not (own / "reference_checkpoint").exists()
 
 
 def test_console_filter_keeps_progress_lines_only():
