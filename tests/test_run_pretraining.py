@@ -154,34 +154,35 @@ def test_first_step_loss_and_update_equal_the_original(tmp_path):
 
 
 @pytest.mark.slow
-def test_300_steps_from_original_checkpoint_then_eval(tmp_path):
-    """Continue the original checkpoint (global step 30, Adam slots) 300 steps, then eval: the masked LM has
+def test_100_steps_from_original_checkpoint_then_eval(tmp_path):
+    """Continue the original checkpoint (global step 30, Adam slots) 100 steps, then eval: the masked LM has
     learnt (its loss down, its accuracy up against the eval of the checkpoint itself), eval_results.txt has the
     original's keys, and eval is reproducible run to run.
 
     Next-sentence prediction is left out: with this recipe (learning rate 1e-3, no warm-up) it is bimodal in the
     seed and in the CPU's kernels, for the original as for us. It either leaves its plateau (accuracy 0.95-1.0) or
     stays at the majority class (0.54); the original code run here under six graph seeds did the first 3 times of 6,
-    ours too, and one CPU type gives the second mode for the default seed."""
+    ours too, and one CPU type gives the second mode for the default seed. (Here, after 100 steps: masked-LM loss
+    5.65 -> 5.30, accuracy 0.030 -> 0.069.)"""
     output_dir = str(tmp_path / "out")
     _copy_reference_checkpoint(output_dir)
     options = cli.build_options(
         rp.PretrainingOptions, output_dir=output_dir,
         bert_config_file=os.path.join(reference_dir(), "bert_config.json"), train_batch_size=32, eval_batch_size=8,
-        learning_rate=1e-3, num_train_steps=330, num_warmup_steps=0, save_checkpoints_steps=330,
+        learning_rate=1e-3, num_train_steps=130, num_warmup_steps=0, save_checkpoints_steps=130,
         iterations_per_loop=100, input_file=sample_records())
     before = rp.run(dataclasses.replace(options, do_eval=True))["eval"]
     assert before["global_step"] == 30
     result = rp.run(dataclasses.replace(options, do_train=True, do_eval=True))
     results = result["eval"]
-    assert results["global_step"] == 330
+    assert results["global_step"] == 130
     assert results["masked_lm_loss"] <= before["masked_lm_loss"] - 0.1, (before, results)
-    assert results["masked_lm_accuracy"] >= 2 * before["masked_lm_accuracy"], (before, results)
+    assert results["masked_lm_accuracy"] >= 1.5 * before["masked_lm_accuracy"], (before, results)  # 0.030 -> 0.069
     lines = open(os.path.join(output_dir, "eval_results.txt")).read().splitlines()
     assert [line.split(" = ")[0] for line in lines] == [
         "global_step", "loss", "masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy",
         "next_sentence_loss"]
-    assert lines[0] == "global_step = 330"
+    assert lines[0] == "global_step = 130"
     # Eval is reproducible run to run.
     again = rp.run(dataclasses.replace(options, do_eval=True))["eval"]
     assert again == results
