@@ -65,6 +65,10 @@ def test_the_dry_run_writes_gpu_json_of_the_real_runs_shape(tmp_path, report):
     expected = {"HF eager"} | ({"tf-models-official"} if environment["peer"] else set())
     assert {row["implementation"] for row in trained} == expected, trained
     for row in trained:
+        if row["implementation"] == "HF eager" and not environment.get("torch"):
+            # TensorFlow 2.20's test environment has tf-models-official but no PyTorch: a failed row says why.
+            assert row["examples_per_s"] is None and "No module named 'torch'" in row["failed"], row
+            continue
         assert row["examples_per_s"] > 0 and row["mfu"] > 0 and row["compile_s"] is not None, row
         assert (row["model"], row["seq"], row["batch"], row["dtype"], row["xla"]) == (
             "tiny (dry run)", 128, 4, "bfloat16", False)
