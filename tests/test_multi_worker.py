@@ -75,6 +75,7 @@ def _check(tmp_path, script, data_flags, train_flags, inference_flags, outputs):
     assert _files(single, outputs) == _files(multi, outputs)
 
 
+@pytest.mark.both_tf
 @pytest.mark.slow
 def test_classifier_two_workers(tmp_path):
     data = tmp_path / "mrpc"

@@ -137,6 +137,7 @@ def test_sigterm_on_one_of_two_workers_stops_both_after_one_step_and_the_rerun_e
     _assert_same_weights(straight, stopped, steps)
 
 
+@pytest.mark.both_tf
 @pytest.mark.slow
 @pytest.mark.parametrize("how", ["killed", "frozen"])
 def test_a_lost_worker_ends_the_other_with_one_line_and_the_same_commands_resume(tmp_path, how):
