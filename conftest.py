@@ -40,15 +40,15 @@ def modeling_defaults():
 # Markers of the tests that need a peer implementation (pytest.ini): not the product's own tests.
 PEER_MARKERS = ("tf_models", "hf")
 # Markers --without takes: the peers', and that of the tests one TensorFlow's pass runs for both.
-WITHOUT_MARKERS = PEER_MARKERS + ("default_tf",)
+WITHOUT_MARKERS = PEER_MARKERS + ("default_tf", "second_tf")
 
 
 def pytest_addoption(parser):
     parser.addoption(
         "--without", default="", metavar="MARKER[,MARKER]",
         help="leave out (deselect) the tests carrying one of these markers: %s (scripts/test.sh runs the tests "
-             "of tf-models-official on TensorFlow 2.20 only, those of HF and default_tf on the default TensorFlow "
-             "only)" % ", ".join(WITHOUT_MARKERS))
+             "of tf-models-official and second_tf on TensorFlow 2.20 only, those of HF and default_tf on the default "
+             "TensorFlow only)" % ", ".join(WITHOUT_MARKERS))
     parser.addoption(
         "--data-free", action="store_true",
         help="run the data-free subset: the tests that read the shared data folder (../shared or "

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Sets everything up and runs the whole test suite (slow tests included) on each TensorFlow the project runs on:
 #   - the default one (requirements.txt, in .venv): every test but tf-models-official's, whose peer installs
-#     with TensorFlow 2.20 only;
+#     with TensorFlow 2.20 only, and the slow tests marked second_tf;
 #   - TensorFlow 2.20 (requirements-tf2.20.txt, in .venv-tf2.20): the fast tests but HF's and those marked
 #     default_tf (the main job's and the test command's own), the tests of tf-models-official, and the slow tests
-#     marked both_tf (-m "not slow or tf_models or both_tf"; arguments of yours come after and win).
+#     marked both_tf or second_tf (-m "not slow or tf_models or both_tf or second_tf"; arguments of yours come
+#     after and win).
 # So every test runs, the product's fast tests on both versions, its slow ones (whole jobs, several processes,
-# exports: the same code paths as the fast tests) on the default only: CI's 30 minutes hold both passes no more. The two passes run side by side (each leaves
+# exports: the same code paths as the fast tests) once, split between the two (both_tf: on both): CI's 30
+# minutes do not hold both passes in full. The two passes run side by side (each leaves
 # part of CI's 2 cores idle: together they take little longer than one); the 2.20 pass's output follows the
 # default's, and the exit status is 0 when both passed.
 # BERT_TF_VERSION=X.Y runs that version's pass alone, in the foreground: BERT_TF_VERSION=2.20 bash scripts/test.sh
@@ -23,9 +25,9 @@ DEFAULT="$(sed -n 's/^tensorflow==\([0-9]*\.[0-9]*\)\..*/\1/p' "$ROOT/requiremen
 run_pass() {
   local version="$1" without=()
   shift
-  [ "$version" = 2.20 ] || without+=(tf_models)
+  [ "$version" = 2.20 ] || without+=(tf_models second_tf)
   local select=()
-  [ "$version" = "$DEFAULT" ] || { without+=(hf default_tf); select=(-m "not slow or tf_models or both_tf"); }
+  [ "$version" = "$DEFAULT" ] || { without+=(hf default_tf); select=(-m "not slow or tf_models or both_tf or second_tf"); }
   BERT_TF_VERSION="$version" source "$ROOT/scripts/setup.sh" --dev || return
   cd "$ROOT" || return
   echo "[test] TensorFlow $version: python -m pytest --without=$(IFS=,; echo "${without[*]}") ${select[*]} $*"

@@ -97,6 +97,7 @@ def classifier_args(tmp_path, **flags):
 # One line for a user error, none of TensorFlow's start-up noise.
 
 
+@pytest.mark.second_tf
 @pytest.mark.slow
 def test_bad_classifier_inputs_are_one_line_and_leave_no_folder(tmp_path):
     out = tmp_path / "out"
@@ -321,6 +322,7 @@ run_pretraining.cli.main(run_pretraining.PretrainingOptions, run_pretraining.run
 """
 
 
+@pytest.mark.second_tf
 @pytest.mark.slow
 def test_kill_during_a_save_resumes_to_the_same_weights(tmp_path):
     config = tiny_config_file(tmp_path / "bert_config.json")

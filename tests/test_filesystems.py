@@ -106,6 +106,7 @@ def _load_saved_model(export_dir):
     return tf.saved_model.load(export_dir)
 
 
+@pytest.mark.second_tf
 @pytest.mark.slow
 def test_classifier_on_ram_equals_the_same_job_on_local_disk(ram, pretrained, tmp_path):
     def job(root, data_dir, init_checkpoint, vocab_file, config_file, predict_input):
@@ -145,6 +146,7 @@ def test_classifier_on_ram_equals_the_same_job_on_local_disk(ram, pretrained, tm
             assert f.read() == _read(f"{ram}/mrpc/{name}"), name
 
 
+@pytest.mark.second_tf
 @pytest.mark.slow
 def test_ner_squad_and_features_on_ram(ram, pretrained):
     ner = run_ner.run(_options(

@@ -87,6 +87,7 @@ def test_classifier_two_workers(tmp_path):
            ["eval_results.txt", "test_results.tsv"])
 
 
+@pytest.mark.second_tf
 @pytest.mark.slow
 def test_ner_two_workers(tmp_path):
     data = tmp_path / "conll"
@@ -99,6 +100,7 @@ def test_ner_two_workers(tmp_path):
             "eval_conlleval.txt", "test_conlleval.txt"])
 
 
+@pytest.mark.second_tf
 @pytest.mark.slow
 def test_squad_two_workers(tmp_path):
     with open(shared_path("data", "squad", "v1.1", "dev-v1.1.json"), encoding="utf-8") as f:

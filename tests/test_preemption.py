@@ -90,6 +90,7 @@ def test_a_sigterm_while_a_function_is_traced_sets_the_flag_and_leaves_the_graph
     assert len(graph.captures) == 0
 
 
+@pytest.mark.second_tf
 @pytest.mark.slow
 def test_sigterm_saves_the_step_reached_and_the_rerun_ends_as_an_uninterrupted_run(tmp_path):
     steps = 300
@@ -112,6 +113,7 @@ def test_sigterm_saves_the_step_reached_and_the_rerun_ends_as_an_uninterrupted_r
     _assert_same_weights(straight, stopped, steps)
 
 
+@pytest.mark.second_tf
 @pytest.mark.slow
 def test_sigterm_on_one_of_two_workers_stops_both_after_one_step_and_the_rerun_ends_as_an_uninterrupted_run(
         tmp_path):

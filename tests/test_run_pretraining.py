@@ -153,6 +153,7 @@ def test_first_step_loss_and_update_equal_the_original(tmp_path):
     assert compared == len([k for k in ref.files if k.startswith("step_")]) and compared > 90
 
 
+@pytest.mark.second_tf
 @pytest.mark.slow
 def test_100_steps_from_original_checkpoint_then_eval(tmp_path):
     """Continue the original checkpoint (global step 30, Adam slots) 100 steps, then eval: the masked LM has

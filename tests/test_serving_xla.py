@@ -118,6 +118,7 @@ def test_xla_module_traces_once_for_requests_of_every_batch_size_and_length():
     assert compiled.serve_text.experimental_get_tracing_count() == 1
 
 
+@pytest.mark.second_tf
 @pytest.mark.slow
 def test_exports_in_half_precision_and_under_xla_answer_as_float32(tmp_path):
     """run_classifier.py --export_dir from one checkpoint: float32; --use_xla=true; --export_dtype=bfloat16 and
