@@ -24,6 +24,7 @@ import json
 import os
 import random
 import re
+import statistics
 import sys
 import sysconfig
 import types
@@ -817,7 +818,7 @@ def _finetuning_stage(job, out, progress):
         accuracy[row.name].append(float(run["eval"]["eval_accuracy"]))
         if first:
             results = run
-        left = sum(_mean(seconds[r.name] or [t * r.epochs / row.epochs for t in seconds[row.name]])
+        left = sum(statistics.mean(seconds[r.name] or [t * r.epochs / row.epochs for t in seconds[row.name]])
                    for r, _ in runs[number:])
         progress.note(f"run {number}/{len(runs)}: from {row.name}, seed {seed}: dev accuracy "
                       f"{accuracy[row.name][-1]:.3f} ({seconds[row.name][-1]:.0f} s; about {left:.0f} s left in "
@@ -855,16 +856,9 @@ def _slug(name):
     return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")[:40]
 
 
-def _mean(values):
-    return sum(values) / len(values)
-
-
 def _spread(values):
     """The sample standard deviation (0 for one value)."""
-    if len(values) < 2:
-        return 0.0
-    mean = _mean(values)
-    return (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5
+    return statistics.stdev(values) if len(values) > 1 else 0.0
 
 
 def comparison_table(rows, seeds, accuracy, num_dev, num_labels, chance):
@@ -877,11 +871,11 @@ def comparison_table(rows, seeds, accuracy, num_dev, num_labels, chance):
     for row in rows:
         values = dict(zip(row.seeds, accuracy[row.name]))
         spread = f"{_spread(accuracy[row.name]):.3f}" if len(values) > 1 else "  -  "
-        lines.append(f"  {row.name:<{width}}{_mean(accuracy[row.name]):>7.3f} ± {spread}   "
+        lines.append(f"  {row.name:<{width}}{statistics.mean(accuracy[row.name]):>7.3f} ± {spread}   "
                      + "  ".join(f"{values[s]:>6.3f}" if s in values else f"{'-':>6}" for s in seeds))
     if len(rows) > 1 and rows[1].init_checkpoint is None:
         pre, rand = accuracy[rows[0].name], accuracy[rows[1].name]
-        gain = _mean(pre) - _mean(rand)
+        gain = statistics.mean(pre) - statistics.mean(rand)
         spread = max(_spread(pre), _spread(rand))
         if min(pre) <= max(rand):
             verdict = "NOT clearly ahead: the two rows' runs overlap"
