@@ -512,8 +512,12 @@ class MainJobOptions:
                                 "(the original's 0.1: without it the small corpus and the few labelled sentences "
                                 "are learnt by heart).")
     max_seq_length: int = cli.option(64, "Sequence length of pre-training and fine-tuning.")
-    max_predictions_per_seq: int = cli.option(10, "Masked positions per pre-training sequence.")
-    dupe_factor: int = cli.option(10, "Passes over the corpus with different masks.")
+    masked_lm_prob: float = cli.option(0.6, "Fraction of each pre-training sequence's tokens masked. The original's "
+                                       "0.15 gives a small model on a small corpus too little to learn from per step: "
+                                       "its pre-trained row is no better than the random one at some seeds.")
+    max_predictions_per_seq: int = cli.option(38, "Most masked positions per pre-training sequence (at least "
+                                              "--masked_lm_prob x --max_seq_length).")
+    dupe_factor: int = cli.option(10, "Passes over the corpus (and the held-out documents) with different masks.")
     pretrain_steps: int = cli.option(2000, "Pre-training steps (0: fine-tune --init_checkpoint as is).")
     pretrain_batch_size: int = cli.option(32, "Pre-training batch size.")
     pretrain_learning_rate: float = cli.option(1e-3, "Pre-training peak learning rate.")
@@ -684,12 +688,17 @@ def _pretraining_data_stage(job, out, progress, corpus_path, eval_corpus_path):
     tf_gfile().makedirs(data_dir)
     records = os.path.join(data_dir, "train.tfrecord")
     eval_records = os.path.join(data_dir, "eval.tfrecord")
+    full = int(round(job.masked_lm_prob * job.max_seq_length))  # as create_pretraining_data counts a full sequence
+    if full > job.max_predictions_per_seq:
+        logging.warning("--max_predictions_per_seq=%d masks fewer than --masked_lm_prob=%g of a full sequence's "
+                        "tokens (%d)", job.max_predictions_per_seq, job.masked_lm_prob, full)
     counts = {}
-    for src, dst, dupe in ((corpus_path, records, job.dupe_factor), (eval_corpus_path, eval_records, 1)):
+    for src, dst in ((corpus_path, records), (eval_corpus_path, eval_records)):
         written = create_pretraining_data.run(cli.build_options(
             create_pretraining_data.CreatePretrainingDataOptions, input_file=src, output_file=dst,
             vocab_file=job.vocab_file, do_lower_case=job.do_lower_case, max_seq_length=job.max_seq_length,
-            max_predictions_per_seq=job.max_predictions_per_seq, random_seed=job.seed, dupe_factor=dupe))
+            max_predictions_per_seq=job.max_predictions_per_seq, masked_lm_prob=job.masked_lm_prob,
+            random_seed=job.seed, dupe_factor=job.dupe_factor))
         counts[dst] = sum(written.values())
     progress.note(", ".join(f"{n} instances -> {path}" for path, n in counts.items()))
     out["pretraining_data"] = data_dir
