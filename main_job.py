@@ -556,15 +556,7 @@ def run_main_job(options):
     results."""
     job = types.SimpleNamespace(**vars(options))
     job.labels, job.requests = tuple(options.labels or ()), tuple(options.request)
-    if job.init_checkpoint and not (job.bert_config_file and job.vocab_file):
-        raise cli.UserError("--init_checkpoint needs --bert_config_file and --vocab_file (the checkpoint's own)")
-    if job.bert_config_file and not job.init_checkpoint:
-        raise cli.UserError("--bert_config_file is only used with --init_checkpoint")
-    if job.eval_every < 1 or job.pretrain_steps < 0:
-        raise cli.UserError(f"--eval_every={job.eval_every} must be positive and --pretrain_steps="
-                            f"{job.pretrain_steps} non-negative")
-    if not job.pretrain_steps and not job.init_checkpoint:
-        raise cli.UserError("--pretrain_steps=0 needs --init_checkpoint (nothing to fine-tune otherwise)")
+    check_settings(options)
     check_inputs(job.corpus_file, job.vocab_file, job.bert_config_file, job.init_checkpoint, job.task_data_dir)
     job.output_dir = make_output_dir(job.output_dir)
     out = collections.OrderedDict(output_dir=job.output_dir, log=os.path.join(job.output_dir, "main_job.log"))
@@ -603,6 +595,22 @@ def tf_gfile():
     """tf.io.gfile (TensorFlow is imported only once a stage needs it)."""
     import tensorflow as tf
     return tf.io.gfile
+
+
+def check_settings(options):
+    """The flags (MainJobOptions) agree with each other and are in range, before anything is written."""
+    if options.init_checkpoint and not (options.bert_config_file and options.vocab_file):
+        raise cli.UserError("--init_checkpoint needs --bert_config_file and --vocab_file (the checkpoint's own)")
+    if options.bert_config_file and not options.init_checkpoint:
+        raise cli.UserError("--bert_config_file is only used with --init_checkpoint")
+    if options.eval_every < 1 or options.pretrain_steps < 0:
+        raise cli.UserError(f"--eval_every={options.eval_every} must be positive and --pretrain_steps="
+                            f"{options.pretrain_steps} non-negative")
+    if not options.pretrain_steps and not options.init_checkpoint:
+        raise cli.UserError("--pretrain_steps=0 needs --init_checkpoint (nothing to fine-tune otherwise)")
+    if not 0 < options.masked_lm_prob <= 1 or options.max_predictions_per_seq < 1:
+        raise cli.UserError(f"--masked_lm_prob={options.masked_lm_prob} must be in (0, 1] and "
+                            f"--max_predictions_per_seq={options.max_predictions_per_seq} at least 1")
 
 
 def check_inputs(corpus_file=None, vocab_file=None, bert_config_file=None, init_checkpoint=None,
@@ -933,6 +941,7 @@ def main(_):
         for text, label, probability in answer_requests(options.answer_export_dir, options.request):
             print(format_answer(text, label, probability))
         return
+    check_settings(options)
     check_inputs(options.corpus_file, options.vocab_file, options.bert_config_file, options.init_checkpoint,
                  options.task_data_dir)
     setup_logging(os.path.join(make_output_dir(options.output_dir), "main_job.log"), options.verbose)

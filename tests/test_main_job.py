@@ -241,7 +241,8 @@ def test_console_filter_keeps_progress_lines_only():
 
 
 def test_bad_input_flags_fail_before_anything_is_written(tmp_path):
-    """Each input flag naming something missing ends in one line naming the flag; no output folder is made."""
+    """Each input flag naming something missing, or out of range, ends in one line naming the flag; no output
+    folder is made."""
     import subprocess
     import sys
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -260,6 +261,8 @@ def test_bad_input_flags_fail_before_anything_is_written(tmp_path):
         ([f"--task_data_dir={data}"], "test.tsv", "no such file"),
         ([f"--init_checkpoint={tmp_path / 'ckpt'}", f"--bert_config_file={config}", f"--vocab_file={vocab}"],
          "--init_checkpoint=", "checkpoint not found"),
+        (["--masked_lm_prob=1.5"], "--masked_lm_prob=1.5", "must be in (0, 1]"),
+        ([f"--bert_config_file={config}"], "--bert_config_file", "only used with --init_checkpoint"),
     ]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     for args, names, what in cases:
