@@ -1261,6 +1261,13 @@ def run(options):
     logging.info("*** Reading from input files ***")
     for path in input_files:
         logging.info("  %s", path)
+    settings = options.settings
+    full = int(round(settings.max_seq_length * settings.masked_lm_prob))  # the masks of a full sequence, uncapped
+    if full > settings.max_predictions_per_seq:
+        logging.warning("--max_predictions_per_seq=%d masks fewer than --masked_lm_prob=%g of a full sequence's "
+                        "tokens (%d of %d): longer sequences get %d masks, as in the original",
+                        settings.max_predictions_per_seq, settings.masked_lm_prob, full, settings.max_seq_length,
+                        settings.max_predictions_per_seq)
     if options.num_workers == 0:
         if options.num_tasks != 1:
             raise cli.UserError("--num_tasks=%d needs fast mode (--num_workers >= 1)" % options.num_tasks)

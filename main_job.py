@@ -696,10 +696,6 @@ def _pretraining_data_stage(job, out, progress, corpus_path, eval_corpus_path):
     tf_gfile().makedirs(data_dir)
     records = os.path.join(data_dir, "train.tfrecord")
     eval_records = os.path.join(data_dir, "eval.tfrecord")
-    full = int(round(job.masked_lm_prob * job.max_seq_length))  # as create_pretraining_data counts a full sequence
-    if full > job.max_predictions_per_seq:
-        logging.warning("--max_predictions_per_seq=%d masks fewer than --masked_lm_prob=%g of a full sequence's "
-                        "tokens (%d)", job.max_predictions_per_seq, job.masked_lm_prob, full)
     counts = {}
     for src, dst in ((corpus_path, records), (eval_corpus_path, eval_records)):
         written = create_pretraining_data.run(cli.build_options(

@@ -15,6 +15,7 @@ import cli
 import create_pretraining_data as cpd
 import records
 import tokenization
+from tests.pretraining_records import read_records
 from tests.shared_data import shared_path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -23,19 +24,6 @@ NAMES = cpd.FEATURE_NAMES
 
 def _uncased():
     return shared_path("vocab", "uncased", "vocab.txt")
-
-
-def read_records(path):
-    """Parsed feature values of a TFRecord file (TensorFlow's reader checks the CRCs): name -> [N, K] array."""
-    columns = {name: [] for name in NAMES}
-    for raw in tf.data.TFRecordDataset(path):
-        feature = tf.train.Example.FromString(raw.numpy()).features.feature
-        for name in NAMES:
-            if name == "masked_lm_weights":
-                columns[name].append(list(feature[name].float_list.value))
-            else:
-                columns[name].append(list(feature[name].int64_list.value))
-    return {name: np.array(values) for name, values in columns.items()}
 
 
 def assert_same_records(got_path, want_path):
@@ -109,6 +97,7 @@ def test_cli_equals_original_and_spreads_round_robin(tmp_path):
     log = result.stderr
     assert "*** Example ***" in log and "tokens: [CLS]" in log and "masked_lm_positions:" in log
     assert "Wrote 118 total instances" in log
+    assert "masks fewer than" not in log  # the original's defaults: 0.15 x 128 tokens = 19 masks, at most 20
     parts = [read_records(path) for path in outputs]
     assert [len(p["input_ids"]) for p in parts] == [40, 39, 39]
     for k, path in enumerate(outputs):
@@ -332,6 +321,22 @@ def test_logs_examples_and_counts(tmp_path, caplog):
     assert re.search(r"worker 0/1: %s instances, \d+ instances/s, 3 documents, 100.0%% of its .* read, "
                      r"100%% done, ETA 0:00:00" % "{:,}".format(counts[out]), caplog.text)
     assert caplog.text.count("*** Example ***") == 20
+
+
+def test_a_cap_on_the_masks_of_a_full_sequence_is_logged(tmp_path, caplog):
+    """max_predictions_per_seq below masked_lm_prob x max_seq_length caps longer sequences' masks, as the
+    original does (the records stay the original's); the run says so in one warning."""
+    caplog.set_level(std_logging.WARNING)
+    out, _ = _run(tmp_path, shared_path("data", "text", "sample_text.txt"), dupe_factor=1, max_seq_length=64,
+                  masked_lm_prob=0.6, max_predictions_per_seq=20)
+    assert caplog.text.count("--max_predictions_per_seq=20 masks fewer than --masked_lm_prob=0.6 of a full "
+                             "sequence's tokens (38 of 64)") == 1
+    masks = read_records(out)["masked_lm_weights"].sum(axis=1)
+    assert masks.max() == 20 and (masks == 20).mean() > 0.5
+    caplog.clear()
+    _run(tmp_path, shared_path("data", "text", "sample_text.txt"), name="uncapped", dupe_factor=1,
+         max_seq_length=64, masked_lm_prob=0.6, max_predictions_per_seq=38)
+    assert "masks fewer than" not in caplog.text
 
 
 @pytest.mark.parametrize("body", [b"", b"\n\n  \n\t\n", b"\x01\x02\n\n"])
