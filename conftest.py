@@ -38,7 +38,7 @@ def modeling_defaults():
 
 
 # Markers of the tests that need a peer implementation (pytest.ini): not the product's own tests.
-PEER_MARKERS = ("tf_models", "hf")
+PEER_MARKERS = ("tf_models", "hf", "clients")
 # Markers --without takes: the peers', and that of the tests one TensorFlow's pass runs for both.
 WITHOUT_MARKERS = PEER_MARKERS + ("default_tf", "second_tf")
 

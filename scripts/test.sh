@@ -2,7 +2,7 @@
 # Sets everything up and runs the whole test suite (slow tests included) on each TensorFlow the project runs on:
 #   - the default one (requirements.txt, in .venv): every test but tf-models-official's, whose peer installs
 #     with TensorFlow 2.20 only, and the slow tests marked second_tf;
-#   - TensorFlow 2.20 (requirements-tf2.20.txt, in .venv-tf2.20): the fast tests but HF's and those marked
+#   - TensorFlow 2.20 (requirements-tf2.20.txt, in .venv-tf2.20): the fast tests but HF's, the clients' and those marked
 #     default_tf (the main job's and the test command's own), the tests of tf-models-official, and the slow tests
 #     marked both_tf or second_tf (-m "not slow or tf_models or both_tf or second_tf"; arguments of yours come
 #     after and win).
@@ -27,7 +27,7 @@ run_pass() {
   shift
   [ "$version" = 2.20 ] || without+=(tf_models second_tf)
   local select=()
-  [ "$version" = "$DEFAULT" ] || { without+=(hf default_tf); select=(-m "not slow or tf_models or both_tf or second_tf"); }
+  [ "$version" = "$DEFAULT" ] || { without+=(hf clients default_tf); select=(-m "not slow or tf_models or both_tf or second_tf"); }
   BERT_TF_VERSION="$version" source "$ROOT/scripts/setup.sh" --dev || return
   cd "$ROOT" || return
   echo "[test] TensorFlow $version: python -m pytest --without=$(IFS=,; echo "${without[*]}") ${select[*]} $*"
