@@ -19,7 +19,11 @@ and under tf.function; the section "The original release's API" below says how):
   TensorFlow 2 stand-ins for what the original took from TF1: get_variable(name, shape, ...) (tf.get_variable),
     trainable_variables(scope=None) (tf.trainable_variables), dense(input_tensor, units, activation=None,
     initializer_range=0.02, name="dense") (tf.layers.dense), get_or_create_global_step(), reset_variables()
-    (tf.reset_default_graph for these variables); tf.compat.v1.variable_scope names them as tf.variable_scope did.
+    (tf.reset_default_graph for these variables), save_checkpoint(save_path, var_list=None, global_step=None)
+    (tf.compat.v1.train.Saver().save: these variables and the optimizers' slots under their checkpoint names);
+    tf.compat.v1.variable_scope names them as tf.variable_scope did. variable_name(variable) (a variable's
+    checkpoint name), track_saveable(owner) (optimization.py's optimizers register their slots for
+    save_checkpoint).
 The project's Keras layers:
   BertEncoder(config, name="bert"): the Keras encoder; call(input_ids, input_mask=None, token_type_ids=None,
     training=False) -> {"sequence_output", "pooled_output", "all_encoder_layers", "embedding_output"};
@@ -51,10 +55,12 @@ or TPU's) runs them in the compute dtype.
 import collections
 import contextlib
 import copy
+import gc
 import json
 import math
 import re
 import threading
+import weakref
 
 import keras
 import numpy as np
@@ -825,6 +831,7 @@ class _Namespace:
     def __init__(self):
         self.variables = collections.OrderedDict()
         self.layers = {}
+        self.owners = []  # weak references to objects whose variables_by_name() save_checkpoint also writes
 
     def variable(self, name, shape, create):
         """The variable `name`: made by create() the first time (outside any trace, under no name scope), then
@@ -928,6 +935,85 @@ def reset_variables():
     the next BertModel (or function) makes new ones."""
     _NAMESPACE.variables.clear()
     _NAMESPACE.layers.clear()
+    del _NAMESPACE.owners[:]
+
+
+def variable_name(variable):
+    """A variable's name in checkpoints, for weight-decay patterns and slots: its `original_name` (the project's
+    layers give their Keras variables one), else a tf.Variable's name without ":0", else a Keras variable's
+    path."""
+    name = getattr(variable, "original_name", None)
+    if name:
+        return name
+    if isinstance(variable, keras.Variable):
+        return variable.path
+    return re.sub(":\\d+$", "", variable.name)
+
+
+def track_saveable(owner):
+    """save_checkpoint also writes owner.variables_by_name() ({checkpoint name: variable}: an optimizer's slots,
+    the variables a create_optimizer step trained) while `owner` lives, until reset_variables()."""
+    _NAMESPACE.owners[:] = [ref for ref in _NAMESPACE.owners if ref() is not None] + [weakref.ref(owner)]
+
+
+def _saveable_sources():
+    """(owner description, {name: variable}) of the namespace and of every owner still alive."""
+    sources = [("modeling", _NAMESPACE.variables)]
+    for ref in _NAMESPACE.owners:
+        owner = ref()
+        if owner is not None:
+            sources.append((getattr(owner, "name", None) or type(owner).__name__, owner.variables_by_name()))
+    return sources
+
+
+def _merge_saveable(sources):
+    """{name: variable} of `sources`, each variable once; the names two different variables would both be
+    written under -> [(name, owner descriptions)]."""
+    merged, owner_of, clashes = collections.OrderedDict(), {}, []
+    for owner, by_name in sources:
+        for name, variable in by_name.items():
+            if name not in merged:
+                merged[name], owner_of[name] = variable, owner
+            elif merged[name] is not variable:
+                clashes.append((name, (owner_of[name], owner)))
+    return merged, clashes
+
+
+def save_checkpoint(save_path, var_list=None, global_step=None):
+    """TensorFlow 2's stand-in for tf.compat.v1.train.Saver(var_list).save(sess, save_path, global_step): writes
+    the variables under their checkpoint names (the format the original's Saver wrote, which
+    init_from_checkpoint and the scripts' --init_checkpoint read) to `save_path` (`save_path-STEP` with
+    global_step, an int or a variable); returns that prefix.
+
+    var_list: {checkpoint name: variable}, or variables (named as get_assignment_map_from_checkpoint names
+    them); default every variable of this module (BertModel, get_variable, the global step), the slots of every
+    optimization.AdamWeightDecayOptimizer and the other variables a create_optimizer step trained. Two
+    different variables under one name (the slots of two optimizers of the same variable: a TF1 graph could not
+    hold both) are an error naming it: nothing is written."""
+    if var_list is None:
+        variables, clashes = _merge_saveable(_saveable_sources())
+        if clashes:
+            gc.collect()  # owners dropped but not yet collected save nothing
+            variables, clashes = _merge_saveable(_saveable_sources())
+        if clashes:
+            name, owners = clashes[0]
+            raise ValueError(
+                f"save_checkpoint: two different variables would be saved as {name} (from {owners[0]} and "
+                f"{owners[1]}; {len(clashes)} name(s) in all): pass var_list={{name: variable}} to choose, e.g. "
+                f"optimizer.variables_by_name() of one optimizer, or call modeling.reset_variables() between "
+                f"unrelated models")
+    elif isinstance(var_list, dict):
+        variables = collections.OrderedDict(var_list)
+    else:
+        variables = collections.OrderedDict()
+        for variable in var_list:
+            name = variable_name(variable)
+            if name in variables and variables[name] is not variable:
+                raise ValueError(f"save_checkpoint: two variables of var_list are named {name}")
+            variables[name] = variable
+    if global_step is not None:
+        save_path = f"{save_path}-{int(global_step)}"
+    return checkpoints.save_checkpoint(save_path, variables)
 
 
 class _NamespaceEncoder(BertEncoder):
