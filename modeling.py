@@ -10,9 +10,11 @@ and under tf.function; the section "The original release's API" below says how):
     (original tanh approximation), "gelu_exact" (erf), "relu", "tanh", "linear", or a function.
   BertModel(config, is_training, input_ids, input_mask=None, token_type_ids=None, use_one_hot_embeddings=False,
     scope=None): get_pooled_output(), get_sequence_output(), get_all_encoder_layers(), get_embedding_output(),
-    get_embedding_table(); `trainable_variables` (tf.Variables named "bert/...:0"), `variables_by_name()`.
+    get_embedding_table() (one forward pass, computed when the first of them is called); `trainable_variables`
+    (tf.Variables named "bert/...:0"), `variables_by_name()`.
   get_assignment_map_from_checkpoint(tvars, init_checkpoint) -> (assignment_map, initialized_variable_names);
-    init_from_checkpoint(ckpt_dir_or_file, assignment_map): the eager stand-in for tf.train.init_from_checkpoint.
+    init_from_checkpoint(ckpt_dir_or_file, assignment_map): tf.train.init_from_checkpoint's stand-in, assigning
+    once when called (eagerly, or inside a tf.function while it is traced).
   gelu, get_activation, create_initializer, dropout, layer_norm(input_tensor, name=None), layer_norm_and_dropout,
     get_shape_list, assert_rank, reshape_to_matrix, reshape_from_matrix, create_attention_mask_from_input_mask,
     embedding_lookup, embedding_postprocessor, attention_layer, transformer_model.
@@ -1060,9 +1062,11 @@ class BertModel:
         assignment_map, _ = modeling.get_assignment_map_from_checkpoint(model.trainable_variables, init_checkpoint)
         modeling.init_from_checkpoint(init_checkpoint, assignment_map)
 
-    at any time: eagerly, every get_*() computes its output from the variables' values when it is called (and
-    one model's outputs share one draw of dropout masks); inside a tf.function the outputs are computed once, at
-    construction, and read the variables when the function runs. is_training=False sets both dropout
+    after construction and before the first get_*(): the get_*() outputs of one model come from one forward
+    pass, computed when the first of them is called (eagerly, from the variables' values then; inside a
+    tf.function, reading the variables when the function runs), so one model's outputs share one draw of dropout
+    masks; a model built eagerly and read inside a tf.function (or a branch of one) computes its pass again
+    there. is_training=False sets both dropout
     probabilities to 0, as the original. use_one_hot_embeddings looks the word embeddings up with a one-hot
     matmul (the same values; a dense gradient, as the original on TPU). scope: as the original's variable
     scope (default "bert", under the current tf.compat.v1.variable_scope).
@@ -1089,10 +1093,9 @@ class BertModel:
         self._inputs = (input_ids, input_mask, token_type_ids)
         self._training = bool(is_training)
         self._dropout_seed = None
-        self._outputs = None
-        if not tf.executing_eagerly():
-            self._outputs = self._forward()
-        elif self._training and (config.hidden_dropout_prob or config.attention_probs_dropout_prob):
+        self._outputs = None  # (graph or None eagerly, the forward pass's outputs), made by the first get_*()
+        if tf.executing_eagerly() and self._training and (
+                config.hidden_dropout_prob or config.attention_probs_dropout_prob):
             self._dropout_seed = tf.random.uniform([2], maxval=tf.int64.max, dtype=tf.int64)
 
     def _forward(self):
@@ -1102,7 +1105,12 @@ class BertModel:
             return self._encoder(*self._inputs, training=self._training)
 
     def _output(self, key):
-        return (self._outputs or self._forward())[key]
+        """An output of the model's one forward pass in the current graph (None eagerly), computed when first
+        read there."""
+        graph = None if tf.executing_eagerly() else tf.compat.v1.get_default_graph()
+        if self._outputs is None or self._outputs[0] is not graph:
+            self._outputs = (graph, self._forward())
+        return self._outputs[1][key]
 
     @property
     def trainable_variables(self):
@@ -1372,10 +1380,15 @@ def get_assignment_map_from_checkpoint(tvars, init_checkpoint):
 
 def init_from_checkpoint(ckpt_dir_or_file, assignment_map):
     """TensorFlow 2's stand-in for tf.train.init_from_checkpoint(ckpt_dir_or_file, assignment_map), which only
-    runs in graph mode: assigns now (eagerly) each checkpoint variable named by a key of `assignment_map` (a
-    dict or (key, value) pairs) to the variable its value names (one of this module's variables, as
+    runs in graph mode: assigns each checkpoint variable named by a key of `assignment_map` (a dict or (key,
+    value) pairs) to the variable its value names (one of this module's variables, as
     get_assignment_map_from_checkpoint's map names them) or is (a variable). A name the checkpoint lacks, an
-    unknown variable name or a shape that differs is an error; returns the checkpoint names loaded."""
+    unknown variable name or a shape that differs is an error; returns the checkpoint names loaded.
+
+    The values are assigned once, when it is called, as TF1's set them once at initialisation: eagerly, or,
+    inside a tf.function, while the function is traced (out of the graph, as tf.init_scope): each call of the
+    Python function (each trace) loads the checkpoint once, and the traced graph's executions load nothing (a
+    variable restored to 5 and incremented in the function reads 6, then 7)."""
     prefix = checkpoints.resolve_checkpoint(ckpt_dir_or_file)
     in_checkpoint = dict(tf.train.list_variables(prefix))
     pairs = assignment_map.items() if isinstance(assignment_map, dict) else assignment_map
@@ -1390,7 +1403,8 @@ def init_from_checkpoint(ckpt_dir_or_file, assignment_map):
                                  f"get_variable, the modeling functions): pass the variable itself")
             target = _NAMESPACE.variables[name]
         targets[checkpoint_name] = target
-    loaded, _, _ = checkpoints.init_from_checkpoint(targets, prefix, required=None)
+    with tf.init_scope():
+        loaded, _, _ = checkpoints.init_from_checkpoint(targets, prefix, required=None)
     return loaded
 
 
