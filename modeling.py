@@ -10,16 +10,22 @@ and under tf.function; the section "The original release's API" below says how):
     (original tanh approximation), "gelu_exact" (erf), "relu", "tanh", "linear", or a function.
   BertModel(config, is_training, input_ids, input_mask=None, token_type_ids=None, use_one_hot_embeddings=False,
     scope=None): get_pooled_output(), get_sequence_output(), get_all_encoder_layers(), get_embedding_output(),
-    get_embedding_table(); `trainable_variables` (tf.Variables named "bert/...:0"), `variables_by_name()`.
+    get_embedding_table() (one forward pass, computed when the first of them is called); `trainable_variables`
+    (tf.Variables named "bert/...:0"), `variables_by_name()`.
   get_assignment_map_from_checkpoint(tvars, init_checkpoint) -> (assignment_map, initialized_variable_names);
-    init_from_checkpoint(ckpt_dir_or_file, assignment_map): the eager stand-in for tf.train.init_from_checkpoint.
+    init_from_checkpoint(ckpt_dir_or_file, assignment_map): tf.train.init_from_checkpoint's stand-in, assigning
+    once when called (eagerly, or inside a tf.function while it is traced).
   gelu, get_activation, create_initializer, dropout, layer_norm(input_tensor, name=None), layer_norm_and_dropout,
     get_shape_list, assert_rank, reshape_to_matrix, reshape_from_matrix, create_attention_mask_from_input_mask,
     embedding_lookup, embedding_postprocessor, attention_layer, transformer_model.
   TensorFlow 2 stand-ins for what the original took from TF1: get_variable(name, shape, ...) (tf.get_variable),
     trainable_variables(scope=None) (tf.trainable_variables), dense(input_tensor, units, activation=None,
     initializer_range=0.02, name="dense") (tf.layers.dense), get_or_create_global_step(), reset_variables()
-    (tf.reset_default_graph for these variables); tf.compat.v1.variable_scope names them as tf.variable_scope did.
+    (tf.reset_default_graph for these variables), save_checkpoint(save_path, var_list=None, global_step=None)
+    (tf.compat.v1.train.Saver().save: these variables and the optimizers' slots under their checkpoint names);
+    tf.compat.v1.variable_scope names them as tf.variable_scope did. variable_name(variable) (a variable's
+    checkpoint name), track_saveable(owner) (optimization.py's optimizers register their slots for
+    save_checkpoint).
 The project's Keras layers:
   BertEncoder(config, name="bert"): the Keras encoder; call(input_ids, input_mask=None, token_type_ids=None,
     training=False) -> {"sequence_output", "pooled_output", "all_encoder_layers", "embedding_output"};
@@ -51,10 +57,12 @@ or TPU's) runs them in the compute dtype.
 import collections
 import contextlib
 import copy
+import gc
 import json
 import math
 import re
 import threading
+import weakref
 
 import keras
 import numpy as np
@@ -825,6 +833,7 @@ class _Namespace:
     def __init__(self):
         self.variables = collections.OrderedDict()
         self.layers = {}
+        self.owners = []  # weak references to objects whose variables_by_name() save_checkpoint also writes
 
     def variable(self, name, shape, create):
         """The variable `name`: made by create() the first time (outside any trace, under no name scope), then
@@ -928,6 +937,85 @@ def reset_variables():
     the next BertModel (or function) makes new ones."""
     _NAMESPACE.variables.clear()
     _NAMESPACE.layers.clear()
+    del _NAMESPACE.owners[:]
+
+
+def variable_name(variable):
+    """A variable's name in checkpoints, for weight-decay patterns and slots: its `original_name` (the project's
+    layers give their Keras variables one), else a tf.Variable's name without ":0", else a Keras variable's
+    path."""
+    name = getattr(variable, "original_name", None)
+    if name:
+        return name
+    if isinstance(variable, keras.Variable):
+        return variable.path
+    return re.sub(":\\d+$", "", variable.name)
+
+
+def track_saveable(owner):
+    """save_checkpoint also writes owner.variables_by_name() ({checkpoint name: variable}: an optimizer's slots,
+    the variables a create_optimizer step trained) while `owner` lives, until reset_variables()."""
+    _NAMESPACE.owners[:] = [ref for ref in _NAMESPACE.owners if ref() is not None] + [weakref.ref(owner)]
+
+
+def _saveable_sources():
+    """(owner description, {name: variable}) of the namespace and of every owner still alive."""
+    sources = [("modeling", _NAMESPACE.variables)]
+    for ref in _NAMESPACE.owners:
+        owner = ref()
+        if owner is not None:
+            sources.append((getattr(owner, "name", None) or type(owner).__name__, owner.variables_by_name()))
+    return sources
+
+
+def _merge_saveable(sources):
+    """{name: variable} of `sources`, each variable once; the names two different variables would both be
+    written under -> [(name, owner descriptions)]."""
+    merged, owner_of, clashes = collections.OrderedDict(), {}, []
+    for owner, by_name in sources:
+        for name, variable in by_name.items():
+            if name not in merged:
+                merged[name], owner_of[name] = variable, owner
+            elif merged[name] is not variable:
+                clashes.append((name, (owner_of[name], owner)))
+    return merged, clashes
+
+
+def save_checkpoint(save_path, var_list=None, global_step=None):
+    """TensorFlow 2's stand-in for tf.compat.v1.train.Saver(var_list).save(sess, save_path, global_step): writes
+    the variables under their checkpoint names (the format the original's Saver wrote, which
+    init_from_checkpoint and the scripts' --init_checkpoint read) to `save_path` (`save_path-STEP` with
+    global_step, an int or a variable); returns that prefix.
+
+    var_list: {checkpoint name: variable}, or variables (named as get_assignment_map_from_checkpoint names
+    them); default every variable of this module (BertModel, get_variable, the global step), the slots of every
+    optimization.AdamWeightDecayOptimizer and the other variables a create_optimizer step trained. Two
+    different variables under one name (the slots of two optimizers of the same variable: a TF1 graph could not
+    hold both) are an error naming it: nothing is written."""
+    if var_list is None:
+        variables, clashes = _merge_saveable(_saveable_sources())
+        if clashes:
+            gc.collect()  # owners dropped but not yet collected save nothing
+            variables, clashes = _merge_saveable(_saveable_sources())
+        if clashes:
+            name, owners = clashes[0]
+            raise ValueError(
+                f"save_checkpoint: two different variables would be saved as {name} (from {owners[0]} and "
+                f"{owners[1]}; {len(clashes)} name(s) in all): pass var_list={{name: variable}} to choose, e.g. "
+                f"optimizer.variables_by_name() of one optimizer, or call modeling.reset_variables() between "
+                f"unrelated models")
+    elif isinstance(var_list, dict):
+        variables = collections.OrderedDict(var_list)
+    else:
+        variables = collections.OrderedDict()
+        for variable in var_list:
+            name = variable_name(variable)
+            if name in variables and variables[name] is not variable:
+                raise ValueError(f"save_checkpoint: two variables of var_list are named {name}")
+            variables[name] = variable
+    if global_step is not None:
+        save_path = f"{save_path}-{int(global_step)}"
+    return checkpoints.save_checkpoint(save_path, variables)
 
 
 class _NamespaceEncoder(BertEncoder):
@@ -974,9 +1062,11 @@ class BertModel:
         assignment_map, _ = modeling.get_assignment_map_from_checkpoint(model.trainable_variables, init_checkpoint)
         modeling.init_from_checkpoint(init_checkpoint, assignment_map)
 
-    at any time: eagerly, every get_*() computes its output from the variables' values when it is called (and
-    one model's outputs share one draw of dropout masks); inside a tf.function the outputs are computed once, at
-    construction, and read the variables when the function runs. is_training=False sets both dropout
+    after construction and before the first get_*(): the get_*() outputs of one model come from one forward
+    pass, computed when the first of them is called (eagerly, from the variables' values then; inside a
+    tf.function, reading the variables when the function runs), so one model's outputs share one draw of dropout
+    masks; a model built eagerly and read inside a tf.function (or a branch of one) computes its pass again
+    there. is_training=False sets both dropout
     probabilities to 0, as the original. use_one_hot_embeddings looks the word embeddings up with a one-hot
     matmul (the same values; a dense gradient, as the original on TPU). scope: as the original's variable
     scope (default "bert", under the current tf.compat.v1.variable_scope).
@@ -1003,10 +1093,9 @@ class BertModel:
         self._inputs = (input_ids, input_mask, token_type_ids)
         self._training = bool(is_training)
         self._dropout_seed = None
-        self._outputs = None
-        if not tf.executing_eagerly():
-            self._outputs = self._forward()
-        elif self._training and (config.hidden_dropout_prob or config.attention_probs_dropout_prob):
+        self._outputs = None  # (graph or None eagerly, the forward pass's outputs), made by the first get_*()
+        if tf.executing_eagerly() and self._training and (
+                config.hidden_dropout_prob or config.attention_probs_dropout_prob):
             self._dropout_seed = tf.random.uniform([2], maxval=tf.int64.max, dtype=tf.int64)
 
     def _forward(self):
@@ -1016,7 +1105,12 @@ class BertModel:
             return self._encoder(*self._inputs, training=self._training)
 
     def _output(self, key):
-        return (self._outputs or self._forward())[key]
+        """An output of the model's one forward pass in the current graph (None eagerly), computed when first
+        read there."""
+        graph = None if tf.executing_eagerly() else tf.compat.v1.get_default_graph()
+        if self._outputs is None or self._outputs[0] is not graph:
+            self._outputs = (graph, self._forward())
+        return self._outputs[1][key]
 
     @property
     def trainable_variables(self):
@@ -1286,10 +1380,15 @@ def get_assignment_map_from_checkpoint(tvars, init_checkpoint):
 
 def init_from_checkpoint(ckpt_dir_or_file, assignment_map):
     """TensorFlow 2's stand-in for tf.train.init_from_checkpoint(ckpt_dir_or_file, assignment_map), which only
-    runs in graph mode: assigns now (eagerly) each checkpoint variable named by a key of `assignment_map` (a
-    dict or (key, value) pairs) to the variable its value names (one of this module's variables, as
+    runs in graph mode: assigns each checkpoint variable named by a key of `assignment_map` (a dict or (key,
+    value) pairs) to the variable its value names (one of this module's variables, as
     get_assignment_map_from_checkpoint's map names them) or is (a variable). A name the checkpoint lacks, an
-    unknown variable name or a shape that differs is an error; returns the checkpoint names loaded."""
+    unknown variable name or a shape that differs is an error; returns the checkpoint names loaded.
+
+    The values are assigned once, when it is called, as TF1's set them once at initialisation: eagerly, or,
+    inside a tf.function, while the function is traced (out of the graph, as tf.init_scope): each call of the
+    Python function (each trace) loads the checkpoint once, and the traced graph's executions load nothing (a
+    variable restored to 5 and incremented in the function reads 6, then 7)."""
     prefix = checkpoints.resolve_checkpoint(ckpt_dir_or_file)
     in_checkpoint = dict(tf.train.list_variables(prefix))
     pairs = assignment_map.items() if isinstance(assignment_map, dict) else assignment_map
@@ -1304,7 +1403,8 @@ def init_from_checkpoint(ckpt_dir_or_file, assignment_map):
                                  f"get_variable, the modeling functions): pass the variable itself")
             target = _NAMESPACE.variables[name]
         targets[checkpoint_name] = target
-    loaded, _, _ = checkpoints.init_from_checkpoint(targets, prefix, required=None)
+    with tf.init_scope():
+        loaded, _, _ = checkpoints.init_from_checkpoint(targets, prefix, required=None)
     return loaded
 
 

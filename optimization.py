@@ -124,15 +124,7 @@ class AdamHyper(NamedTuple):
     weight_decay_rate: float
 
 
-def variable_name(variable):
-    """A variable's name for weight-decay patterns and slots: its `original_name` (the project's layers give
-    their Keras variables one), else a tf.Variable's name without ":0", else a Keras variable's path."""
-    name = getattr(variable, "original_name", None)
-    if name:
-        return name
-    if isinstance(variable, keras.Variable):
-        return variable.path
-    return re.sub(":\\d+$", "", variable.name)
+variable_name = modeling.variable_name  # a variable's name for weight-decay patterns and slots
 
 
 def _decays(name, weight_decay_rate, exclude_from_weight_decay):
@@ -443,17 +435,24 @@ class AdamWeightDecayOptimizer(tf.compat.v1.train.Optimizer):
     """The original's optimizer: Adam without bias correction, with "correct" L2 weight decay, as a TensorFlow
     (compat.v1) optimizer that runs eagerly and under tf.function.
 
-    apply_gradients(grads_and_vars, global_step=None, name=None) updates each variable as the original: the slots
-    NAME/adam_m and NAME/adam_v (modeling.get_variable's, as the original's tf.get_variable: made on the first
-    step, found by name on the next), no clipping, and no global step increment (the original's
-    create_optimizer adds it). learning_rate: a number, a tensor, a variable or a function of no arguments
-    (TensorFlow 2's way to give a rate that changes: create_optimizer passes its schedule so). Weight decay
-    applies where weight_decay_rate is set and no regex of exclude_from_weight_decay is found in the variable's
-    name. minimize(loss_function) works too (tf.compat.v1's).
+    apply_gradients(grads_and_vars, global_step=None, name=None) updates each variable as the original, with no
+    clipping and no global step increment (the original's create_optimizer adds them). learning_rate: a number, a
+    tensor, a variable or a function of no arguments (TensorFlow 2's way to give a rate that changes:
+    create_optimizer passes its schedule so). Weight decay applies where weight_decay_rate is set and no regex of
+    exclude_from_weight_decay is found in the variable's name. minimize(loss_function) works too
+    (tf.compat.v1's).
+
+    Slots: each optimizer owns its own, NAME/adam_m and NAME/adam_v (NAME: modeling.variable_name, the
+    variable's checkpoint name), zero when made (on the first step that updates NAME, or by build(var_list)) and
+    kept by the optimizer: a second optimizer of the same variable starts from zero moments, as a new one of
+    TF1's. get_slot(var, "adam_m"), variables() and variables_by_name() ({"NAME/adam_m": ...}) return them;
+    modeling.save_checkpoint writes them under those names (and refuses to write two optimizers' slots of one
+    variable under one name). Two different variables of one name are an error: their slots would share it.
     """
 
-    def __init__(self, learning_rate, weight_decay_rate=0.0, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
-                 exclude_from_weight_decay=None, name="AdamWeightDecayOptimizer"):
+    def __init__(self, learning_rate, weight_decay_rate=0.0, beta_1=WeightDecaySettings.beta_1,
+                 beta_2=WeightDecaySettings.beta_2, epsilon=WeightDecaySettings.epsilon, exclude_from_weight_decay=None,
+                 name="AdamWeightDecayOptimizer"):
         super().__init__(False, name)
         self.learning_rate = learning_rate
         self.weight_decay_rate = weight_decay_rate
@@ -461,6 +460,32 @@ class AdamWeightDecayOptimizer(tf.compat.v1.train.Optimizer):
         self.beta_2 = beta_2
         self.epsilon = epsilon
         self.exclude_from_weight_decay = exclude_from_weight_decay
+        self.name = name
+        self._adam_slots = collections.OrderedDict()  # NAME -> (variable, adam_m, adam_v), in creation order
+        modeling.track_saveable(self)
+
+    def _slots_of(self, param):
+        """(adam_m, adam_v) of `param`, made (zeros, outside any trace) the first time."""
+        param_name = self._get_variable_name(variable_name(param))
+        known = self._adam_slots.get(param_name)
+        if known is not None:
+            if _tf_variable(known[0]) is not _tf_variable(param):
+                raise ValueError(f"{self.name}: two different variables are named {param_name}; their slots "
+                                 f"{param_name}/adam_m would share one name: give each variable its own name")
+            return known[1], known[2]
+        shape = [int(d) for d in param.shape]
+        with tf.init_scope(), tf.compat.v1.name_scope(None):
+            m, v = (tf.Variable(tf.zeros(shape, tf.float32), trainable=False, name=f"{param_name}/{slot}")
+                    for slot in self.get_slot_names())
+        self._adam_slots[param_name] = (param, m, v)
+        return m, v
+
+    def build(self, var_list):
+        """Makes the (zero) slots of the variables of var_list that have none yet, as the first step would: to
+        load them from a checkpoint (modeling.init_from_checkpoint(ckpt, optimizer.variables_by_name())) before
+        it."""
+        for param in var_list:
+            self._slots_of(param)
 
     def apply_gradients(self, grads_and_vars, global_step=None, name=None):
         """One update of every variable with a gradient; returns the grouped assignments (None eagerly)."""
@@ -470,11 +495,7 @@ class AdamWeightDecayOptimizer(tf.compat.v1.train.Optimizer):
             if grad is None or param is None:
                 continue
             param_name = self._get_variable_name(variable_name(param))
-            shape = [int(d) for d in param.shape]
-            m = modeling.get_variable(param_name + "/adam_m", shape, tf.float32, keras.initializers.Zeros(),
-                                      trainable=False)
-            v = modeling.get_variable(param_name + "/adam_v", shape, tf.float32, keras.initializers.Zeros(),
-                                      trainable=False)
+            m, v = self._slots_of(param)
             hyper = AdamHyper(self.beta_1, self.beta_2, self.epsilon,
                               self.weight_decay_rate if self._do_use_weight_decay(param_name) else 0.0)
             assignments.append(_assign_update(_tf_variable(param), _dense(grad), m, v, lr, hyper))
@@ -482,6 +503,25 @@ class AdamWeightDecayOptimizer(tf.compat.v1.train.Optimizer):
 
     def get_slot_names(self):
         return ["adam_m", "adam_v"]
+
+    def get_slot(self, var, name):
+        """This optimizer's slot `name` ("adam_m" or "adam_v") of `var`, or None before its first update."""
+        known = self._adam_slots.get(self._get_variable_name(variable_name(var)))
+        if known is None or _tf_variable(known[0]) is not _tf_variable(var) or name not in self.get_slot_names():
+            return None
+        return known[1 + self.get_slot_names().index(name)]
+
+    def variables(self):
+        """The slots, in the order they were made."""
+        return list(self.variables_by_name().values())
+
+    def variables_by_name(self):
+        """{"NAME/adam_m": slot, "NAME/adam_v": slot, ...}: the slots under their checkpoint names."""
+        out = collections.OrderedDict()
+        for param_name, (_, m, v) in self._adam_slots.items():
+            out[param_name + "/adam_m"] = m
+            out[param_name + "/adam_v"] = v
+        return out
 
     def _do_use_weight_decay(self, param_name):
         """Whether to use L2 weight decay for `param_name`."""
@@ -495,43 +535,61 @@ class AdamWeightDecayOptimizer(tf.compat.v1.train.Optimizer):
 
 class TrainStep:
     """What create_optimizer returns in TensorFlow 2: call it with the loss function's arguments to train one
-    step; `optimizer` (AdamWeightDecayOptimizer), `global_step` and `learning_rate()` are its parts."""
+    step; `optimizer` (AdamWeightDecayOptimizer), `global_step`, `learning_rate()`, `trained_variables` (those
+    of the last step) and `variables_by_name()` (what modeling.save_checkpoint writes of it) are its parts."""
 
-    def __init__(self, loss, schedule, var_list=None):
+    def __init__(self, loss, schedule, var_list=None, settings=None):
         self.loss = loss
         self.var_list = var_list
         self.global_step = modeling.get_or_create_global_step()
         self.schedule = schedule
+        self.settings = settings or WeightDecaySettings()
+        s = self.settings
         self.optimizer = AdamWeightDecayOptimizer(
-            learning_rate=self.learning_rate, weight_decay_rate=0.01, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
-            exclude_from_weight_decay=["LayerNorm", "layer_norm", "bias"])
+            learning_rate=self.learning_rate, weight_decay_rate=s.weight_decay_rate, beta_1=s.beta_1,
+            beta_2=s.beta_2, epsilon=s.epsilon, exclude_from_weight_decay=list(s.exclude_from_weight_decay))
+        self.trained_variables = []
+        modeling.track_saveable(self)
 
     def learning_rate(self):
         """The rate of the next step (that of the incremented global step, as the original's train_op)."""
-        return self.schedule(self.global_step.read_value() + LR_STEP_OFFSET)
+        return self.schedule(self.global_step.read_value() + self.settings.lr_step_offset)
 
     def __call__(self, *args, **kwargs):
         with tf.GradientTape() as tape:
             loss = self.loss(*args, **kwargs)
-        tvars = list(self.var_list) if self.var_list is not None else modeling.trainable_variables()
+        # The original's tf.trainable_variables(): every trainable variable of the graph, which in TensorFlow 2
+        # is every one the loss read (the tape watches them all, in the order they were made).
+        tvars = list(self.var_list) if self.var_list is not None else list(tape.watched_variables())
         grads = tape.gradient(loss, tvars)
         # This is how the model was pre-trained.
-        grads, _ = tf.clip_by_global_norm(grads, clip_norm=1.0)
+        grads, _ = tf.clip_by_global_norm(grads, clip_norm=self.settings.clip_norm)
         self.optimizer.apply_gradients(zip(grads, tvars), global_step=self.global_step)
         self.global_step.assign_add(1)
+        self.trained_variables = tvars
         return loss
+
+    def variables_by_name(self):
+        """{checkpoint name: variable}: the global step, the variables the last step trained, the slots."""
+        out = collections.OrderedDict(global_step=self.global_step)
+        for variable in self.trained_variables:
+            out.setdefault(variable_name(variable), variable)
+        out.update(self.optimizer.variables_by_name())
+        return out
 
 
 def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps, use_tpu, var_list=None):
     """The original's training op, in TensorFlow 2 a function: there is no graph to add an op to.
 
     `loss` is a function that computes the loss (building the model as the original's model_fn does, with
-    modeling.BertModel and modeling.get_variable); what comes back is `train_op`, a TrainStep: each
-    `train_op(*args, **kwargs)` computes loss(*args, **kwargs) under a GradientTape, takes the gradients of every
-    trainable variable of modeling (modeling.trainable_variables(), TensorFlow 2's tf.trainable_variables(); or
-    of var_list), clips them to global norm 1.0, applies AdamWeightDecayOptimizer (the original's warm-up and
-    linear decay from init_lr over num_train_steps, weight_decay_rate=0.01, beta_1=0.9, beta_2=0.999,
-    epsilon=1e-6, exclude_from_weight_decay=["LayerNorm", "layer_norm", "bias"]), increments the global step
+    modeling.BertModel and modeling.get_variable, and any layers or variables of the user's own); what comes back
+    is `train_op`, a TrainStep: each `train_op(*args, **kwargs)` computes loss(*args, **kwargs) under a
+    GradientTape and takes the gradients of every trainable variable the loss read (what the tape watched:
+    TensorFlow 2's tf.trainable_variables() of the original's graph, modeling's variables, a Keras layer's and a
+    tf.Variable alike, in the order they were made; or of var_list), clips them to global norm 1.0, applies
+    AdamWeightDecayOptimizer (the original's warm-up and linear decay from init_lr over num_train_steps, and
+    WeightDecaySettings' defaults: weight_decay_rate=0.01, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
+    exclude_from_weight_decay=["LayerNorm", "layer_norm", "bias"]), increments the global step
     (modeling.get_or_create_global_step()) and returns the loss. Call it eagerly, or wrap it in tf.function
     (`step = tf.function(train_op)`). use_tpu: TensorFlow 2 has no CrossShardOptimizer; True is an error (the
     scripts train on TPUs with --use_tpu).

@@ -170,10 +170,14 @@ def _expected_assignment_map(folder, ckpt):
 
 
 def test_user_model_loads_the_original_checkpoint_eagerly():
-    """Built first, loaded after (as code written for the original does): get_*() read the loaded weights."""
+    """Built first, loaded after (as code written for the original does): the get_*() of a model built before
+    the checkpoint was loaded and first read after read the loaded weights; a model read before keeps the values
+    of its one forward pass."""
     folder, ckpt, ref = _tiny()
     config = modeling.BertConfig.from_json_file(os.path.join(folder, "bert_config.json"))
-    model, logits = _user_model(config, False, ref["in_input_ids"], ref["in_input_mask"], ref["in_segment_ids"])
+    inputs = (ref["in_input_ids"], ref["in_input_mask"], ref["in_segment_ids"])
+    model, logits = _user_model(config, False, *inputs)
+    built_before_loading = modeling.BertModel(config, False, *inputs)
     assert logits.shape == (8, 2)
     tvars = model.trainable_variables
     assert [v.name for v in tvars] == _original_names(folder, "bert/")
@@ -189,6 +193,9 @@ def test_user_model_loads_the_original_checkpoint_eagerly():
     assert set(initialized) == set(assignment_map) | {name + ":0" for name in assignment_map}
     assert modeling.init_from_checkpoint(ckpt, assignment_map) == list(assignment_map)
 
+    np.testing.assert_array_equal(model.get_pooled_output(), before)  # computed when first read: before loading
+    model = built_before_loading
+    assert model.trainable_variables == tvars
     _check_reference_outputs({"embedding_output": model.get_embedding_output(),
                               "sequence_output": model.get_sequence_output(),
                               "pooled_output": model.get_pooled_output()}, ref)
@@ -450,3 +457,71 @@ def test_init_from_checkpoint_errors():
     wrong = modeling.get_variable("bert/pooler/dense/kernel", [3, 3])
     with pytest.raises(ValueError, match="Shape mismatch .* bert/pooler/dense/kernel: model \\[3, 3\\] vs checkpoint"):
         modeling.init_from_checkpoint(ckpt, {"bert/pooler/dense/kernel": wrong})
+
+
+def test_init_from_checkpoint_inside_tf_function_restores_once_per_python_call(tmp_path):
+    """As TF1's set the initial values once: inside a tf.function the checkpoint is loaded while the function is
+    traced (each call of the Python function), not on every execution of the traced graph."""
+    counter = modeling.get_variable("counter", [], initializer=tf.zeros_initializer())
+    counter.assign(5.0)
+    prefix = modeling.save_checkpoint(str(tmp_path / "five.ckpt"), var_list=[counter])
+    counter.assign(0.0)
+
+    @tf.function
+    def restore_and_add(x):
+        modeling.init_from_checkpoint(prefix, {"counter": "counter"})
+        counter.assign_add(tf.reduce_sum(x))
+        return counter.read_value()
+
+    assert [float(restore_and_add(tf.constant(1.0))) for _ in range(3)] == [6.0, 7.0, 8.0]
+    assert float(restore_and_add(tf.constant([1.0, 1.0]))) == 7.0  # another shape: traced (and loaded) again
+    assert float(restore_and_add(tf.constant(1.0))) == 8.0
+    assert modeling.init_from_checkpoint(prefix, [("counter", counter)]) == ["counter"]
+    assert float(counter.numpy()) == 5.0
+
+
+def test_model_fn_loads_the_original_checkpoint_inside_tf_function():
+    """The original's model_fn pattern in one traced function: BertModel, the assignment map, init_from_checkpoint,
+    then the outputs: the original's, on the first call and on the next ones."""
+    folder, ckpt, ref = _tiny()
+    config = modeling.BertConfig.from_json_file(os.path.join(folder, "bert_config.json"))
+
+    @tf.function
+    def model_fn(input_ids, input_mask, token_type_ids):
+        model = modeling.BertModel(config, False, input_ids, input_mask, token_type_ids)
+        assignment_map, _ = modeling.get_assignment_map_from_checkpoint(model.trainable_variables, ckpt)
+        modeling.init_from_checkpoint(ckpt, assignment_map)
+        return {"embedding_output": model.get_embedding_output(), "sequence_output": model.get_sequence_output(),
+                "pooled_output": model.get_pooled_output()}
+
+    inputs = (ref["in_input_ids"], ref["in_input_mask"], ref["in_segment_ids"])
+    _check_reference_outputs(model_fn(*inputs), ref)
+    _check_reference_outputs(model_fn(*inputs), ref)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_getters_share_one_forward_pass_computed_when_first_read(mode, monkeypatch):
+    """get_pooled_output, get_sequence_output, get_all_encoder_layers, get_embedding_output of one BertModel: one
+    run of the encoder, when the first of them is called (a value assigned after construction is used)."""
+    config = modeling.BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                                 intermediate_size=32, type_vocab_size=2)
+    calls = []
+    encoder_call = modeling.BertEncoder.call
+    monkeypatch.setattr(modeling.BertEncoder, "call", lambda self, *a, **k: calls.append(1) or encoder_call(
+        self, *a, **k))
+
+    def outputs(ids):
+        del calls[:]  # a tf.function that makes variables is traced twice
+        model = modeling.BertModel(config, False, ids)
+        assert calls == []
+        model.get_embedding_table().assign(tf.zeros([50, 16]))
+        out = [model.get_pooled_output(), model.get_sequence_output(), model.get_all_encoder_layers(),
+               model.get_embedding_output(), model.get_pooled_output()]
+        assert len(calls) == 1
+        return out
+
+    pooled, sequence, layers, embedding, again = _run(mode, outputs, tf.constant([[5, 6, 7, 8]]))
+    np.testing.assert_array_equal(pooled, again)
+    np.testing.assert_array_equal(layers[-1], sequence)
+    position_only = modeling.BertModel(config, False, tf.constant([[9, 10, 11, 12]])).get_embedding_output()
+    np.testing.assert_allclose(embedding, position_only, atol=1e-6)  # the word embeddings read as zeros
