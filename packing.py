@@ -173,6 +173,21 @@ class _Windows:
         return best == self.index[:, tf.newaxis]
 
 
+def max_context_span(spans, position):
+    """The original run_squad.py's "max context" rule on Python ints: the index of the first of `spans`
+    ((start, length) pairs) where the token at `position` has the best min(left, right) + 0.01 * length; None
+    where no span holds it. Plain Python, as the original's per-token helper (fast on lists, usable while a
+    tf.function is traced); max_context_window is its vectorised form."""
+    best_score, best_index = None, None
+    for index, (start, length) in enumerate(spans):
+        end = start + length - 1
+        if start <= position <= end:
+            score = min(position - start, end - position) + 0.01 * length
+            if best_score is None or score > best_score:
+                best_score, best_index = score, index
+    return best_index
+
+
 def max_context_window(window_starts, window_lengths, position):
     """The original run_squad.py's "max context" rule: the index of the first window (window_starts,
     window_lengths [..., W] int64; a length 0 is no window) where the token at `position` [...] (broadcast

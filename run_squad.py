@@ -284,11 +284,9 @@ def _improve_answer_span(doc_tokens, input_start, input_end, tokenizer, orig_ans
 
 def _check_is_max_context(doc_spans, cur_span_index, position):
     """Check if this is the 'max context' doc span for the token (doc_spans: windows with .start and .length, as
-    the original's DocSpan): the rule packing.squad_windows applies (packing.max_context_window)."""
-    starts = tf.constant([span.start for span in doc_spans], tf.int64)
-    lengths = tf.constant([span.length for span in doc_spans], tf.int64)
-    return int(packing.max_context_window(starts, lengths, position)) == cur_span_index
-
+    the original's DocSpan; Python ints): plain Python, the rule packing.squad_windows applies
+    (packing.max_context_span)."""
+    return packing.max_context_span([(span.start, span.length) for span in doc_spans], position) == cur_span_index
 
 
 # ---------------------------------------------------------------- features: packing.squad_windows

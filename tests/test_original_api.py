@@ -231,6 +231,18 @@ def test_squad_helpers_as_the_original():
             for position in range(-1, num_tokens + 1):
                 assert run_squad._check_is_max_context(spans, index, position) == original_is_max_context(
                     spans, index, position), (num_tokens, max_tokens, stride, index, position)
+    # Plain Python on Python ints: it gives its answer while a tf.function is traced, as the original's did.
+    spans = [DocSpan(*span) for span in original_doc_spans(30, 8, 3)]
+
+    @tf.function
+    def traced():
+        for index in range(len(spans)):
+            for position in range(30):
+                assert run_squad._check_is_max_context(spans, index, position) is original_is_max_context(
+                    spans, index, position)
+        return tf.constant(0)
+
+    traced()
     assert run_squad._get_best_indexes([0.5, 2.0, 2.0, -1.0, 3.0], 3) == [4, 1, 2]
     assert run_squad._compute_softmax([]) == [] and run_squad._compute_softmax([1.0, 1.0]) == [0.5, 0.5]
 
