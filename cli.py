@@ -14,8 +14,8 @@ project's scripts (SCRIPTS, and benchmarks/), unless the user set TF_CPP_MIN_LOG
 error on machines without a GPU, absl's "before InitializeLog" warning, XLA's "Compiled cluster" line,
 TensorFlow 2.21's INFO lines as it loads) unless that level is 0 or 1, from the script's import of TensorFlow
 on. Imported by any other program (a user's own script, even one in the project's folder), it changes nothing
-of that process's environment, stderr or logging until the program calls run() or main(). A `UserError` (a flag value, a missing or
-malformed file, bad data), an operating-system error on a named file, or TensorFlow's error on one (a missing
+of that process's environment, stderr or logging until the program calls run() or main(). A `UserError` (a
+flag value, a missing or malformed file, bad data), an operating-system error on a named file, or TensorFlow's error on one (a missing
 gs:// object) becomes one line `error: ...` on stderr with exit status 2; a run `Stopped` early (preempted, a
 worker lost) one line with its own exit status. Internal errors keep their traceback; `--verbosity=1` or
 BERT_TRACEBACK=1 shows it for user errors too.

@@ -44,6 +44,7 @@ import filesystem
 import glue_evaluation
 import litert_classifier
 import modeling
+import original_model_fn
 import packing
 import records
 import runner
@@ -966,12 +967,12 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate, nu
     mode=modeling.ModeKeys.PREDICT, params=None)` on a batch of features (input_ids, input_mask, segment_ids;
     label_ids if any) -> modeling.EstimatorSpec with predictions {"probabilities"} and the loss of label_ids.
     Its first call loads init_checkpoint into the model's variables by the assignment map, as the original's
-    model_fn did (a fine-tuned checkpoint: output_weights and output_bias too). Training and evaluation are the
-    scripts' (run_classifier.py --do_train / --do_eval, or training.train / training.evaluate with
-    ClassifierTask): mode TRAIN or EVAL is a ValueError saying so; create_model with
+    model_fn did (a fine-tuned checkpoint: output_weights and output_bias too; original_model_fn). Training and
+    evaluation are the scripts' (run_classifier.py --do_train / --do_eval, or training.train / training.evaluate
+    with ClassifierTask): mode TRAIN or EVAL is a ValueError saying so; create_model with
     optimization.create_optimizer trains in a loop of your own. learning_rate, num_train_steps,
     num_warmup_steps and use_tpu served the training op and are not used."""
-    loaded = []
+    loader = original_model_fn.CheckpointLoader(init_checkpoint)
 
     def model_fn(features, labels=None, mode=modeling.ModeKeys.PREDICT, params=None):
         if mode != modeling.ModeKeys.PREDICT:
@@ -988,14 +989,7 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate, nu
             return create_model(bert_config, False, features["input_ids"], features["input_mask"],
                                 features["segment_ids"], label_ids, num_labels, use_one_hot_embeddings)
 
-        total_loss, _, _, probabilities = build()
-        if init_checkpoint and not loaded:
-            with tf.init_scope():
-                tvars = modeling.trainable_variables()
-                assignment_map, _ = modeling.get_assignment_map_from_checkpoint(tvars, init_checkpoint)
-                loaded.extend(modeling.init_from_checkpoint(init_checkpoint, assignment_map))
-            if tf.executing_eagerly():  # computed from the loaded weights
-                total_loss, _, _, probabilities = build()
+        total_loss, _, _, probabilities = original_model_fn.load_once(loader, build)
         return modeling.EstimatorSpec(mode=mode, predictions={"probabilities": probabilities}, loss=total_loss,
                                       train_op=None)
 
