@@ -97,6 +97,7 @@ def test_pretraining_model_fn_trains_as_create_optimizer_over_the_originals_mode
     model_fn = run_pretraining.model_fn_builder(config, ckpt, 1e-3, 100, 10, False, False)
     spec = model_fn(features, None, modeling.ModeKeys.TRAIN, None)
     np.testing.assert_allclose(spec.loss, ref["out_total_loss"], atol=1e-5)  # from the loaded checkpoint
+    trained = [v.name[:-2] for v in modeling.trainable_variables()]
     start = {name: v.numpy() for name, v in modeling._NAMESPACE.variables.items()}
     ours = _weights_after_one_step(spec.train_op, start)
     assert int(modeling.get_or_create_global_step().numpy()) == 1
@@ -112,8 +113,7 @@ def test_pretraining_model_fn_trains_as_create_optimizer_over_the_originals_mode
             modeling._NAMESPACE.variables[name].assign(value)
     theirs = _weights_after_one_step(lambda: train_op(features), start)
     np.testing.assert_allclose(ours[0], theirs[0], atol=1e-6)
-    trained = [name for name in start if name.startswith(("bert/", "cls/"))]
-    assert len(trained) == 39 + 7
+    assert len(trained) == 39 + 7 and all(name.startswith(("bert/", "cls/")) for name in trained)
     for name in trained:
         np.testing.assert_allclose(ours[1][name], theirs[1][name], atol=1e-6, rtol=0, err_msg=name)
         assert not np.array_equal(ours[1][name], start[name]), name
@@ -144,24 +144,25 @@ def _squad_checkpoint(tmp_path, ckpt, config):
     return checkpoints.save_checkpoint(str(tmp_path / "model.ckpt-1"), weights), weights
 
 
-def _squad_features(features):
-    return {"unique_ids": np.arange(1000000000, 1000000008, dtype=np.int32), "input_ids": features["input_ids"],
-            "input_mask": features["input_mask"], "segment_ids": features["segment_ids"],
-            "start_positions": np.array([0, 3, 5, 9, 0, 1, 2, 7], np.int32),
-            "end_positions": np.array([0, 4, 5, 12, 0, 1, 6, 7], np.int32)}
+def _squad_setup(tiny, tmp_path):
+    """(config, a fine-tuned SQuAD checkpoint of the tiny weights, a batch, SquadModel with its weights, the
+    model_fn of run_squad.model_fn_builder over that checkpoint)."""
+    folder, ckpt, ref, config, features = tiny
+    squad_ckpt, weights = _squad_checkpoint(tmp_path, ckpt, config)
+    batch = {"unique_ids": np.arange(1000000000, 1000000008, dtype=np.int32), "input_ids": features["input_ids"],
+             "input_mask": features["input_mask"], "segment_ids": features["segment_ids"],
+             "start_positions": np.array([0, 3, 5, 9, 0, 1, 2, 7], np.int32),
+             "end_positions": np.array([0, 4, 5, 12, 0, 1, 6, 7], np.int32)}
+    model = modeling.SquadModel(config)
+    for name, variable in model.variables_by_name().items():
+        variable.assign(weights[name])
+    return config, weights, batch, model, run_squad.model_fn_builder(config, squad_ckpt, 3e-5, 10, 1, False, False)
 
 
 @pytest.mark.parametrize("mode", MODES)
 def test_squad_model_fn_predicts_as_squad_model(tiny, tmp_path, mode):
-    folder, ckpt, ref, config, features = tiny
-    squad_ckpt, weights = _squad_checkpoint(tmp_path, ckpt, config)
-    batch = _squad_features(features)
-    model = modeling.SquadModel(config)
-    for name, variable in model.variables_by_name().items():
-        variable.assign(weights[name])
+    _, _, batch, model, model_fn = _squad_setup(tiny, tmp_path)
     want_start, want_end = model(batch, training=False)
-
-    model_fn = run_squad.model_fn_builder(config, squad_ckpt, 3e-5, 10, 1, False, False)
 
     def predict(features):
         return model_fn(features, None, modeling.ModeKeys.PREDICT, None).predictions
@@ -178,15 +179,8 @@ def test_squad_model_fn_predicts_as_squad_model(tiny, tmp_path, mode):
 
 @pytest.mark.parametrize("mode", MODES)
 def test_squad_create_model_and_model_fn_train(tiny, tmp_path, mode):
-    folder, ckpt, ref, config, features = tiny
-    squad_ckpt, weights = _squad_checkpoint(tmp_path, ckpt, config)
-    batch = _squad_features(features)
-    model = modeling.SquadModel(config)
-    for name, variable in model.variables_by_name().items():
-        variable.assign(weights[name])
+    config, weights, batch, model, model_fn = _squad_setup(tiny, tmp_path)
     want = run_squad.squad_loss(*model(batch, training=True), batch["start_positions"], batch["end_positions"])
-
-    model_fn = run_squad.model_fn_builder(config, squad_ckpt, 3e-5, 10, 1, False, False)
     spec = model_fn(batch, None, modeling.ModeKeys.TRAIN, None)
     np.testing.assert_allclose(spec.loss, want, atol=1e-5)
     first = float(spec.train_op())
