@@ -7,7 +7,8 @@ fast_tokenization.FastBertTokenizer, in the graph), so training and serving cann
   pack_pair(ids_a, ids_b, max_seq_length, cls_id, sep_id): [CLS] a [SEP] (b [SEP]) with the original's pair
     truncation (classifier, extract_features).
   squad_windows(query_ids, doc_pieces, ...): the original run_squad.py's windows over a context, with the
-    "max context" flags and, for training, the answer's start/end positions.
+    "max context" flags and, for training, the answer's start/end positions (max_context_span: that rule for one
+    token, in plain Python, as the original's per-token helper).
   ner_windows(word_pieces, ...): windows over a sentence in which every word is scored exactly once.
 
 Inputs are ragged int tensors ([batch, (ids)] or [batch, (words), (pieces)]); ragged_ids and ragged_word_ids
