@@ -8,6 +8,10 @@ Bad input: --input_file files without a single record are an error before traini
 beside others are skipped with a warning). A corrupt or truncated record stops training or evaluation with an
 error naming the file and the record; the checkpoints written so far are kept, so fixing or removing the file
 and running the same command again resumes from the last one.
+
+The original's Python API (model_fn_builder, get_masked_lm_output, get_next_sentence_output, gather_indexes,
+input_fn_builder) is kept, over PretrainingModel's heads and pretraining_input_fn (README, "Your code written for
+the original").
 """
 import cli  # first: quiets TensorFlow's start-up logging
 
