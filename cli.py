@@ -8,12 +8,14 @@ options class such as training.TrainingConfig) and ends with
         cli.main(MyOptions, run)
 
 which defines the flags (define_flags: each field's name, default and help), and runs run(options) under
-absl with INFO logging (unless --verbosity is given). Import this module before TensorFlow: unless the user
-set TF_CPP_MIN_LOG_LEVEL, it sets it to 2 (TensorFlow's C++ INFO and WARNING lines off), and it drops the
-start-up noise no log level hides (the cuInit error on machines without a GPU, absl's "before InitializeLog"
-warning, XLA's "Compiled cluster" line, TensorFlow 2.21's INFO lines as it loads) unless that level is 0 or 1,
-from the script's import of TensorFlow on. A `UserError` (a flag value, a missing or
-malformed file, bad data), an operating-system error on a named file, or TensorFlow's error on one (a missing
+absl with INFO logging (unless --verbosity is given). Import this module before TensorFlow: in one of the
+project's scripts (SCRIPTS, and benchmarks/), unless the user set TF_CPP_MIN_LOG_LEVEL, it sets it to 2
+(TensorFlow's C++ INFO and WARNING lines off), and it drops the start-up noise no log level hides (the cuInit
+error on machines without a GPU, absl's "before InitializeLog" warning, XLA's "Compiled cluster" line,
+TensorFlow 2.21's INFO lines as it loads) unless that level is 0 or 1, from the script's import of TensorFlow
+on. Imported by any other program (a user's own script, even one in the project's folder), it changes nothing
+of that process's environment, stderr or logging until the program calls run() or main(). A `UserError` (a
+flag value, a missing or malformed file, bad data), an operating-system error on a named file, or TensorFlow's error on one (a missing
 gs:// object) becomes one line `error: ...` on stderr with exit status 2; a run `Stopped` early (preempted, a
 worker lost) one line with its own exit status. Internal errors keep their traceback; `--verbosity=1` or
 BERT_TRACEBACK=1 shows it for user errors too.
@@ -39,10 +41,6 @@ import threading
 from absl import app
 from absl import flags
 from absl import logging
-
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-# The user asked for TensorFlow's INFO or WARNING lines: show its start-up lines too.
-_SHOW_TF_NOISE = os.environ["TF_CPP_MIN_LOG_LEVEL"].strip() in ("0", "1")
 
 TRACEBACK_ENV = "BERT_TRACEBACK"
 EXIT_USER_ERROR = 2
@@ -86,7 +84,32 @@ TENSORFLOW_VERSIONS = {"2.21": "requirements.txt", "2.20": "requirements-tf2.20.
 _TENSORFLOW_DISTRIBUTIONS = ("tensorflow", "tensorflow-cpu", "tensorflow-intel", "tf-nightly", "tf-nightly-cpu")
 _TENSORFLOW_TEXT_DISTRIBUTIONS = ("tensorflow-text", "tensorflow-text-nightly")
 _ROOT = os.path.dirname(os.path.abspath(__file__))
-_SCRIPT_DIRS = (_ROOT, os.path.join(_ROOT, "benchmarks"))
+# The project's scripts (the files a user runs): they get the quiet console. Any other program that imports a
+# module of the project (a user's own script, even one in this folder; pytest) keeps its stderr and logging as
+# they are, unless it calls run() or main() itself.
+SCRIPTS = ("run_classifier.py", "run_squad.py", "run_ner.py", "run_pretraining.py", "extract_features.py",
+           "create_pretraining_data.py", "build_vocab.py", "convert_checkpoint.py", "main_job.py")
+_BENCHMARKS = os.path.join(_ROOT, "benchmarks")
+
+
+def _is_project_script(path):
+    """Whether `path` (the __main__ module's file) is one of the project's scripts or benchmarks."""
+    if not path:
+        return False
+    path = os.path.abspath(path)
+    folder, name = os.path.split(path)
+    return (folder == _ROOT and name in SCRIPTS) or folder == _BENCHMARKS
+
+
+def _quiet_tensorflow():
+    """TF_CPP_MIN_LOG_LEVEL=2 unless the user set it (before TensorFlow loads); returns whether TensorFlow's
+    start-up noise is to be dropped (not when the user asked for its INFO or WARNING lines, level 0 or 1)."""
+    return os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2").strip() not in ("0", "1")
+
+
+_PROJECT_SCRIPT = _is_project_script(getattr(sys.modules.get("__main__"), "__file__", None))
+if _PROJECT_SCRIPT:
+    _quiet_tensorflow()
 
 
 class TensorFlowVersionError(UserError, ImportError):
@@ -131,7 +154,8 @@ def installed_tensorflow_problem():
 class _BeforeTensorFlow:
     """A sys.meta_path finder that acts once, when `tensorflow` or `tensorflow_text` is about to be imported,
     and finds nothing itself (the import goes on as usual): checks the installed versions and, in a script of
-    ours, drops TensorFlow's noise from then on (TensorFlow 2.21 writes some as it loads)."""
+    the project's (SCRIPTS), drops TensorFlow's noise from then on (TensorFlow 2.21 writes some as it loads);
+    in any other program it changes nothing of stderr."""
 
     @classmethod
     def find_spec(cls, fullname, path=None, target=None):
@@ -140,14 +164,12 @@ class _BeforeTensorFlow:
             return None
         if cls in sys.meta_path:
             sys.meta_path.remove(cls)
-        main_file = getattr(sys.modules.get("__main__"), "__file__", None)
-        script = bool(main_file) and os.path.dirname(os.path.abspath(main_file)) in _SCRIPT_DIRS
         problem = installed_tensorflow_problem()
         if problem is None:
-            if script and not _SHOW_TF_NOISE:
+            if _PROJECT_SCRIPT and _quiet_tensorflow():
                 _filter_stderr_noise()
             return None
-        if script:
+        if _PROJECT_SCRIPT:
             print("error: " + problem, file=sys.stderr, flush=True)
             raise SystemExit(EXIT_USER_ERROR)
         raise TensorFlowVersionError(problem)
@@ -171,7 +193,7 @@ def main(options_class, run_options):
 
 def run(main):
     """absl's app.run(main) with quiet TensorFlow and user errors as one line (exit status 2)."""
-    if not _SHOW_TF_NOISE:
+    if _quiet_tensorflow():
         _filter_stderr_noise()
     app.run(_guarded(main))
 

@@ -513,16 +513,18 @@ def masked_lm_predictions(tokens, settings, vocab, rng):
     return [chosen[k] for k in order], [replacements[k] for k in order]
 
 
+def pair_tokens(flat, span, vocab):
+    """[CLS] A [SEP] B [SEP] of a span (a_lo, a_hi, b_lo, b_hi, ...) over the flat tokens (ids of a Vocab, or
+    strings of a WordList), as a list: the one instance's sequence; assemble_input_ids lays out a batch of them
+    the same way in numpy."""
+    a_lo, a_hi, b_lo, b_hi = span[:4]
+    return [vocab.cls_id] + flat[a_lo:a_hi] + [vocab.sep_id] + flat[b_lo:b_hi] + [vocab.sep_id]
+
+
 def masked_instance(flat, span, settings, vocab, rng):
     """An instance of a span (a_lo, a_hi, b_lo, b_hi, is_random_next) over the flat tokens, masked right away as
-    the original masks it: the span + (positions, replacements) of [CLS] A [SEP] B [SEP]."""
-    a_lo, a_hi, b_lo, b_hi, _ = span
-    tokens = [vocab.cls_id]
-    tokens += flat[a_lo:a_hi]
-    tokens.append(vocab.sep_id)
-    tokens += flat[b_lo:b_hi]
-    tokens.append(vocab.sep_id)
-    return tuple(span) + masked_lm_predictions(tokens, settings, vocab, rng)
+    the original masks it: the span + (positions, replacements) of its pair_tokens."""
+    return tuple(span) + masked_lm_predictions(pair_tokens(flat, span, vocab), settings, vocab, rng)
 
 
 def exact_instances(corpus, vocab, settings, rng, progress=None):
@@ -619,8 +621,8 @@ def mask_batch(input_ids, lengths, len_a, settings, vocab, rng):
 # Features of a batch of instances (records.py serializes and frames them).
 
 def assemble_input_ids(tokens, spans, max_seq_length, vocab):
-    """[CLS] A [SEP] B [SEP] + zero padding for a batch of spans [B, 4 or more] (a_lo, a_hi, b_lo, b_hi, ...) over
-    the flat token ids -> (ids [B, L], lengths, len_a)."""
+    """pair_tokens of a batch of spans [B, 4 or more] (a_lo, a_hi, b_lo, b_hi, ...) over the flat token ids,
+    vectorised, + zero padding -> (ids [B, L], lengths, len_a)."""
     a_lo, a_hi, b_lo, b_hi = spans[:, 0], spans[:, 1], spans[:, 2], spans[:, 3]
     len_a = a_hi - a_lo
     len_b = b_hi - b_lo
@@ -638,19 +640,19 @@ def assemble_input_ids(tokens, spans, max_seq_length, vocab):
     return ids, lengths, len_a
 
 
-def build_features(assembled, is_random_next, masks, settings):
+def build_features(assembled, is_random_next, masks):
     """Feature arrays of a batch, as the original's write_instance_to_example_files builds them.
 
-    assembled: (ids, lengths, len_a) of assemble_input_ids, the unmasked input ids (changed in place: the
-    replacements go in at the masked positions); masks: (positions, replacements, counts) [B, P], [B, P], [B].
+    assembled: (ids, lengths, len_a) of assemble_input_ids, the unmasked input ids [B, max_seq_length] (changed
+    in place: the replacements go in at the masked positions); masks: (positions, replacements, counts)
+    [B, max_predictions_per_seq], [B, max_predictions_per_seq], [B].
     """
     ids, lengths, len_a = assembled
     positions, replacements, counts = masks
-    batch = len(ids)
-    col = np.arange(settings.max_seq_length)[None, :]
-    valid = np.arange(settings.max_predictions_per_seq)[None, :] < counts[:, None]
+    col = np.arange(ids.shape[1])[None, :]
+    valid = np.arange(positions.shape[1])[None, :] < counts[:, None]
     masked_lm_ids = np.where(valid, np.take_along_axis(ids, positions, axis=1), 0)
-    rows = np.repeat(np.arange(batch), settings.max_predictions_per_seq).reshape(valid.shape)
+    rows = np.broadcast_to(np.arange(len(ids))[:, None], valid.shape)
     ids[rows[valid], positions[valid]] = replacements[valid]
     return {
         "input_ids": ids,
@@ -753,7 +755,7 @@ def _write_batches(tokens, spans, masker, out, settings, progress=None):
         batch = spans[start:start + BATCH_SIZE]
         assembled = assemble_input_ids(tokens, batch, settings.max_seq_length, out.vocab)
         masks = masker(*assembled, start, start + len(batch))
-        out.write(build_features(assembled, batch[:, 4], masks, settings))
+        out.write(build_features(assembled, batch[:, 4], masks))
         if progress is not None:
             progress(start + len(batch))
 
@@ -849,7 +851,7 @@ def _training_instance(flat, instance, vocab):
     """The TrainingInstance of an instance tuple (masked_instance) over flat tokens (ids of a Vocab, or strings of
     a WordList)."""
     a_lo, a_hi, b_lo, b_hi, is_random_next, positions, replacements = instance
-    tokens = [vocab.cls_id] + flat[a_lo:a_hi] + [vocab.sep_id] + flat[b_lo:b_hi] + [vocab.sep_id]
+    tokens = pair_tokens(flat, instance, vocab)
     labels = [tokens[p] for p in positions]
     for position, replacement in zip(positions, replacements):
         tokens[position] = replacement
@@ -920,25 +922,39 @@ def truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng):
         del tokens[:lo]
 
 
+def _padded(rows, width, dtype):
+    """Lists of numbers -> (array [len(rows), width] of each list then zeros, the lists' lengths)."""
+    lengths = np.fromiter(map(len, rows), np.int64, len(rows))
+    out = np.zeros((len(rows), width), dtype)
+    out[np.arange(width)[None, :] < lengths[:, None]] = np.fromiter(itertools.chain.from_iterable(rows), dtype,
+                                                                     int(lengths.sum()))
+    return out, lengths
+
+
 def instance_features(instances, tokenizer, max_seq_length, max_predictions_per_seq):
-    """Feature arrays of `TrainingInstance`s, as the original's write_instance_to_example_files builds them."""
-    num = len(instances)
-    features = {name: np.zeros((num, length), np.float32 if kind == records.FLOAT else np.int64)
-                for name, (length, kind) in records.pretraining(max_seq_length, max_predictions_per_seq).items()}
-    for row, instance in enumerate(instances):
-        input_ids = tokenizer.convert_tokens_to_ids(instance.tokens)
-        masked_lm_ids = tokenizer.convert_tokens_to_ids(instance.masked_lm_labels)
-        if len(input_ids) > max_seq_length or len(masked_lm_ids) > max_predictions_per_seq:
+    """Feature arrays of `TrainingInstance`s, as the original's write_instance_to_example_files builds them:
+    build_features on the instances' unmasked ids (the labels put back at the masked positions), with the
+    instances' own segment_ids."""
+    input_ids = [tokenizer.convert_tokens_to_ids(instance.tokens) for instance in instances]
+    label_ids = [tokenizer.convert_tokens_to_ids(instance.masked_lm_labels) for instance in instances]
+    for row, (ids, labels) in enumerate(zip(input_ids, label_ids)):
+        if len(ids) > max_seq_length or len(labels) > max_predictions_per_seq:
             raise ValueError("instance %d has %d tokens and %d masked positions: more than max_seq_length=%d or "
-                             "max_predictions_per_seq=%d" % (row, len(input_ids), len(masked_lm_ids),
-                                                             max_seq_length, max_predictions_per_seq))
-        features["input_ids"][row, :len(input_ids)] = input_ids
-        features["input_mask"][row, :len(input_ids)] = 1
-        features["segment_ids"][row, :len(instance.segment_ids)] = instance.segment_ids
-        features["masked_lm_positions"][row, :len(masked_lm_ids)] = instance.masked_lm_positions
-        features["masked_lm_ids"][row, :len(masked_lm_ids)] = masked_lm_ids
-        features["masked_lm_weights"][row, :len(masked_lm_ids)] = 1.0
-        features["next_sentence_labels"][row] = 1 if instance.is_random_next else 0
+                             "max_predictions_per_seq=%d" % (row, len(ids), len(labels), max_seq_length,
+                                                             max_predictions_per_seq))
+    ids, lengths = _padded(input_ids, max_seq_length, np.int64)
+    positions, counts = _padded([instance.masked_lm_positions for instance in instances], max_predictions_per_seq,
+                                np.int64)
+    labels, _ = _padded(label_ids, max_predictions_per_seq, np.int64)
+    segment_ids, _ = _padded([instance.segment_ids for instance in instances], max_seq_length, np.int64)
+    valid = np.arange(max_predictions_per_seq)[None, :] < counts[:, None]
+    replacements = np.where(valid, np.take_along_axis(ids, positions, axis=1), 0)
+    rows = np.broadcast_to(np.arange(len(ids))[:, None], valid.shape)
+    ids[rows[valid], positions[valid]] = labels[valid]
+    len_a = (segment_ids == 0).sum(axis=1) - (max_seq_length - lengths) - 2
+    features = build_features((ids, lengths, len_a), [int(bool(i.is_random_next)) for i in instances],
+                              (positions, replacements, counts))
+    features["segment_ids"] = segment_ids
     return features
 
 

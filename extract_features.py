@@ -24,6 +24,7 @@ from absl import logging
 
 import filesystem
 import modeling
+import original_model_fn
 import packing
 import runner
 import tokenization
@@ -274,21 +275,17 @@ def model_fn_builder(bert_config, init_checkpoint, layer_indexes, use_tpu, use_o
     mode=modeling.ModeKeys.PREDICT, params=None)` on a batch of features (unique_ids, input_ids, input_mask,
     input_type_ids) -> modeling.EstimatorSpec with predictions {"unique_id", "layer_output_<i>": the encoder layer
     layer_indexes[i]} (each [batch, seq_length, hidden_size]); its first call loads init_checkpoint by the
-    assignment map. Any other mode is the original's ValueError. use_tpu served TPUEstimator and is not used;
-    extract_features.py runs the whole job (batches, JSON lines)."""
-    loaded = []
+    assignment map (original_model_fn). Any other mode is the original's ValueError. use_tpu served TPUEstimator
+    and is not used; extract_features.py runs the whole job (batches, JSON lines)."""
+    loader = original_model_fn.CheckpointLoader(init_checkpoint)
 
     def model_fn(features, labels=None, mode=modeling.ModeKeys.PREDICT, params=None):
-        model = modeling.BertModel(config=bert_config, is_training=False, input_ids=features["input_ids"],
-                                   input_mask=features["input_mask"], token_type_ids=features["input_type_ids"],
-                                   use_one_hot_embeddings=use_one_hot_embeddings)
         if mode != modeling.ModeKeys.PREDICT:
             raise ValueError("Only PREDICT modes are supported: %s" % (mode))
-        if not loaded:
-            with tf.init_scope():
-                assignment_map, _ = modeling.get_assignment_map_from_checkpoint(modeling.trainable_variables(),
-                                                                                init_checkpoint)
-                loaded.extend(modeling.init_from_checkpoint(init_checkpoint, assignment_map))
+        model = original_model_fn.load_once(loader, lambda: modeling.BertModel(
+            config=bert_config, is_training=False, input_ids=features["input_ids"],
+            input_mask=features["input_mask"], token_type_ids=features["input_type_ids"],
+            use_one_hot_embeddings=use_one_hot_embeddings))
         all_layers = model.get_all_encoder_layers()
         predictions = {"unique_id": features["unique_ids"]}
         for i, layer_index in enumerate(layer_indexes):

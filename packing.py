@@ -7,7 +7,8 @@ fast_tokenization.FastBertTokenizer, in the graph), so training and serving cann
   pack_pair(ids_a, ids_b, max_seq_length, cls_id, sep_id): [CLS] a [SEP] (b [SEP]) with the original's pair
     truncation (classifier, extract_features).
   squad_windows(query_ids, doc_pieces, ...): the original run_squad.py's windows over a context, with the
-    "max context" flags and, for training, the answer's start/end positions.
+    "max context" flags and, for training, the answer's start/end positions (max_context_span: that rule for one
+    token, in plain Python, as the original's per-token helper).
   ner_windows(word_pieces, ...): windows over a sentence in which every word is scored exactly once.
 
 Inputs are ragged int tensors ([batch, (ids)] or [batch, (words), (pieces)]); ragged_ids and ragged_word_ids
@@ -171,6 +172,21 @@ class _Windows:
         best = max_context_window(tf.gather(starts, self.row)[:, tf.newaxis, :],
                                   tf.gather(lengths, self.row)[:, tf.newaxis, :], doc_position)
         return best == self.index[:, tf.newaxis]
+
+
+def max_context_span(spans, position):
+    """The original run_squad.py's "max context" rule on Python ints: the index of the first of `spans`
+    ((start, length) pairs) where the token at `position` has the best min(left, right) + 0.01 * length; None
+    where no span holds it. Plain Python, as the original's per-token helper (fast on lists, usable while a
+    tf.function is traced); max_context_window is its vectorised form."""
+    best_score, best_index = None, None
+    for index, (start, length) in enumerate(spans):
+        end = start + length - 1
+        if start <= position <= end:
+            score = min(position - start, end - position) + 0.01 * length
+            if best_score is None or score > best_score:
+                best_score, best_index = score, index
+    return best_index
 
 
 def max_context_window(window_starts, window_lengths, position):

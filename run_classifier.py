@@ -44,6 +44,7 @@ import filesystem
 import glue_evaluation
 import litert_classifier
 import modeling
+import original_model_fn
 import packing
 import records
 import runner
@@ -961,41 +962,44 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids, l
 
 def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate, num_train_steps, num_warmup_steps,
                      use_tpu, use_one_hot_embeddings):
-    """The original's model_fn_builder. TensorFlow 2.16+ has no tf.estimator to run a model_fn, so the model_fn
-    it returns predicts, eagerly or in a tf.function: `model_fn(features, labels=None,
-    mode=modeling.ModeKeys.PREDICT, params=None)` on a batch of features (input_ids, input_mask, segment_ids;
-    label_ids if any) -> modeling.EstimatorSpec with predictions {"probabilities"} and the loss of label_ids.
+    """The original's model_fn_builder. TensorFlow 2.16+ has no tf.estimator to run a model_fn: call the model_fn
+    it returns yourself, eagerly or in a tf.function, `model_fn(features, labels=None, mode, params=None)` on a
+    batch of features (input_ids, input_mask, segment_ids; label_ids, and is_real_example for EVAL) ->
+    modeling.EstimatorSpec:
+      mode PREDICT (the default): predictions {"probabilities"}, and the loss of label_ids when given;
+      mode TRAIN: loss and train_op, a function: train_op() runs one step of optimization.create_optimizer on
+        this batch (one optimizer for every call of this builder's model_fn, as the original's graph had one) and
+        returns the loss;
+      mode EVAL: loss and, in predictions, what the original's metric_fn read (per_example_loss, label_ids,
+        logits, is_real_example; run_classifier.py --do_eval computes the task's metrics).
     Its first call loads init_checkpoint into the model's variables by the assignment map, as the original's
-    model_fn did (a fine-tuned checkpoint: output_weights and output_bias too). Training and evaluation are the
-    scripts' (run_classifier.py --do_train / --do_eval, or training.train / training.evaluate with
-    ClassifierTask): mode TRAIN or EVAL is a ValueError saying so; create_model with
-    optimization.create_optimizer trains in a loop of your own. learning_rate, num_train_steps,
-    num_warmup_steps and use_tpu served the training op and are not used."""
-    loaded = []
+    model_fn did (a fine-tuned checkpoint: output_weights and output_bias too; original_model_fn)."""
+    loader = original_model_fn.CheckpointLoader(init_checkpoint)
 
-    def model_fn(features, labels=None, mode=modeling.ModeKeys.PREDICT, params=None):
-        if mode != modeling.ModeKeys.PREDICT:
-            raise ValueError(f"run_classifier.model_fn: mode {mode!r}: TensorFlow 2 has no Estimator to train or "
-                             f"evaluate with a model_fn; use run_classifier.py --do_train / --do_eval (training.train"
-                             f" / training.evaluate with ClassifierTask), or create_model with "
-                             f"optimization.create_optimizer's step function; this model_fn predicts "
-                             f"(mode={modeling.ModeKeys.PREDICT!r})")
+    def outputs(features, is_training):
         label_ids = features.get("label_ids")
         if label_ids is None:
             label_ids = tf.zeros_like(features["input_ids"][:, 0])
+        return create_model(bert_config, is_training, features["input_ids"], features["input_mask"],
+                            features["segment_ids"], label_ids, num_labels, use_one_hot_embeddings)
 
-        def build():
-            return create_model(bert_config, False, features["input_ids"], features["input_mask"],
-                                features["segment_ids"], label_ids, num_labels, use_one_hot_embeddings)
+    train_op = original_model_fn.TrainOp(lambda features: outputs(features, True)[0], learning_rate,
+                                         num_train_steps, num_warmup_steps, use_tpu)
 
-        total_loss, _, _, probabilities = build()
-        if init_checkpoint and not loaded:
-            with tf.init_scope():
-                tvars = modeling.trainable_variables()
-                assignment_map, _ = modeling.get_assignment_map_from_checkpoint(tvars, init_checkpoint)
-                loaded.extend(modeling.init_from_checkpoint(init_checkpoint, assignment_map))
-            if tf.executing_eagerly():  # computed from the loaded weights
-                total_loss, _, _, probabilities = build()
+    def model_fn(features, labels=None, mode=modeling.ModeKeys.PREDICT, params=None):
+        is_training = mode == modeling.ModeKeys.TRAIN
+        total_loss, per_example_loss, logits, probabilities = original_model_fn.load_once(
+            loader, lambda: outputs(features, is_training))
+        if is_training:
+            return modeling.EstimatorSpec(mode=mode, predictions=None, loss=total_loss,
+                                          train_op=train_op.for_batch(features))
+        if mode == modeling.ModeKeys.EVAL:
+            is_real_example = features.get("is_real_example")
+            if is_real_example is None:
+                is_real_example = tf.ones_like(per_example_loss)
+            predictions = {"per_example_loss": per_example_loss, "label_ids": features["label_ids"],
+                           "logits": logits, "is_real_example": tf.cast(is_real_example, tf.float32)}
+            return modeling.EstimatorSpec(mode=mode, predictions=predictions, loss=total_loss, train_op=None)
         return modeling.EstimatorSpec(mode=mode, predictions={"probabilities": probabilities}, loss=total_loss,
                                       train_op=None)
 

@@ -8,16 +8,22 @@ Bad input: --input_file files without a single record are an error before traini
 beside others are skipped with a warning). A corrupt or truncated record stops training or evaluation with an
 error naming the file and the record; the checkpoints written so far are kept, so fixing or removing the file
 and running the same command again resumes from the last one.
+
+The original's Python API (model_fn_builder, get_masked_lm_output, get_next_sentence_output, gather_indexes,
+input_fn_builder) is kept, over PretrainingModel's heads and pretraining_input_fn (README, "Your code written for
+the original").
 """
 import cli  # first: quiets TensorFlow's start-up logging
 
 import dataclasses
+import json
 
 import tensorflow as tf
 from absl import logging
 
 import filesystem
 import modeling
+import original_model_fn
 import records
 import runner
 import tokenization
@@ -115,7 +121,7 @@ NUM_CPU_THREADS = 4  # files read at once when training (the original input_fn_b
 
 
 def pretraining_input_fn(input_files, max_seq_length, max_predictions_per_seq, is_training, seed=12345,
-                         masker=None):
+                         masker=None, num_cpu_threads=NUM_CPU_THREADS):
     """Returns input_fn(batch_size, input_context) -> dataset of feature dicts (training.py's contract).
 
     Training: files shuffled and repeated, records interleaved from several files and shuffled (buffer 100,
@@ -148,7 +154,7 @@ def pretraining_input_fn(input_files, max_seq_length, max_predictions_per_seq, i
             dataset = dataset.shard(pipelines, pipeline_id)
             files = files[pipeline_id::pipelines]
         dataset = dataset.repeat().shuffle(len(files), seed=seed)
-        cycle_length = min(NUM_CPU_THREADS, len(files))
+        cycle_length = min(num_cpu_threads, len(files))
         dataset = dataset.interleave(tf.data.TFRecordDataset, cycle_length=cycle_length,
                                      num_parallel_calls=cycle_length, deterministic=True)
         dataset = dataset.shuffle(100, seed=seed + 1)
@@ -237,6 +243,112 @@ class PretrainingTask(training.Task):
         return {"mlm_log_probs": tf.reshape(outputs["mlm_log_probs"], [batch, -1, tf.shape(
                     outputs["mlm_log_probs"])[-1]]),
                 "nsp_log_probs": outputs["nsp_log_probs"]}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The original's model_fn_builder, heads and input_fn_builder, on TensorFlow 2 (modeling's original API): the
+# layers of PretrainingModel (modeling.MaskedLMHead, NextSentenceHead) and its losses, with modeling's variables.
+
+
+def _original_head(scope, bert_config, make):
+    """The head layer make() at `scope` under the current tf.compat.v1.variable_scope, its variables modeling's
+    (`<scope>/...`, made once per name), as the original's tf.variable_scope(scope) made them."""
+    current = tf.compat.v1.get_variable_scope().name
+    full = f"{current}/{scope}" if current else scope
+    key = (scope, json.dumps(bert_config.to_dict(), sort_keys=True, default=repr))
+    return modeling._namespace_layer(full, key, make, None)  # pylint: disable=protected-access
+
+
+def gather_indexes(sequence_tensor, positions):
+    """Gathers the vectors at the specific positions over a minibatch: sequence_tensor [batch_size, seq_length,
+    width], positions [batch_size, num_positions] -> [batch_size * num_positions, width]."""
+    return modeling.gather_indexes(sequence_tensor, positions)
+
+
+def get_masked_lm_output(bert_config, input_tensor, output_weights, positions, label_ids, label_weights):
+    """Get loss and log probs for the masked LM: (loss, per_example_loss [batch_size * num_positions], log_probs
+    [batch_size * num_positions, vocab_size]) of the head `cls/predictions` (transform/dense, transform/LayerNorm,
+    output_bias; the decoder is output_weights, the word embeddings) at `positions` of input_tensor (the
+    sequence output), the loss weighted by label_weights."""
+    head = _original_head("cls/predictions", bert_config,
+                          lambda: modeling.MaskedLMHead(bert_config, name="predictions"))
+    log_probs = head(gather_indexes(input_tensor, positions), output_weights)
+    loss, per_example_loss = modeling.masked_lm_loss(log_probs, label_ids, label_weights)
+    return loss, per_example_loss, log_probs
+
+
+def get_next_sentence_output(bert_config, input_tensor, labels):
+    """Get loss and log probs for the next sentence prediction: (loss, per_example_loss [batch_size], log_probs
+    [batch_size, 2]) of the head `cls/seq_relationship` (output_weights [2, hidden_size], output_bias [2]) on
+    input_tensor (the pooled output); label 0 is "next sentence", 1 "random sentence"."""
+    head = _original_head("cls/seq_relationship", bert_config,
+                          lambda: modeling.NextSentenceHead(bert_config, name="seq_relationship"))
+    log_probs = head(input_tensor)
+    loss, per_example_loss = modeling.next_sentence_loss(log_probs, labels)
+    return loss, per_example_loss, log_probs
+
+
+def _original_outputs(bert_config, features, is_training, use_one_hot_embeddings):
+    """The original model_fn's model and heads on a batch of pre-training features."""
+    model = modeling.BertModel(config=bert_config, is_training=is_training, input_ids=features["input_ids"],
+                               input_mask=features["input_mask"], token_type_ids=features["segment_ids"],
+                               use_one_hot_embeddings=use_one_hot_embeddings)
+    masked_lm = get_masked_lm_output(bert_config, model.get_sequence_output(), model.get_embedding_table(),
+                                     features["masked_lm_positions"], features["masked_lm_ids"],
+                                     features["masked_lm_weights"])
+    next_sentence = get_next_sentence_output(bert_config, model.get_pooled_output(),
+                                             features["next_sentence_labels"])
+    return masked_lm[0] + next_sentence[0], masked_lm, next_sentence
+
+
+def model_fn_builder(bert_config, init_checkpoint, learning_rate, num_train_steps, num_warmup_steps, use_tpu,
+                     use_one_hot_embeddings):
+    """The original's model_fn_builder. TensorFlow 2.16+ has no tf.estimator to run a model_fn: call the model_fn
+    it returns yourself, eagerly or in a tf.function, `model_fn(features, labels=None, mode, params=None)` on a
+    batch of pre-training features (input_ids, input_mask, segment_ids, masked_lm_positions, masked_lm_ids,
+    masked_lm_weights, next_sentence_labels) -> modeling.EstimatorSpec with loss, the original's total loss
+    (masked LM + next sentence), and:
+      mode TRAIN: train_op, a function: train_op() runs one step of optimization.create_optimizer on this batch
+        (one optimizer for every call of this builder's model_fn, as the original's graph had one) and returns
+        the loss;
+      mode EVAL: predictions, what the original's metric_fn reads: masked_lm_example_loss, masked_lm_log_probs,
+        next_sentence_example_loss, next_sentence_log_probs (PretrainingTask.evaluate_batch and run_pretraining.py
+        --do_eval compute the metrics).
+    Its first call loads init_checkpoint into modeling's variables by the assignment map, as the original's did
+    (original_model_fn). Any other mode is the original's ValueError."""
+    loader = original_model_fn.CheckpointLoader(init_checkpoint)
+
+    def outputs(features, is_training):
+        return _original_outputs(bert_config, features, is_training, use_one_hot_embeddings)
+
+    train_op = original_model_fn.TrainOp(lambda features: outputs(features, True)[0], learning_rate,
+                                         num_train_steps, num_warmup_steps, use_tpu)
+
+    def model_fn(features, labels=None, mode=modeling.ModeKeys.EVAL, params=None):
+        if mode not in (modeling.ModeKeys.TRAIN, modeling.ModeKeys.EVAL):
+            raise ValueError("Only TRAIN and EVAL modes are supported: %s" % (mode))
+        is_training = mode == modeling.ModeKeys.TRAIN
+        total_loss, masked_lm, next_sentence = original_model_fn.load_once(loader,
+                                                                           lambda: outputs(features, is_training))
+        if is_training:
+            return modeling.EstimatorSpec(mode=mode, predictions=None, loss=total_loss,
+                                          train_op=train_op.for_batch(features))
+        predictions = {"masked_lm_example_loss": masked_lm[1], "masked_lm_log_probs": masked_lm[2],
+                       "next_sentence_example_loss": next_sentence[1], "next_sentence_log_probs": next_sentence[2]}
+        return modeling.EstimatorSpec(mode=mode, predictions=predictions, loss=total_loss, train_op=None)
+
+    return model_fn
+
+
+def input_fn_builder(input_files, max_seq_length, max_predictions_per_seq, is_training, num_cpu_threads=4):
+    """The original's `input_fn(params)` over pre-training records (input_files: a list of files, any file
+    system): input_fn({"batch_size": n}) is a tf.data.Dataset of batches of the seven int32 / float32 features
+    (pretraining_input_fn, this script's own): when training, files shuffled and repeated, num_cpu_threads of
+    them read at once, records shuffled in a buffer of 100, whole batches only; for evaluation one pass in file
+    order, the last batch kept (the original repeated it for TPUEstimator's steps)."""
+    make = pretraining_input_fn(list(input_files), max_seq_length, max_predictions_per_seq, is_training,
+                                num_cpu_threads=num_cpu_threads)
+    return lambda params: make(params["batch_size"])
 
 
 # ---------------------------------------------------------------------------------------------------------

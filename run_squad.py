@@ -32,6 +32,7 @@ from absl import logging
 import filesystem
 import model_options
 import modeling
+import original_model_fn
 import packing
 import records
 import runner
@@ -284,11 +285,9 @@ def _improve_answer_span(doc_tokens, input_start, input_end, tokenizer, orig_ans
 
 def _check_is_max_context(doc_spans, cur_span_index, position):
     """Check if this is the 'max context' doc span for the token (doc_spans: windows with .start and .length, as
-    the original's DocSpan): the rule packing.squad_windows applies (packing.max_context_window)."""
-    starts = tf.constant([span.start for span in doc_spans], tf.int64)
-    lengths = tf.constant([span.length for span in doc_spans], tf.int64)
-    return int(packing.max_context_window(starts, lengths, position)) == cur_span_index
-
+    the original's DocSpan; Python ints): plain Python, the rule packing.squad_windows applies
+    (packing.max_context_span)."""
+    return packing.max_context_span([(span.start, span.length) for span in doc_spans], position) == cur_span_index
 
 
 # ---------------------------------------------------------------- features: packing.squad_windows
@@ -767,6 +766,64 @@ class SquadTask(training.Task):
     def predict_outputs(self, model, features):
         start_logits, end_logits = model(features, training=False)
         return {"unique_ids": features["unique_ids"], "start_logits": start_logits, "end_logits": end_logits}
+
+
+# ----------------------------------------------------------------------------------------------
+# The original's create_model and model_fn_builder, on TensorFlow 2 (modeling's original API).
+
+
+def create_model(bert_config, is_training, input_ids, input_mask, segment_ids, use_one_hot_embeddings):
+    """The original's SQuAD model, eagerly or in a tf.function: modeling.BertModel and, on every position of its
+    sequence output, the layer `cls/squad/output_weights` [2, hidden_size] and `cls/squad/output_bias` [2] (no
+    dropout; SquadModel's) -> (start_logits, end_logits), each float32 [batch_size, seq_length]. The variables
+    are modeling's, made once per name (modeling.trainable_variables() lists them)."""
+    model = modeling.BertModel(config=bert_config, is_training=is_training, input_ids=input_ids,
+                               input_mask=input_mask, token_type_ids=segment_ids,
+                               use_one_hot_embeddings=use_one_hot_embeddings)
+    with tf.compat.v1.variable_scope("cls/squad"):
+        logits = modeling.output_layer(model.get_sequence_output(), 2, is_training, dropout_prob=0.0)
+    return logits[:, :, 0], logits[:, :, 1]
+
+
+def model_fn_builder(bert_config, init_checkpoint, learning_rate, num_train_steps, num_warmup_steps, use_tpu,
+                     use_one_hot_embeddings):
+    """The original's model_fn_builder. TensorFlow 2.16+ has no tf.estimator to run a model_fn: call the model_fn
+    it returns yourself, eagerly or in a tf.function, `model_fn(features, labels=None, mode, params=None)` on a
+    batch of features (unique_ids, input_ids, input_mask, segment_ids; start_positions and end_positions to
+    train) -> modeling.EstimatorSpec:
+      mode PREDICT: predictions {"unique_ids", "start_logits", "end_logits"} (write_predictions' RawResult);
+      mode TRAIN: loss (squad_loss, the original's) and train_op, a function: train_op() runs one step of
+        optimization.create_optimizer on this batch (one optimizer for every call of this builder's model_fn,
+        as the original's graph had one) and returns the loss.
+    Its first call loads init_checkpoint into modeling's variables by the assignment map, as the original's did
+    (original_model_fn). Any other mode is the original's ValueError. run_squad.py --do_train / --do_predict
+    runs the whole job."""
+    loader = original_model_fn.CheckpointLoader(init_checkpoint)
+
+    def logits(features, is_training):
+        return create_model(bert_config, is_training, features["input_ids"], features["input_mask"],
+                            features["segment_ids"], use_one_hot_embeddings)
+
+    def training_loss(features):
+        start_logits, end_logits = logits(features, True)
+        return squad_loss(start_logits, end_logits, features["start_positions"], features["end_positions"])
+
+    train_op = original_model_fn.TrainOp(training_loss, learning_rate, num_train_steps, num_warmup_steps, use_tpu)
+
+    def model_fn(features, labels=None, mode=modeling.ModeKeys.PREDICT, params=None):
+        if mode == modeling.ModeKeys.TRAIN:
+            loss = original_model_fn.load_once(loader, lambda: training_loss(features))
+            return modeling.EstimatorSpec(mode=mode, predictions=None, loss=loss,
+                                          train_op=train_op.for_batch(features))
+        if mode == modeling.ModeKeys.PREDICT:
+            start_logits, end_logits = original_model_fn.load_once(loader, lambda: logits(features, False))
+            return modeling.EstimatorSpec(mode=mode, predictions={"unique_ids": features["unique_ids"],
+                                                                  "start_logits": start_logits,
+                                                                  "end_logits": end_logits},
+                                          loss=None, train_op=None)
+        raise ValueError("Only TRAIN and PREDICT modes are supported: %s" % (mode))
+
+    return model_fn
 
 
 def decode_text_outputs(questions, contexts, outputs, tokenizer, answering, qas_ids=None):

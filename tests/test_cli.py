@@ -1,5 +1,6 @@
 """cli.py: user errors as one line, TensorFlow's start-up noise dropped, files and folders named by flags."""
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -139,3 +140,61 @@ def test_options_are_the_flags_with_their_names_defaults_and_help():
     assert cli.build_options(Options, name="m", rate=2.0, hidden=4).inner == Inner(rate=2.0, hidden=4)
     with pytest.raises(TypeError, match=r"Options has no option\(s\) \['nme'\]"):
         cli.build_options(Options, nme="typo")
+
+
+_USER_SCRIPT = textwrap.dedent("""
+    import logging, os, sys, threading
+    from absl import logging as absl_logging
+
+    def state():
+        fd = os.fstat(2)
+        return {"TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL"), "fd2": (fd.st_dev, fd.st_ino),
+                "threads": sorted(t.name for t in threading.enumerate()),
+                "handlers": [type(h).__name__ for h in logging.root.handlers], "level": logging.root.level,
+                "absl": absl_logging.get_verbosity()}
+
+    before = state()
+    import modeling  # loads TensorFlow
+    after = state()
+    print(before == after, before, after, sep="\\n")
+    os.write(2, b"2026-11-23 E external/local_xla/cuda_platform.cc:51] failed call to cuInit: from the user\\n")
+""")
+
+
+def test_importing_the_project_from_a_users_own_script_changes_nothing_of_its_stderr_or_logging():
+    # A user's script in the project's folder (as the original's users placed theirs), TF_CPP_MIN_LOG_LEVEL unset.
+    script = os.path.join(ROOT, f"user_script_{os.getpid()}.py")
+    with open(script, "w", encoding="utf-8") as f:
+        f.write(_USER_SCRIPT)
+    try:
+        proc = subprocess.run([sys.executable, script], capture_output=True, text=True, cwd=ROOT, timeout=300,
+                              env={k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"})
+    finally:
+        os.remove(script)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    same, before, _ = proc.stdout.splitlines()
+    assert same == "True", proc.stdout  # environment, file descriptor 2, threads, logging handlers and levels
+    assert "'TF_CPP_MIN_LOG_LEVEL': None" in before
+    assert "failed call to cuInit: from the user" in proc.stderr  # nothing filters this process's stderr
+    assert "oneDNN custom operations" in proc.stderr  # TensorFlow's own start-up lines, as without the project
+
+
+def test_the_projects_scripts_keep_their_quiet_console(tmp_path):
+    # TensorFlow loads (and, TF_CPP_MIN_LOG_LEVEL unset, would log its start-up lines) before the error.
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "run_classifier.py"), "--task_name=cola", "--do_train",
+                           f"--data_dir={tmp_path}", f"--vocab_file={tmp_path}/vocab.txt",
+                           f"--bert_config_file={tmp_path}/missing.json", f"--output_dir={tmp_path}/out"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=300,
+                          env={k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"})
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [f"error: --bert_config_file={tmp_path}/missing.json: no such file"]
+
+
+def test_scripts_are_the_files_that_start_with_cli():
+    def starts_with_cli(name):
+        with open(os.path.join(ROOT, name), encoding="utf-8") as f:
+            return re.search(r"^\s*cli\.(main|run)\(", f.read(), re.M) is not None
+
+    started = [name for name in sorted(os.listdir(ROOT)) if name.endswith(".py") and name != "cli.py"
+               and starts_with_cli(name)]
+    assert started == sorted(cli.SCRIPTS)

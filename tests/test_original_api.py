@@ -12,6 +12,7 @@ import json
 import logging as std_logging
 import os
 import random
+import re
 import subprocess
 import sys
 
@@ -231,6 +232,18 @@ def test_squad_helpers_as_the_original():
             for position in range(-1, num_tokens + 1):
                 assert run_squad._check_is_max_context(spans, index, position) == original_is_max_context(
                     spans, index, position), (num_tokens, max_tokens, stride, index, position)
+    # Plain Python on Python ints: it gives its answer while a tf.function is traced, as the original's did.
+    spans = [DocSpan(*span) for span in original_doc_spans(30, 8, 3)]
+
+    @tf.function
+    def traced():
+        for index in range(len(spans)):
+            for position in range(30):
+                assert run_squad._check_is_max_context(spans, index, position) is original_is_max_context(
+                    spans, index, position)
+        return tf.constant(0)
+
+    traced()
     assert run_squad._get_best_indexes([0.5, 2.0, 2.0, -1.0, 3.0], 3) == [4, 1, 2]
     assert run_squad._compute_softmax([]) == [] and run_squad._compute_softmax([1.0, 1.0]) == [0.5, 0.5]
 
@@ -330,3 +343,95 @@ def test_extract_features_original_functions(tokenizer, tmp_path):
         "unique_ids": tf.int32, "input_ids": tf.int32, "input_mask": tf.int32, "input_type_ids": tf.int32}
     np.testing.assert_array_equal(np.concatenate([b["input_ids"].numpy() for b in batches]),
                                   [f.input_ids for f in features])
+
+
+# ---------------------------------------------------------------------------------------------------------
+# README: every name its section for code written for the original lists exists and is tested.
+
+_OUR_MODULES = ("create_pretraining_data", "extract_features", "modeling", "optimization", "run_classifier",
+                "run_pretraining", "run_squad", "tokenization", "cli")
+
+
+def _readme_section(title):
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        text = f.read()
+    assert text.count("\n## " + title + "\n") == 1, f"README: one section {title!r}"
+    return text.split("\n## " + title + "\n")[1].split("\n## ")[0]
+
+
+def _resolve(path, module=None, owner=None):
+    """The object `path` names: module.attr..., or an attribute of `module` or of `owner` (a class listed before it
+    in the same cell); None where it names nothing of ours."""
+    import importlib
+    parts = path.split(".")
+    if parts[0] in _OUR_MODULES:
+        target = importlib.import_module(parts[0])
+        parts = parts[1:]
+    elif module is not None and hasattr(module, parts[0]):
+        target = module
+    elif owner is not None and hasattr(owner, parts[0]):
+        target = owner
+    else:
+        return None
+    for part in parts:
+        target = getattr(target, part, None)
+        if target is None:
+            return None
+    return target
+
+
+def test_readme_section_for_the_originals_code_lists_names_that_exist_and_are_tested():
+    import importlib
+    section = _readme_section("Your code written for the original")
+    tests_text = ""
+    for name in sorted(os.listdir(os.path.join(ROOT, "tests"))):
+        if name.endswith(".py"):
+            with open(os.path.join(ROOT, "tests", name), encoding="utf-8") as f:
+                tests_text += f.read()
+    rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| Original")]
+    modules, checked, untested, module = [], [], [], None
+    for row in rows:
+        cells = [cell.strip() for cell in row.strip()[1:-1].split("|")]
+        assert len(cells) == 3, row
+        header = re.fullmatch(r"\*\*`?([\w ]+?)`?\*\*", cells[0])
+        if header:
+            name = header.group(1)
+            module = importlib.import_module(name) if name in _OUR_MODULES else None
+            modules.append(name)
+            continue
+        for column, cell in enumerate(cells):
+            owner = None
+            for path in re.findall(r"`([A-Za-z_][\w.]*)", cell):
+                if path.startswith(("tf.", "absl.")) or path.endswith(".py"):
+                    continue  # TensorFlow 1's names, a script's file
+                prefixed = path.split(".")[0] in _OUR_MODULES
+                if not prefixed and (column > 0 or module is None):
+                    continue  # a bare name in the other columns is said of the row's own names; TensorFlow 1's
+                target = _resolve(path, module if column == 0 else None, owner)
+                assert target is not None, f"README names {path!r} ({row[:80]}...), which does not exist"
+                if isinstance(target, type):
+                    owner = target
+                if not re.search(r"\b%s\b" % re.escape(path.split(".")[-1]), tests_text):
+                    untested.append(path)
+                checked.append(path)
+    # The original's files, in its order.
+    assert modules == ["create_pretraining_data", "extract_features", "modeling", "optimization", "run_classifier",
+                       "run_pretraining", "run_squad", "tokenization", "TensorFlow 1"]
+    assert len(checked) > 100 and untested == [], f"README names what no test uses: {untested}"
+
+
+def test_the_originals_small_names():
+    example = tf.train.Example(features=tf.train.Features(feature={
+        "ids": cpd.create_int_feature([3, 1, 2]), "weights": cpd.create_float_feature([1.0, 0.5])}))
+    parsed = tf.train.Example.FromString(example.SerializeToString()).features.feature
+    assert list(parsed["ids"].int64_list.value) == [3, 1, 2]
+    assert list(parsed["weights"].float_list.value) == [1.0, 0.5]
+    for processor in (rc.XnliProcessor(), rc.MnliProcessor()):
+        assert isinstance(processor, rc.DataProcessor)
+        assert processor.get_labels() == ["contradiction", "entailment", "neutral"]
+    squad_example = run_squad.SquadExample(qas_id="q1", question_text="Who?", doc_tokens=["So", "John", "went"],
+                                           orig_answer_text="John", start_position=1, end_position=1)
+    assert str(squad_example) == ("qas_id: q1, question_text: Who?, doc_tokens: [So John went], start_position: 1, "
+                                  "end_position: 1, is_impossible: False")  # the original's
+    spec = modeling.EstimatorSpec(mode=modeling.ModeKeys.PREDICT, predictions={}, loss=None, train_op=None)
+    assert spec._fields == ("mode", "predictions", "loss", "train_op")

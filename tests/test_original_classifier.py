@@ -125,8 +125,27 @@ def test_classifier_model_fn_predicts_from_a_finetuned_checkpoint(original, tmp_
     second = run({name: value[8:] for name, value in batch.items()})  # loaded once: the same weights
     np.testing.assert_allclose(second["probabilities"], np.array(reference["outputs"]["probabilities"])[8:],
                                atol=1e-5)
-    with pytest.raises(ValueError, match="mode 'train': TensorFlow 2 has no Estimator.*--do_train"):
-        model_fn(batch, None, modeling.ModeKeys.TRAIN, {})
+    evaluated = model_fn(batch, None, modeling.ModeKeys.EVAL, {})  # what the original's metric_fn read
+    _check({"loss": evaluated.loss, "per_example_loss": evaluated.predictions["per_example_loss"]},
+           reference["outputs"], ("loss", "per_example_loss"))
+    np.testing.assert_array_equal(evaluated.predictions["label_ids"], batch["label_ids"])
+    assert evaluated.predictions["logits"].shape == (16, 2) and evaluated.train_op is None
+
+
+def test_classifier_model_fn_trains_with_one_optimizer(original, tmp_path):
+    reference, folder, features = original
+    bert_config = _bert_config(folder)
+    bert_config.hidden_dropout_prob = bert_config.attention_probs_dropout_prob = 0.0
+    ckpt = _finetuned_checkpoint(tmp_path, reference, folder)
+    model_fn = run_classifier.model_fn_builder(bert_config, 2, ckpt, 1e-3, 10, 1, False, False)
+    batch = {"input_ids": features["input_ids"], "input_mask": features["input_mask"],
+             "segment_ids": features["segment_ids"], "label_ids": features["label_id"]}
+    spec = model_fn(batch, None, modeling.ModeKeys.TRAIN, {})
+    assert spec.predictions is None
+    losses = [float(spec.train_op())]
+    losses += [float(model_fn(batch, None, modeling.ModeKeys.TRAIN, {}).train_op()) for _ in range(3)]
+    # The same optimizer goes on from step to step (training: the output layer's dropout of 0.1, as the original).
+    assert int(modeling.get_or_create_global_step().numpy()) == 4 and losses[-1] < losses[0]
 
 
 @pytest.mark.parametrize("mode", MODES)

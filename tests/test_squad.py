@@ -3,6 +3,7 @@ import collections
 import dataclasses
 import json
 import os
+import random
 import re
 import subprocess
 import sys
@@ -304,6 +305,20 @@ def test_improve_answer_span_and_max_context(tokenizer):
             assert doc.tolist() == [100 + span_start + i for i in range(length)]
             flags = packed["token_is_max_context"].numpy()[k][query_length + 2:query_length + 2 + length]
             assert flags.tolist() == [original_is_max_context(want, k, span_start + i) for i in range(length)]
+
+
+def test_max_context_rule_in_python_and_as_tensorflow_ops_agree():
+    rng = random.Random(3)
+    for _ in range(30):
+        spans = [(rng.randrange(0, 20), rng.randrange(0, 9)) for _ in range(rng.randrange(1, 6))]
+        positions = list(range(-1, 30))
+        windows = packing.max_context_window(tf.constant([[s for s, _ in spans]] * len(positions), tf.int64),
+                                             tf.constant([[n for _, n in spans]] * len(positions), tf.int64),
+                                             tf.constant(positions)).numpy().tolist()
+        for position, window in zip(positions, windows):
+            best = packing.max_context_span(spans, position)
+            assert (window if window < len(spans) else None) == best, (spans, position)
+            assert all((best == i) == original_is_max_context(spans, i, position) for i in range(len(spans)))
 
 
 def get_final_text(pred_text, orig_text, do_lower_case):
