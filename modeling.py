@@ -10,7 +10,8 @@ and under tf.function; the section "The original release's API" below says how):
     (original tanh approximation), "gelu_exact" (erf), "relu", "tanh", "linear", or a function.
   BertModel(config, is_training, input_ids, input_mask=None, token_type_ids=None, use_one_hot_embeddings=False,
     scope=None): get_pooled_output(), get_sequence_output(), get_all_encoder_layers(), get_embedding_output(),
-    get_embedding_table() (one forward pass, computed when the first of them is called); `trainable_variables`
+    get_embedding_table() (one forward pass, computed when the first of them is called, again eagerly after
+    the variables were loaded or trained); `trainable_variables`
     (tf.Variables named "bert/...:0"), `variables_by_name()`.
   get_assignment_map_from_checkpoint(tvars, init_checkpoint) -> (assignment_map, initialized_variable_names);
     init_from_checkpoint(ckpt_dir_or_file, assignment_map): tf.train.init_from_checkpoint's stand-in, assigning
@@ -834,6 +835,7 @@ class _Namespace:
         self.variables = collections.OrderedDict()
         self.layers = {}
         self.owners = []  # weak references to objects whose variables_by_name() save_checkpoint also writes
+        self.generation = 0  # moved by note_assigned(): BertModel's eager outputs are computed again after it
 
     def variable(self, name, shape, create):
         """The variable `name`: made by create() the first time (outside any trace, under no name scope), then
@@ -895,9 +897,10 @@ def _namespace_variables(root, scope, created):
         yield
 
 
-def _namespace_layer(scope, key, make, input_shape):
+def namespace_layer(scope, key, make, input_shape):
     """The NamedLayer make() of the namespace at `scope` (one per scope and key), built with `input_shape`
-    the first time, its weights the namespace's variables under `scope`."""
+    the first time, its weights the namespace's variables under `scope`: how the original's functions (here and
+    run_pretraining's heads) make a layer once per variable scope."""
     layer = _NAMESPACE.layers.get((scope, key))
     if layer is None:
         layer = make()
@@ -938,6 +941,20 @@ def reset_variables():
     _NAMESPACE.variables.clear()
     _NAMESPACE.layers.clear()
     del _NAMESPACE.owners[:]
+    note_assigned()
+
+
+def note_assigned():
+    """Says that variables were assigned eagerly (a checkpoint loaded, an optimizer's update): a BertModel's
+    get_*() read eagerly after it compute the forward pass again, from the new values."""
+    _NAMESPACE.generation += 1
+
+
+def _variables_state():
+    """What an eager BertModel's cached outputs depend on: note_assigned()'s count and the global step's value
+    (a create_optimizer step run inside a tf.function moves it)."""
+    step = _NAMESPACE.variables.get("global_step")
+    return _NAMESPACE.generation, (None if step is None else int(step.numpy()))
 
 
 def variable_name(variable):
@@ -1062,11 +1079,12 @@ class BertModel:
         assignment_map, _ = modeling.get_assignment_map_from_checkpoint(model.trainable_variables, init_checkpoint)
         modeling.init_from_checkpoint(init_checkpoint, assignment_map)
 
-    after construction and before the first get_*(): the get_*() outputs of one model come from one forward
-    pass, computed when the first of them is called (eagerly, from the variables' values then; inside a
-    tf.function, reading the variables when the function runs), so one model's outputs share one draw of dropout
-    masks; a model built eagerly and read inside a tf.function (or a branch of one) computes its pass again
-    there. is_training=False sets both dropout
+    at any time after construction: the get_*() outputs of one model come from one forward pass, computed when
+    the first of them is called (eagerly, from the variables' values then, and again when one is read after a
+    checkpoint was loaded, an optimizer updated the variables or the global step moved; inside a tf.function,
+    reading the variables when the function runs), so one model's outputs share one draw of dropout masks; a
+    model built eagerly and read inside a tf.function (or a branch of one) computes its pass again there.
+    is_training=False sets both dropout
     probabilities to 0, as the original. use_one_hot_embeddings looks the word embeddings up with a one-hot
     matmul (the same values; a dense gradient, as the original on TPU). scope: as the original's variable
     scope (default "bert", under the current tf.compat.v1.variable_scope).
@@ -1093,7 +1111,7 @@ class BertModel:
         self._inputs = (input_ids, input_mask, token_type_ids)
         self._training = bool(is_training)
         self._dropout_seed = None
-        self._outputs = None  # (graph or None eagerly, the forward pass's outputs), made by the first get_*()
+        self._outputs = None  # ((graph, or the variables' state eagerly), the forward pass's outputs)
         if tf.executing_eagerly() and self._training and (
                 config.hidden_dropout_prob or config.attention_probs_dropout_prob):
             self._dropout_seed = tf.random.uniform([2], maxval=tf.int64.max, dtype=tf.int64)
@@ -1105,11 +1123,12 @@ class BertModel:
             return self._encoder(*self._inputs, training=self._training)
 
     def _output(self, key):
-        """An output of the model's one forward pass in the current graph (None eagerly), computed when first
-        read there."""
-        graph = None if tf.executing_eagerly() else tf.compat.v1.get_default_graph()
-        if self._outputs is None or self._outputs[0] is not graph:
-            self._outputs = (graph, self._forward())
+        """An output of the model's one forward pass: in a graph, computed when first read there; eagerly,
+        computed when first read and again after the variables were assigned (note_assigned: a checkpoint
+        loaded, an optimizer's update, the global step moved), as TF1's tensors read the values of the moment."""
+        key_now = (_variables_state(),) if tf.executing_eagerly() else (tf.compat.v1.get_default_graph(),)
+        if self._outputs is None or self._outputs[0] != key_now:
+            self._outputs = (key_now, self._forward())
         return self._outputs[1][key]
 
     @property
@@ -1223,7 +1242,7 @@ def layer_norm(input_tensor, name=None):
     `<scope>/<name or "LayerNorm">/beta` and `/gamma`; the LayerNorm layer's arithmetic, in float32."""
     width = input_tensor.shape[-1]
     scope = _scoped(name or "LayerNorm")
-    layer = _namespace_layer(scope, ("LayerNorm", width), lambda: LayerNorm(name=_last(scope)), (None, width))
+    layer = namespace_layer(scope, ("LayerNorm", width), lambda: LayerNorm(name=_last(scope)), (None, width))
     return layer(input_tensor)
 
 
@@ -1238,7 +1257,7 @@ def dense(input_tensor, units, activation=None, initializer_range=0.02, name="de
     `<scope>/<name>/kernel` and `/bias`, made once. activation: a function or a name (get_activation)."""
     width = input_tensor.shape[-1]
     scope = _scoped(name)
-    layer = _namespace_layer(scope, ("Dense", units, width, activation, initializer_range),
+    layer = namespace_layer(scope, ("Dense", units, width, activation, initializer_range),
                              lambda: Dense(units, activation, initializer_range, name=_last(scope)), (None, width))
     return layer(input_tensor)
 
@@ -1349,7 +1368,7 @@ def transformer_model(input_tensor, attention_mask=None, hidden_size=768, num_hi
     hidden = input_tensor
     for i in range(num_hidden_layers):
         scope = _scoped(f"layer_{i}")
-        layer = _namespace_layer(scope, key, lambda: TransformerLayer(config, name=_last(scope)),
+        layer = namespace_layer(scope, key, lambda: TransformerLayer(config, name=_last(scope)),
                                  (None, None, hidden_size))
         hidden = layer(hidden, adder, training=True)
         outputs.append(hidden)
@@ -1405,6 +1424,7 @@ def init_from_checkpoint(ckpt_dir_or_file, assignment_map):
         targets[checkpoint_name] = target
     with tf.init_scope():
         loaded, _, _ = checkpoints.init_from_checkpoint(targets, prefix, required=None)
+    note_assigned()
     return loaded
 
 
@@ -1422,7 +1442,7 @@ def output_layer(input_tensor, num_outputs, is_training, dropout_prob=CLASSIFIER
     once -> float32 logits [..., num_outputs]."""
     width = input_tensor.shape[-1]
     scope = tf.compat.v1.get_variable_scope().name
-    layer = _namespace_layer(scope, ("OutputLayer", num_outputs, width, dropout_prob),
+    layer = namespace_layer(scope, ("OutputLayer", num_outputs, width, dropout_prob),
                              lambda: OutputLayer(num_outputs, width, dropout_prob, name="output_layer"), None)
     return layer(input_tensor, training=bool(is_training))
 

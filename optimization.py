@@ -499,6 +499,8 @@ class AdamWeightDecayOptimizer(tf.compat.v1.train.Optimizer):
             hyper = AdamHyper(self.beta_1, self.beta_2, self.epsilon,
                               self.weight_decay_rate if self._do_use_weight_decay(param_name) else 0.0)
             assignments.append(_assign_update(_tf_variable(param), _dense(grad), m, v, lr, hyper))
+        if tf.executing_eagerly():
+            modeling.note_assigned()
         return tf.group(*assignments, name=name)
 
     def get_slot_names(self):

@@ -256,7 +256,7 @@ def _original_head(scope, bert_config, make):
     current = tf.compat.v1.get_variable_scope().name
     full = f"{current}/{scope}" if current else scope
     key = (scope, json.dumps(bert_config.to_dict(), sort_keys=True, default=repr))
-    return modeling._namespace_layer(full, key, make, None)  # pylint: disable=protected-access
+    return modeling.namespace_layer(full, key, make, None)
 
 
 def gather_indexes(sequence_tensor, positions):

@@ -12,6 +12,7 @@ import pytest
 import tensorflow as tf
 
 import modeling
+import optimization
 from tests.shared_data import shared_path
 
 TINY = ("reference", "original_checkpoint_tiny")
@@ -170,9 +171,8 @@ def _expected_assignment_map(folder, ckpt):
 
 
 def test_user_model_loads_the_original_checkpoint_eagerly():
-    """Built first, loaded after (as code written for the original does): the get_*() of a model built before
-    the checkpoint was loaded and first read after read the loaded weights; a model read before keeps the values
-    of its one forward pass."""
+    """Built first, loaded after (as code written for the original does): get_*() read the loaded weights, of a
+    model read before loading too (as TF1's tensors read the variables' values of the moment)."""
     folder, ckpt, ref = _tiny()
     config = modeling.BertConfig.from_json_file(os.path.join(folder, "bert_config.json"))
     inputs = (ref["in_input_ids"], ref["in_input_mask"], ref["in_segment_ids"])
@@ -193,7 +193,7 @@ def test_user_model_loads_the_original_checkpoint_eagerly():
     assert set(initialized) == set(assignment_map) | {name + ":0" for name in assignment_map}
     assert modeling.init_from_checkpoint(ckpt, assignment_map) == list(assignment_map)
 
-    np.testing.assert_array_equal(model.get_pooled_output(), before)  # computed when first read: before loading
+    np.testing.assert_allclose(model.get_pooled_output(), ref["out_pooled_output"], atol=1e-5)  # read before
     model = built_before_loading
     assert model.trainable_variables == tvars
     _check_reference_outputs({"embedding_output": model.get_embedding_output(),
@@ -525,3 +525,25 @@ def test_getters_share_one_forward_pass_computed_when_first_read(mode, monkeypat
     np.testing.assert_array_equal(layers[-1], sequence)
     position_only = modeling.BertModel(config, False, tf.constant([[9, 10, 11, 12]])).get_embedding_output()
     np.testing.assert_allclose(embedding, position_only, atol=1e-6)  # the word embeddings read as zeros
+
+
+def test_eager_getters_compute_again_after_a_training_step():
+    """A BertModel read eagerly, then trained by the original's create_optimizer step (eagerly or in a
+    tf.function): its get_*() read the trained values, as TF1's tensors would, in one forward pass again."""
+    config = modeling.BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                 intermediate_size=32, type_vocab_size=2)
+    ids = tf.constant([[5, 6, 7, 8]])
+    model = modeling.BertModel(config, False, ids)
+    first = model.get_pooled_output().numpy()
+    np.testing.assert_array_equal(model.get_pooled_output(), first)
+
+    def loss():
+        return tf.reduce_sum(modeling.BertModel(config, False, ids).get_pooled_output())
+
+    train_op = optimization.create_optimizer(loss, 0.1, 10, 0, False)
+    for step in (train_op, tf.function(train_op)):
+        step()
+        trained = model.get_pooled_output().numpy()
+        assert np.abs(trained - first).max() > 1e-3
+        np.testing.assert_allclose(trained, modeling.BertModel(config, False, ids).get_pooled_output(), atol=1e-6)
+        first = trained
