@@ -208,7 +208,8 @@ def test_a_failed_install_ends_the_test_command_before_pytest_with_one_line_per_
     for name in ("setup.sh", "test.sh"):
         with open(os.path.join(ROOT, "scripts", name), encoding="utf-8") as f:
             (tmp_path / "scripts" / name).write_text(f.read())
-    for name in ("requirements-dev.txt", "requirements-hf.txt", "requirements-tf-models.txt"):
+    for name in ("requirements-dev.txt", "requirements-hf.txt", "requirements-clients.txt",
+                 "requirements-tf-models.txt"):
         (tmp_path / name).write_text("")
     for name, version in (("requirements.txt", "2.21.0"), ("requirements-tf2.20.txt", "2.20.0")):
         (tmp_path / name).write_text(f"tensorflow=={version}\nno-such-package-of-the-bert-tests==1.0\n")
@@ -217,7 +218,7 @@ def test_a_failed_install_ends_the_test_command_before_pytest_with_one_line_per_
                             text=True, timeout=600, env=dict(env, PYTHON=sys.executable))
     output = result.stdout + result.stderr
     assert result.returncode == 1, output[-3000:]
-    for venv, files in ((".venv", "requirements.txt requirements-dev.txt requirements-hf.txt"),
+    for venv, files in ((".venv", "requirements.txt requirements-dev.txt requirements-hf.txt requirements-clients.txt"),
                         (".venv-tf2.20", "requirements-tf2.20.txt requirements-dev.txt requirements-tf-models.txt")):
         assert f"error: scripts/setup.sh: pip could not install {files} into {tmp_path / venv} " in output
         assert not glob.glob(str(tmp_path / venv / ".setup-stamp-*"))
