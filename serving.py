@@ -103,9 +103,14 @@ def export_saved_model(export_dir, build_model, checkpoint_path, make_module, la
 
 
 def build_module(build_model, checkpoint_path, make_module):
-    """make_module(the model of build_model() with the weights of checkpoint_path), in the current dtype policy."""
+    """make_module(the model of build_model() with the weights of checkpoint_path), in the current dtype policy; a
+    warning when the checkpoint lacks some of the model's variables (a task head never trained)."""
     model = build_model()
-    checkpoints.init_from_checkpoint(model.variables_by_name(), checkpoint_path)
+    _, new, _ = checkpoints.init_from_checkpoint(model.variables_by_name(), checkpoint_path)
+    if new:
+        logging.warning("%s holds no %s: the exported model's %s random, drawn anew by each export (a SavedModel and "
+                        "an ONNX model of one run differ); export from a fine-tuned checkpoint", checkpoint_path,
+                        ", ".join(new), "values are" if len(new) > 1 else "value is")
     return make_module(model)
 
 
