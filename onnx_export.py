@@ -53,7 +53,8 @@ def checked_ids(input_ids, input_mask, segment_ids, vocab_size, type_vocab_size)
     """The three inputs, made to depend on serving_default's checks in a form ONNX keeps (_refuse_unless)."""
     shape = tf.shape(input_ids)
     checks = [
-        _refuse_unless(tf.reduce_all(tf.equal(tf.shape(input_mask), shape)), "input_mask_must_have_the_shape_of_input_ids"),
+        _refuse_unless(tf.reduce_all(tf.equal(tf.shape(input_mask), shape)),
+                       "input_mask_must_have_the_shape_of_input_ids"),
         _refuse_unless(tf.reduce_all(tf.equal(tf.shape(segment_ids), shape)),
                        "segment_ids_must_have_the_shape_of_input_ids"),
         _refuse_unless(tf.reduce_all(input_ids >= 0), "input_ids_must_be_non_negative"),

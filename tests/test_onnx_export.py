@@ -98,7 +98,8 @@ def test_onnx_runtime_answers_as_the_saved_model(tmp_path):
 def test_missing_converter_is_one_line(monkeypatch):
     import importlib.util
     find_spec = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "tf2onnx" else find_spec(name, *a))
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *args: None if name == "tf2onnx" else find_spec(name, *args))
     with pytest.raises(cli.UserError, match=r"--export_onnx converts with tf2onnx, and tf2onnx is not installed: "
                                             r"pip install tf2onnx onnx"):
         onnx_export.require_converter()
