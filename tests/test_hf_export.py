@@ -114,6 +114,12 @@ def test_round_trip_keeps_the_casing_and_the_scripts_read_it(tmp_path, monkeypat
         options.check()
     options.do_lower_case = True
     options.check()
+    out = str(tmp_path / "mrpc")
+    assert_user_error(run_script("run_classifier.py", "--task_name=MRPC", f"--init_checkpoint={prefix}",
+                                 f"--bert_config_file={options.bert_config_file}", f"--vocab_file={options.vocab_file}",
+                                 "--do_lower_case=false", f"--output_dir={out}", f"--export_dir={out}/export"),
+                      "--do_lower_case=False contradicts", "records do_lower_case=True")
+    assert not os.path.exists(out)
 
     hf_out = str(tmp_path / "hf")
     conversions.original_to_hf(original, os.path.join(original, "bert_config.json"),
