@@ -206,9 +206,11 @@ def check_weights_against_config(weights, config, source="weights"):
         raise UserError(f"{source} lacks {missing[:10]} ({len(missing)} BERT variables missing)")
 
 
-ORIGINAL_FILES = (ORIGINAL_CHECKPOINT_NAME + ".index", "bert_config.json", "vocab.txt",
-                  tokenization.TOKENIZER_CONFIG_FILE)
 HF_FILES = (HF_CONFIG, HF_WEIGHTS, "vocab.txt", tokenization.TOKENIZER_CONFIG_FILE, "special_tokens_map.json")
+# What marks a folder as holding a converted model already (a conversion refuses it): the model's own files, not
+# the vocabulary or tokenizer files, which an HF folder written beside an original checkpoint shares with it.
+ORIGINAL_EXPORT = (ORIGINAL_CHECKPOINT_NAME + ".index", "bert_config.json")
+HF_EXPORT = (HF_CONFIG, HF_WEIGHTS)
 HF_SPECIAL_TOKENS = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
                      "mask_token": "[MASK]"}
 # The keys of tokenizer_config.json that say how BERT's tokenizer reads text, and the values with which HF's
@@ -262,7 +264,7 @@ def hf_to_original(hf_dir, output_dir, vocab_file=None, do_lower_case=None, repl
         tokenization.resolve_do_lower_case(do_lower_case, recorded, {}, vocab_file,
                                            os.path.join(hf_dir, tokenization.TOKENIZER_CONFIG_FILE))
         tokenizer_config["do_lower_case"] = do_lower_case
-    with filesystem.staged_folder(output_dir, "--output_dir", () if replace else ORIGINAL_FILES) as staged:
+    with filesystem.staged_folder(output_dir, "--output_dir", () if replace else ORIGINAL_EXPORT) as staged:
         save_checkpoint(os.path.join(staged, ORIGINAL_CHECKPOINT_NAME), weights)
         config.to_json_file(os.path.join(staged, "bert_config.json"))
         tf.io.gfile.copy(vocab_file, os.path.join(staged, "vocab.txt"), overwrite=True)
@@ -342,7 +344,7 @@ def original_to_hf(init_checkpoint, bert_config_file, vocab_file, output_dir, do
         hf_config["architectures"] = ["BertForPreTraining"]
     if config.hidden_act == "gelu_exact":
         logging.warning(KERAS_HUB_GELU_WARNING, bert_config_file)
-    with filesystem.staged_folder(output_dir, "--output_dir", HF_FILES) as staged:
+    with filesystem.staged_folder(output_dir, "--output_dir", HF_EXPORT) as staged:
         with tf.io.gfile.GFile(os.path.join(staged, HF_WEIGHTS), "wb") as f:
             f.write(safetensors.numpy.save(dict(state), metadata={"format": "pt"}))
         _write_json(os.path.join(staged, HF_CONFIG), hf_config)

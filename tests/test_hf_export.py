@@ -127,6 +127,14 @@ def test_round_trip_keeps_the_casing_and_the_scripts_read_it(tmp_path, monkeypat
     back = json.load(open(os.path.join(hf_out, "tokenizer_config.json")))
     assert {k: v for k, v in back.items() if k != "split_special_tokens"} == source
     assert back["split_special_tokens"] is True
+    # Beside the original checkpoint (the vocabulary and the casing record are shared), then never twice.
+    conversions.original_to_hf(original, os.path.join(original, "bert_config.json"),
+                               os.path.join(original, "vocab.txt"), original)
+    assert set(conversions.HF_FILES) < set(os.listdir(original))
+    assert json.load(open(os.path.join(original, "tokenizer_config.json"))) == back
+    with pytest.raises(cli.UserError, match=r"already holds an export \(config.json, model.safetensors\)"):
+        conversions.original_to_hf(original, os.path.join(original, "bert_config.json"),
+                                   os.path.join(original, "vocab.txt"), original)
     # MiniLM computes exact (erf) GELU, which keras-hub does not: the export says so.
     assert [w for w in warnings if "keras-hub's BertBackbone always computes tanh GELU" in w]
     with pytest.raises(cli.UserError, match="contradicts"):
