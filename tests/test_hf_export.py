@@ -94,7 +94,7 @@ def test_hf_folder_tokenizes_as_the_project_cased_and_uncased(tmp_path):
                      False, cased_vocab)
 
 
-@pytest.mark.hf
+@pytest.mark.slow
 def test_round_trip_keeps_the_casing_and_the_scripts_read_it(tmp_path, monkeypatch):
     warnings = []
     monkeypatch.setattr(conversions.logging, "warning", lambda msg, *args: warnings.append(msg % args))
