@@ -4,8 +4,11 @@
     hf_config_to_bert_config(dict) / bert_config_to_hf_config(config),
     hf_to_original_weights(state) / original_to_hf_weights(weights, with_prefix),
     read_hf(hf_dir) -> (BertConfig, weights),
-    hf_to_original(hf_dir, output_dir) writes bert_model.ckpt + bert_config.json + vocab.txt,
-    original_to_hf(init_checkpoint, bert_config_file, vocab_file, output_dir) writes the HF folder.
+    hf_to_original(hf_dir, output_dir) writes bert_model.ckpt + bert_config.json + vocab.txt (+ the HF folder's
+      tokenizer_config.json, the model's casing: tokenization.recorded_do_lower_case reads it),
+    original_to_hf(init_checkpoint, bert_config_file, vocab_file, output_dir, do_lower_case) writes the HF folder,
+      tokenizer files included (transformers' AutoTokenizer and keras-hub's from_preset read them),
+    each all at once (filesystem.staged_folder).
   tf-models-official BertEncoder / BertEncoderV2 object-based checkpoints (encoder only):
     tfm_to_original_weights(checkpoint) -> (OrderedDict {original name: ndarray}, BertConfig);
     tfm_to_original(checkpoint, output_dir, vocab_file=None, hidden_act="gelu") writes bert_model.ckpt +
@@ -21,9 +24,10 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+import checkpoints
+import filesystem
 import modeling
 import tokenization
-import checkpoints
 from checkpoints import ORIGINAL_CHECKPOINT_NAME, load_checkpoint, resolve_checkpoint, save_checkpoint
 from cli import MissingFileError, UserError
 
@@ -202,30 +206,132 @@ def check_weights_against_config(weights, config, source="weights"):
         raise UserError(f"{source} lacks {missing[:10]} ({len(missing)} BERT variables missing)")
 
 
-def hf_to_original(hf_dir, output_dir, vocab_file=None):
-    """Converts an HF BERT folder into bert_model.ckpt + bert_config.json + vocab.txt; returns the prefix."""
+HF_FILES = (HF_CONFIG, HF_WEIGHTS, "vocab.txt", tokenization.TOKENIZER_CONFIG_FILE, "special_tokens_map.json")
+# What marks a folder as holding a converted model already (a conversion refuses it): the model's own files, not
+# the vocabulary or tokenizer files, which an HF folder written beside an original checkpoint shares with it.
+ORIGINAL_EXPORT = (ORIGINAL_CHECKPOINT_NAME + ".index", "bert_config.json")
+HF_EXPORT = (HF_CONFIG, HF_WEIGHTS)
+HF_SPECIAL_TOKENS = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
+                     "mask_token": "[MASK]"}
+# The keys of tokenizer_config.json that say how BERT's tokenizer reads text, and the values with which HF's
+# BertTokenizer reads it as tokenization.FullTokenizer does (strip_accents None: stripped when lower casing;
+# split_special_tokens: "[CLS]" written in a text is the pieces "[", "CLS", "]", as the original reads it).
+_HF_TOKENIZER_AS_ORIGINAL = {"do_basic_tokenize": True, "tokenize_chinese_chars": True, "strip_accents": None,
+                             "split_special_tokens": True}
+
+
+def _read_json(path, what):
+    with tf.io.gfile.GFile(path, "r") as f:
+        try:
+            value = json.load(f)
+        except ValueError as err:
+            raise UserError(f"{what} {path} is not valid JSON: {err}") from None
+    if not isinstance(value, dict):
+        raise UserError(f"{what} {path}: expected a JSON object")
+    return value
+
+
+def read_hf_tokenizer_config(hf_dir):
+    """The HF folder's tokenizer_config.json as a dict ({} without one); a warning for settings under which HF's
+    tokenizer reads text otherwise than this project's (tokenization.FullTokenizer)."""
+    path = os.path.join(hf_dir, tokenization.TOKENIZER_CONFIG_FILE)
+    if not tf.io.gfile.exists(path):
+        return {}
+    config = _read_json(path, "HF tokenizer config")
+    if not isinstance(config.get("do_lower_case", True), bool):
+        raise UserError(f"{path}: do_lower_case must be true or false, got {config['do_lower_case']!r}")
+    different = {key: config[key] for key, value in _HF_TOKENIZER_AS_ORIGINAL.items()
+                 if key in config and config[key] != value and key != "split_special_tokens"
+                 and not (key == "strip_accents" and config[key] == config.get("do_lower_case", True))}
+    if different:
+        logging.warning("%s: %s; this project's tokenizer reads text as the original BERT does (%s)", path,
+                        ", ".join(f"{k}={v}" for k, v in different.items()),
+                        ", ".join(f"{k}={v}" for k, v in _HF_TOKENIZER_AS_ORIGINAL.items()))
+    return config
+
+
+def hf_to_original(hf_dir, output_dir, vocab_file=None, do_lower_case=None, replace=False):
+    """Converts an HF BERT folder into bert_model.ckpt + bert_config.json + vocab.txt, and tokenizer_config.json
+    where the casing is known (the HF folder's tokenizer_config.json, with do_lower_case when given): what the
+    scripts and original_to_hf read of the model's casing. Written all at once; an output folder holding a
+    converted checkpoint is an error unless `replace`. Returns the checkpoint prefix."""
     config, weights = read_hf(hf_dir)
     vocab_file = vocab_file or os.path.join(hf_dir, "vocab.txt")
     tokenization.check_vocab_size(vocab_file, config.vocab_size)
-    tf.io.gfile.makedirs(output_dir)
+    tokenizer_config = read_hf_tokenizer_config(hf_dir)
+    if do_lower_case is not None:
+        recorded = tokenizer_config.get("do_lower_case")
+        tokenization.resolve_do_lower_case(do_lower_case, recorded, {}, vocab_file,
+                                           os.path.join(hf_dir, tokenization.TOKENIZER_CONFIG_FILE))
+        tokenizer_config["do_lower_case"] = do_lower_case
+    with filesystem.staged_folder(output_dir, "--output_dir", () if replace else ORIGINAL_EXPORT) as staged:
+        save_checkpoint(os.path.join(staged, ORIGINAL_CHECKPOINT_NAME), weights)
+        config.to_json_file(os.path.join(staged, "bert_config.json"))
+        tf.io.gfile.copy(vocab_file, os.path.join(staged, "vocab.txt"), overwrite=True)
+        if tokenizer_config:
+            _write_json(os.path.join(staged, tokenization.TOKENIZER_CONFIG_FILE), tokenizer_config)
     prefix = os.path.join(output_dir, ORIGINAL_CHECKPOINT_NAME)
-    save_checkpoint(prefix, weights)
-    config.to_json_file(os.path.join(output_dir, "bert_config.json"))
-    tf.io.gfile.copy(vocab_file, os.path.join(output_dir, "vocab.txt"), overwrite=True)
-    logging.info("Wrote %s (%d variables), bert_config.json and vocab.txt", prefix, len(weights))
+    logging.info("Wrote %s (%d variables), bert_config.json and vocab.txt%s", prefix, len(weights),
+                 f", {tokenization.TOKENIZER_CONFIG_FILE} (do_lower_case={tokenizer_config.get('do_lower_case')})"
+                 if tokenizer_config else "")
     return prefix
 
 
-def original_to_hf(init_checkpoint, bert_config_file, vocab_file, output_dir):
-    """Converts an original checkpoint + config + vocab into an HF folder; returns the output folder."""
+def _write_json(path, value):
+    with tf.io.gfile.GFile(path, "w") as f:
+        f.write(json.dumps(value, indent=2, sort_keys=True) + "\n")
+
+
+def hf_tokenizer_config(do_lower_case, config, recorded=None):
+    """tokenizer_config.json of an HF folder: BERT's tokenizer reading text as tokenization.FullTokenizer does,
+    with do_lower_case, model_max_length = max_position_embeddings and the special tokens; `recorded` (the
+    tokenizer_config.json kept beside the checkpoint) keeps its other keys."""
+    out = dict(recorded or {})
+    out.update(_HF_TOKENIZER_AS_ORIGINAL)
+    out.update(HF_SPECIAL_TOKENS)
+    out.update({"tokenizer_class": "BertTokenizer", "do_lower_case": bool(do_lower_case),
+                "model_max_length": config.max_position_embeddings})
+    return out
+
+
+# What keras-hub's BertBackbone computes in place of exact (erf) GELU, and how far that moves MiniLM-L6's outputs.
+KERAS_HUB_GELU_WARNING = (
+    "%s: hidden_act is exact (erf) GELU (HF \"gelu\"): transformers computes it so, but keras-hub's BertBackbone "
+    "always computes tanh GELU, so the model loaded with keras_hub.models.*.from_preset() answers slightly "
+    "differently (MiniLM-L6: sequence outputs up to 8.5e-3 apart on MRPC dev; see the README's \"keras-hub\")")
+
+
+def original_to_hf(init_checkpoint, bert_config_file, vocab_file, output_dir, do_lower_case=None):
+    """Converts an original checkpoint + config + vocab into a complete HF folder (config.json, model.safetensors,
+    vocab.txt, tokenizer_config.json, special_tokens_map.json), written all at once; returns the output folder.
+
+    do_lower_case: the model's casing (None: the tokenizer_config.json recorded beside the checkpoint, else True
+    for an uncased vocabulary; a cased vocabulary with nothing recorded is an error). An output folder holding
+    an HF export, a vocabulary whose size differs from the config's, or a checkpoint without the encoder's
+    variables is an error too.
+    """
     import safetensors.numpy
     config = modeling.BertConfig.load(bert_config_file)
-    tokenization.check_vocab_size(vocab_file, config.vocab_size)
+    vocab = tokenization.load_vocab(vocab_file)
+    tokenization.check_special_tokens(vocab, vocab_file, tuple(HF_SPECIAL_TOKENS.values()))
+    count = tokenization.check_vocab_size(vocab_file, config.vocab_size)
+    if count != config.vocab_size:
+        raise UserError(f"vocab_file {vocab_file} has {count} tokens but the config's vocab_size is "
+                        f"{config.vocab_size} ({bert_config_file}): an HF tokenizer and its model must agree")
+    recorded_casing, recorded_path = tokenization.recorded_do_lower_case(tokenization.checkpoint_folder(
+        init_checkpoint))
+    do_lower_case = tokenization.resolve_do_lower_case(do_lower_case, recorded_casing, vocab, vocab_file,
+                                                       recorded_path)
+    recorded = _read_json(recorded_path, "tokenizer config") if recorded_path else None
     weights = load_checkpoint(init_checkpoint)
     kept = collections.OrderedDict((n, v) for n, v in weights.items()
                                    if n.startswith(("bert/", "cls/predictions/", "cls/seq_relationship/"))
                                    and not n.endswith(("/adam_m", "/adam_v")))
     dropped = [n for n in weights if n not in kept and not n.endswith(("/adam_m", "/adam_v")) and n != "global_step"]
+    if not any(n.startswith("bert/encoder/") for n in kept):
+        raise UserError(f"--init_checkpoint={init_checkpoint}: {resolve_checkpoint(init_checkpoint)} holds no BERT "
+                        f"encoder variables (bert/encoder/layer_N/...); it holds {len(weights)} variable(s) such "
+                        f"as {sorted(weights)[:5]}")
     if dropped:
         logging.warning("%s: %d variable(s) have no HF BertModel / BertForPreTraining counterpart and are not "
                         "converted (a fine-tuned task head such as output_weights / output_bias): %s",
@@ -233,16 +339,20 @@ def original_to_hf(init_checkpoint, bert_config_file, vocab_file, output_dir):
     weights = kept
     check_weights_against_config(weights, config, source=resolve_checkpoint(init_checkpoint))
     state = original_to_hf_weights(weights)
-    tf.io.gfile.makedirs(output_dir)
-    with tf.io.gfile.GFile(os.path.join(output_dir, HF_WEIGHTS), "wb") as f:
-        f.write(safetensors.numpy.save(dict(state), metadata={"format": "pt"}))
     hf_config = bert_config_to_hf_config(config)
     if any(n.startswith("cls.") for n in state):
         hf_config["architectures"] = ["BertForPreTraining"]
-    with tf.io.gfile.GFile(os.path.join(output_dir, HF_CONFIG), "w") as f:
-        f.write(json.dumps(hf_config, indent=2, sort_keys=True))
-    tf.io.gfile.copy(vocab_file, os.path.join(output_dir, "vocab.txt"), overwrite=True)
-    logging.info("Wrote HF model to %s (%d tensors)", output_dir, len(state))
+    if config.hidden_act == "gelu_exact":
+        logging.warning(KERAS_HUB_GELU_WARNING, bert_config_file)
+    with filesystem.staged_folder(output_dir, "--output_dir", HF_EXPORT) as staged:
+        with tf.io.gfile.GFile(os.path.join(staged, HF_WEIGHTS), "wb") as f:
+            f.write(safetensors.numpy.save(dict(state), metadata={"format": "pt"}))
+        _write_json(os.path.join(staged, HF_CONFIG), hf_config)
+        tf.io.gfile.copy(vocab_file, os.path.join(staged, "vocab.txt"), overwrite=True)
+        _write_json(os.path.join(staged, tokenization.TOKENIZER_CONFIG_FILE),
+                    hf_tokenizer_config(do_lower_case, config, recorded))
+        _write_json(os.path.join(staged, "special_tokens_map.json"), HF_SPECIAL_TOKENS)
+    logging.info("Wrote HF model to %s (%d tensors; do_lower_case=%s)", output_dir, len(state), do_lower_case)
     return output_dir
 
 

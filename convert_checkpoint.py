@@ -1,10 +1,17 @@
 """Converts BERT checkpoints between the original format, HF safetensors and tf-models-official.
 
   python convert_checkpoint.py --mode=hf_to_original --hf_dir=HF_FOLDER --output_dir=OUT
-      writes OUT/bert_model.ckpt.{index,data-00000-of-00001}, OUT/bert_config.json, OUT/vocab.txt
+      writes OUT/bert_model.ckpt.{index,data-00000-of-00001}, OUT/bert_config.json, OUT/vocab.txt and, where
+      the HF folder says the casing (or --do_lower_case does), OUT/tokenizer_config.json: what the scripts and
+      original_to_hf read of it
   python convert_checkpoint.py --mode=original_to_hf --init_checkpoint=CKPT_OR_DIR \\
-      --bert_config_file=bert_config.json --vocab_file=vocab.txt --output_dir=OUT
-      writes OUT/config.json, OUT/model.safetensors, OUT/vocab.txt
+      --bert_config_file=bert_config.json --vocab_file=vocab.txt [--do_lower_case=true|false] --output_dir=OUT
+      writes OUT/config.json, OUT/model.safetensors, OUT/vocab.txt, OUT/tokenizer_config.json,
+      OUT/special_tokens_map.json (transformers' AutoTokenizer and keras-hub's from_preset read them); the casing
+      from --do_lower_case, else the tokenizer_config.json beside the checkpoint, else uncased for a vocabulary
+      without upper-case entries (a cased one needs the flag)
+Each writes its folder all at once (nothing is left of a failed conversion) and refuses a folder that already
+holds its files.
   python convert_checkpoint.py --mode=tfm_to_original --init_checkpoint=TFM_CKPT_OR_DIR [--vocab_file=...] \
       [--hidden_act=gelu] --output_dir=OUT
       writes OUT/bert_model.ckpt.*, OUT/bert_config.json (+ OUT/vocab.txt) from a Model Garden BertEncoder
@@ -29,6 +36,10 @@ class ConvertOptions:
     bert_config_file: str = cli.option(None, "bert_config.json of the original checkpoint (original_to_hf).")
     vocab_file: str = cli.option(None, "vocab.txt (original_to_hf; optional for hf_to_original).")
     output_dir: str = cli.option(None, "Folder to write the converted model to.", required=True)
+    do_lower_case: bool = cli.option(None, "The model's casing, for the tokenizer files (original_to_hf) or "
+                                     "recorded beside the checkpoint (hf_to_original): true for an uncased model, "
+                                     "false for a cased one. Not given: what the source records, else uncased for "
+                                     "a vocabulary without upper-case entries.")
     hidden_act: str = cli.option("gelu", "Activation of a tf-models-official encoder (tfm_to_original).")
 
 
@@ -37,7 +48,8 @@ def run(options):
     if options.mode == "hf_to_original":
         if not options.hf_dir:
             raise cli.UserError("--hf_dir is required for --mode=hf_to_original")
-        written = conversions.hf_to_original(options.hf_dir, options.output_dir, vocab_file=options.vocab_file)
+        written = conversions.hf_to_original(options.hf_dir, options.output_dir, vocab_file=options.vocab_file,
+                                             do_lower_case=options.do_lower_case)
     elif options.mode == "original_to_hf":
         missing = [name for name, value in (("--init_checkpoint", options.init_checkpoint),
                                             ("--bert_config_file", options.bert_config_file),
@@ -45,7 +57,7 @@ def run(options):
         if missing:
             raise cli.UserError(f"{', '.join(missing)} required for --mode=original_to_hf")
         written = conversions.original_to_hf(options.init_checkpoint, options.bert_config_file, options.vocab_file,
-                                             options.output_dir)
+                                             options.output_dir, do_lower_case=options.do_lower_case)
     elif options.mode == "tfm_to_original":
         if not options.init_checkpoint:
             raise cli.UserError("--init_checkpoint is required for --mode=tfm_to_original")

@@ -5,11 +5,14 @@ open_file and the rest for every path; modules that import TensorFlow may use tf
 
 A missing or unusable file named by a flag is a cli.MissingFileError or cli.UserError naming the flag.
 """
+import contextlib
 import errno
 import glob
 import io
 import os
 import posixpath
+import shutil
+import uuid
 
 from cli import MissingFileError, UserError
 
@@ -195,3 +198,50 @@ def make_parent_dir(path, flag):
     if not is_remote(path) and os.path.isdir(path):
         raise UserError(f"{flag}={path}: is a folder, expected a file name")
     return path
+
+
+@contextlib.contextmanager
+def staged_folder(path, flag, clashing=()):
+    """Writes a folder of outputs all at once: yields a fresh scratch folder beside `path`; when the block ends
+    without an error, its files move into `path` (made if needed), else the scratch folder is removed and `path`
+    is left as it was. An error naming the flag, before anything is written, when `path` is a file or already holds
+    one of the names in `clashing` (an earlier export)."""
+    if not path:
+        raise UserError(f"{flag} is required")
+    path = path.rstrip("/") or "/"
+    if exists(path) and not isdir(path):
+        raise UserError(f"{flag}={path}: is a file, expected a folder")
+    held = sorted(name for name in clashing if exists(path + "/" + name))
+    if held:
+        raise UserError(f"{flag}={path} already holds an export ({', '.join(held)}): give an empty or new folder")
+    parent = os.path.dirname(path)
+    if parent:
+        make_dir(parent, flag)
+    scratch = f"{path}.partial-{uuid.uuid4().hex[:8]}"
+    remote = is_remote(path)
+    if remote:
+        _gfile(path).makedirs(scratch)
+    else:
+        os.makedirs(scratch)
+    try:
+        yield scratch
+    except BaseException:
+        if remote:
+            _gfile(path).rmtree(scratch)
+        else:
+            shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    if remote:
+        gfile = _gfile(path)
+        if not gfile.exists(path):
+            gfile.rename(scratch, path)
+            return
+        for name in gfile.listdir(scratch):
+            gfile.rename(scratch + "/" + name.rstrip("/"), path + "/" + name.rstrip("/"), overwrite=True)
+        gfile.rmtree(scratch)
+    elif not os.path.exists(path):
+        os.rename(scratch, path)
+    else:
+        for name in os.listdir(scratch):
+            os.replace(os.path.join(scratch, name), os.path.join(path, name))
+        os.rmdir(scratch)

@@ -787,7 +787,7 @@ def reference_row(job, progress, seeds):
         return None
     import conversions
     out_dir = os.path.join(job.output_dir, "reference_checkpoint")
-    prefix = conversions.hf_to_original(hf_dir, out_dir)
+    prefix = conversions.hf_to_original(hf_dir, out_dir, replace=True)
     import modeling
     config = modeling.BertConfig.from_json_file(os.path.join(out_dir, "bert_config.json"))
     name = "MiniLM-L6" if job.reference_hf_dir == REFERENCE_AUTO else os.path.basename(hf_dir.rstrip("/"))

@@ -5,7 +5,8 @@ name.
 A script's options hold it as `model: ModelOptions = cli.nested(ModelOptions, ...)`, so its fields are the
 script's flags under the original's names (a script may exclude some, require some, and give its own default and
 help); serving.py's modules take it as it is. check() loads and checks the BERT config against --max_seq_length,
-the vocabulary (its special tokens, its size against the config), the casing against a known checkpoint name, and
+the vocabulary (its special tokens, its size against the config), the casing against a known checkpoint name and
+against the casing recorded beside --init_checkpoint (tokenizer_config.json, written by convert_checkpoint.py), and
 that --init_checkpoint exists: a cli.UserError names the flag or the file.
 """
 import dataclasses
@@ -48,6 +49,7 @@ class ModelOptions:
         `vocab` and --vocab_file) or raises cli.UserError."""
         self.require(vocab)
         tokenization.validate_case_matches_checkpoint(self.do_lower_case, self.init_checkpoint)
+        tokenization.check_recorded_casing(self.do_lower_case, self.init_checkpoint)
         bert_config = self.bert_config(min_seq_length)
         tokenizer = None
         if self.vocab_file:

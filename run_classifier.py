@@ -14,7 +14,8 @@ gradient accumulation, checkpoints).
 --export_dir writes a SavedModel: "serving_default" takes int32 input_ids, input_mask, segment_ids and
 "serving_text" takes raw strings text_a (and text_b for pair tasks), tokenized in the graph; both return
 {"probabilities"} ({"score"} for regression). Load it with `import tensorflow_text` and
-tf.saved_model.load. --predict_input=FILE or - (stdin) predicts line after line (text_a, or text_a<TAB>text_b)
+tf.saved_model.load. --export_onnx=FILE writes an ONNX model of "serving_default" (onnx_export.py; every
+fine-tuning runner has the flag). --predict_input=FILE or - (stdin) predicts line after line (text_a, or text_a<TAB>text_b)
 with the model loaded once. --task_name=custom reads a user's TSV/CSV (--text_a_column, --text_b_column,
 --label_column, --label_list, --delimiter, --has_header, --regression). --processor_class=module.Class runs your own
 DataProcessor subclass, written as the original's README says. --output_dropout_prob sets the output layer's

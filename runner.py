@@ -27,6 +27,7 @@ import cli
 import device_setup
 import filesystem
 import modeling
+import onnx_export
 import packing
 import records
 import serving
@@ -60,6 +61,9 @@ class FinetuningOptions:
     export_dtype: str = cli.option("float32", "The precision the SavedModel serves in: float32, or mixed bfloat16 / "
                                    "float16 (matmuls in half precision; variables and outputs float32). Under XLA "
                                    "(--use_xla) its model is compiled at a few padded shapes.", serving.EXPORT_DTYPES)
+    export_onnx: str = cli.option(None, "Write an ONNX model of the token-ids signature (the SavedModel's "
+                                  "serving_default: int32 input_ids, input_mask, segment_ids in, the task's outputs "
+                                  "out; float32) here, for ONNX Runtime (see onnx_export.py); needs tf2onnx.")
 
 
 def output_dropout_option():
@@ -143,7 +147,7 @@ class Job:
 
     # (result name, the flag that asks for the step, or None: always, the method), in the order they run.
     steps = (("train", "do_train", "train"), ("eval", "do_eval", "evaluate"), ("predict", "do_predict", "predict"),
-             ("export", "export_dir", "export"))
+             ("export", "export_dir", "export"), ("export_onnx", "export_onnx", "export_onnx"))
     labels = None
     task = None
     needs_vocab = True  # the job tokenizes text (a vocab and its special tokens are required)
@@ -159,6 +163,10 @@ class Job:
         if not value:
             raise cli.UserError(f"{flag} is required")
         self.bert_config, self.tokenizer = self.model.check(vocab=self.needs_vocab)
+        if getattr(options, "export_onnx", None):
+            onnx_export.require_converter()
+            if filesystem.isdir(options.export_onnx):
+                raise cli.UserError(f"--export_onnx={options.export_onnx}: is a folder, expected a file name")
         self.strategy = self.inference_strategy = None
         self.chief = True
         self._checkpoint = None
@@ -286,6 +294,13 @@ class Job:
         return serving.export_saved_model(self.options.export_dir, self.task.build_model,
                                           self.inference_checkpoint()[0], self.serving, labels=self.labels,
                                           dtype=self.options.export_dtype, xla_widths=widths)
+
+    def export_onnx(self):
+        """Writes the ONNX model of the SavedModel's serving_default to --export_onnx (onnx_export.export), from
+        the inference checkpoint, in float32."""
+        with serving.float32_policy():
+            module = serving.build_module(self.task.build_model, self.inference_checkpoint()[0], self.serving)
+            return onnx_export.export(self.options.export_onnx, module)
 
 
 # ---------------------------------------------------------------------------------------------------------

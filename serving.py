@@ -88,9 +88,7 @@ def export_saved_model(export_dir, build_model, checkpoint_path, make_module, la
     if parent:
         filesystem.make_dir(parent, "--export_dir")
     with dtype_policy(dtype):
-        model = build_model()
-        checkpoints.init_from_checkpoint(model.variables_by_name(), checkpoint_path)
-        module = make_module(model)
+        module = build_module(build_model, checkpoint_path, make_module)
         if xla_widths:
             module.compile_with_xla(xla_widths)
         signatures = module.signatures()
@@ -102,6 +100,18 @@ def export_saved_model(export_dir, build_model, checkpoint_path, make_module, la
     logging.info("Exported %s to %s (signatures: %s; %s%s)", checkpoint_path, export_dir, ", ".join(signatures),
                  dtype, f", XLA at widths {xla_widths}" if xla_widths else "")
     return export_dir
+
+
+def build_module(build_model, checkpoint_path, make_module):
+    """make_module(the model of build_model() with the weights of checkpoint_path), in the current dtype policy; a
+    warning when the checkpoint lacks some of the model's variables (a task head never trained)."""
+    model = build_model()
+    _, new, _ = checkpoints.init_from_checkpoint(model.variables_by_name(), checkpoint_path)
+    if new:
+        logging.warning("%s holds no %s: the exported model's %s random, drawn anew by each export (a SavedModel and "
+                        "an ONNX model of one run differ); export from a fine-tuned checkpoint", checkpoint_path,
+                        ", ".join(new), "values are" if len(new) > 1 else "value is")
+    return make_module(model)
 
 
 def _setting(value, name):

@@ -5,6 +5,7 @@ tokenize_in_processes(texts, tokenizer, num_workers) gives the ids of many texts
 """
 
 import collections
+import json
 import multiprocessing
 import re
 import unicodedata
@@ -130,6 +131,73 @@ def check_special_tokens(vocab, vocab_file, tokens=("[CLS]", "[SEP]")):
     if missing:
         raise UserError("vocab_file %s lacks the special token(s) %s: expected each on a line of its own"
                         % (vocab_file, " ".join(missing)))
+
+
+# The casing of a model, recorded beside its checkpoint in HF's tokenizer_config.json format (written by
+# convert_checkpoint.py's hf_to_original; read by original_to_hf and by every script's --init_checkpoint check).
+TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
+
+
+def cased_entry(vocab):
+    """The first entry of `vocab` that lower casing would change (a cased vocabulary holds one: "The"), or None.
+    Bracketed special entries ([CLS], <S>) do not count."""
+    for token in vocab:
+        if token[:1] + token[-1:] in ("[]", "<>"):
+            continue
+        if token.lower() != token:
+            return token
+    return None
+
+
+def recorded_do_lower_case(folder):
+    """(do_lower_case, path) recorded in folder/tokenizer_config.json; (None, None) without that file or key."""
+    path = folder.rstrip("/") + "/" + TOKENIZER_CONFIG_FILE if folder else TOKENIZER_CONFIG_FILE
+    if not filesystem.exists(path):
+        return None, None
+    with filesystem.open_file(path) as reader:
+        try:
+            config = json.load(reader)
+        except ValueError as err:
+            raise UserError(f"{path} is not valid JSON: {err}") from None
+    if not isinstance(config, dict) or not isinstance(config.get("do_lower_case", False), bool):
+        raise UserError(f"{path}: expected a JSON object whose do_lower_case is true or false")
+    return config.get("do_lower_case"), path
+
+
+def checkpoint_folder(init_checkpoint):
+    """The folder of a checkpoint prefix (or the folder itself when init_checkpoint names one)."""
+    if filesystem.isdir(init_checkpoint):
+        return init_checkpoint
+    return init_checkpoint.rstrip("/").rsplit("/", 1)[0] if "/" in init_checkpoint.rstrip("/") else "."
+
+
+def check_recorded_casing(do_lower_case, init_checkpoint, flag="--do_lower_case"):
+    """An error when do_lower_case contradicts the casing recorded beside init_checkpoint (recorded_do_lower_case):
+    a model must read text cased as it was trained."""
+    if not init_checkpoint:
+        return
+    recorded, path = recorded_do_lower_case(checkpoint_folder(init_checkpoint))
+    if recorded is not None and recorded != bool(do_lower_case):
+        raise UserError(f"{flag}={do_lower_case} contradicts {path}, which records do_lower_case={recorded} for the "
+                        f"model of --init_checkpoint={init_checkpoint}: pass {flag}={recorded}")
+
+
+def resolve_do_lower_case(do_lower_case, recorded, vocab, vocab_file, recorded_in=None, flag="--do_lower_case"):
+    """The casing of a model being converted: `do_lower_case` (a flag: True, False or None when not given), else
+    `recorded` (None: nothing recorded, in `recorded_in`), else True for an uncased vocabulary. Never guessed for
+    a cased vocabulary (an error asks for the flag); a flag that contradicts the record is an error too."""
+    if do_lower_case is not None and recorded is not None and do_lower_case != recorded:
+        raise UserError(f"{flag}={do_lower_case} contradicts {recorded_in}, which records do_lower_case={recorded}")
+    if do_lower_case is not None:
+        return do_lower_case
+    if recorded is not None:
+        return recorded
+    entry = cased_entry(vocab)
+    if entry is not None:
+        raise UserError(f"{flag} is required: vocab_file {vocab_file} is cased (it holds upper-case entries such as "
+                        f"{entry!r}) and nothing records whether the model lowercases its input; pass {flag}=false "
+                        f"for a cased model, {flag}=true for one trained on lower-cased text")
+    return True
 
 
 def convert_by_vocab(vocab, items):

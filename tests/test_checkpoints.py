@@ -171,7 +171,8 @@ def test_minilm_hf_import_matches_hf_and_original(tmp_path):
     out_dir = str(tmp_path / "original")
     prefix = conversions.hf_to_original(hf_dir, out_dir)
     assert sorted(os.listdir(out_dir)) == sorted([
-        "bert_config.json", "vocab.txt", "bert_model.ckpt.index", "bert_model.ckpt.data-00000-of-00001"])
+        "bert_config.json", "vocab.txt", "bert_model.ckpt.index", "bert_model.ckpt.data-00000-of-00001",
+        "tokenizer_config.json"])
     config2 = modeling.BertConfig.from_json_file(os.path.join(out_dir, "bert_config.json"))
     config2.hidden_act = "gelu"
     model2 = modeling.BertEncoder(config2)
