@@ -4,9 +4,10 @@ saw as JSON for tests/test_tfhub_export.py.
 
   python tests/tfhub_client.py EXPORT_DIR CASES.npz RESULT.json EPOCHS
 
-CASES.npz (written by the test from the project's own code): texts_a, texts_b, labels (MRPC pairs, fitted for EPOCHS as one batch); for each
-checked sequence length N, pair_N_* and single_N_* (run_classifier.py's input_ids, input_mask, segment_ids of
-the pairs and of texts_a alone); ids_* and out_* (token ids and the project's encoder outputs on them).
+CASES.npz (written by the test from the project's own code): texts_a, texts_b, labels (MRPC pairs, fitted EPOCHS
+times as one batch); for each checked sequence length N, pair_N_* and single_N_* (run_classifier.py's input_ids,
+input_mask, segment_ids of the pairs and of texts_a alone); ids_* and out_* (token ids and the project's encoder
+outputs on them).
 First only TensorFlow and tensorflow_text are imported (the preprocessor and the encoder need nothing else),
 then tensorflow_hub with tf-keras.
 """
