@@ -14,6 +14,7 @@ then tensorflow_hub with tf-keras.
 import json
 import os
 import sys
+import time
 
 import numpy as np
 import tensorflow as tf
@@ -112,8 +113,11 @@ def check_hub_keras_layer(export_dir, cases, inputs, result, epochs):
 def main(export_dir, cases_file, result_file, epochs):
     cases = np.load(cases_file)
     result = {}
+    start = time.time()
     inputs = check_plain_tensorflow(export_dir, cases, result)
+    result["seconds_plain_tensorflow"] = time.time() - start
     check_hub_keras_layer(export_dir, cases, inputs, result, int(epochs))
+    result["seconds"] = time.time() - start
     with open(result_file, "w") as f:
         json.dump(result, f, indent=1)
 
