@@ -248,7 +248,7 @@ def export(init_checkpoint, bert_config_file, vocab_file, do_lower_case, output_
                             os.path.join(staging, PREPROCESSOR_DIR))
         filesystem.make_output_dir(output_dir)
         for name in (ENCODER_DIR, PREPROCESSOR_DIR):
-            tf.io.gfile.rename(os.path.join(staging, name), os.path.join(output_dir, name))
+            filesystem.move_dir(os.path.join(staging, name), os.path.join(output_dir, name))
     finally:
         if tf.io.gfile.exists(staging):
             tf.io.gfile.rmtree(staging)

@@ -299,8 +299,18 @@ def test_bad_input_is_one_line_and_writes_nothing(tiny_export, tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["heads", "partial"]
 
 
-def test_failed_write_leaves_nothing(tmp_path, monkeypatch):
-    """The two SavedModels are written into a staging folder: a failure while writing leaves no output."""
+def test_remote_output_and_a_failed_write(tiny_export, tmp_path, monkeypatch):
+    """On a file system without folder renames (ram:// here, like gs://) the export is copied into place; a failure
+    while writing leaves no output (the SavedModels are written into a staging folder first)."""
+    remote = "ram://tfhub_test/export"
+    tfhub_export.export(**tiny_flags(), output_dir=remote)
+    assert sorted(tf.io.gfile.listdir("ram://tfhub_test")) == ["export"]
+    inputs = {name: tf.ones([2, 9], tf.int32) for name in NAMES}
+    local = tf.saved_model.load(os.path.join(tiny_export, "encoder"))(inputs)["pooled_output"]
+    np.testing.assert_array_equal(tf.saved_model.load(remote + "/encoder")(inputs)["pooled_output"], local)
+    assert tf.saved_model.load(remote + "/preprocessor")(tf.constant(["Hello"]))["input_word_ids"].shape == [1, 128]
+    tf.io.gfile.rmtree("ram://tfhub_test")
+
     saved = []
 
     def failing_save(obj, path, **kwargs):
