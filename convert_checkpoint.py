@@ -1,4 +1,5 @@
-"""Converts BERT checkpoints between the original format, HF safetensors and tf-models-official.
+"""Converts BERT checkpoints between the original format, HF safetensors and tf-models-official, and writes
+TF Hub's encoder + preprocessor SavedModels from an original-format one.
 
   python convert_checkpoint.py --mode=hf_to_original --hf_dir=HF_FOLDER --output_dir=OUT
       writes OUT/bert_model.ckpt.{index,data-00000-of-00001}, OUT/bert_config.json, OUT/vocab.txt

@@ -31,7 +31,6 @@ import os
 import uuid
 
 import tensorflow as tf
-import tensorflow_text  # noqa: F401  (the tokenizer's ops, for saving the preprocessor)
 from absl import logging
 
 import checkpoints
@@ -180,7 +179,8 @@ def preprocessor_module(vocab_file, do_lower_case, seq_length=DEFAULT_SEQ_LENGTH
 
 
 def check_inputs(init_checkpoint, bert_config_file, vocab_file, do_lower_case, output_dir):
-    """Every check before anything is written: returns (BertConfig, checkpoint prefix, has the MLM head)."""
+    """Every check before anything is written: returns (BertConfig, checkpoint prefix, {name: shape} of the
+    checkpoint)."""
     if do_lower_case is None:
         raise cli.UserError("--do_lower_case is required for --mode=original_to_tfhub: true for an uncased "
                             "vocabulary, false for a cased one (the preprocessor tokenizes with it)")
@@ -207,22 +207,21 @@ def check_inputs(init_checkpoint, bert_config_file, vocab_file, do_lower_case, o
         if filesystem.exists(existing):
             raise cli.UserError(f"--output_dir={output_dir} already holds an export ({existing}): choose another "
                                 f"folder or remove it")
-    return config, prefix, any(name.startswith(MLM_PREFIX) for name in names)
+    return config, prefix, names
 
 
-def _load_model(config, prefix, with_mlm):
-    """BertEncoder (and MaskedLMHead) in float32 with the checkpoint's weights; with_mlm False where the head is
-    incomplete there (said in the log)."""
+def _load_model(config, prefix, names):
+    """BertEncoder in float32 with the checkpoint's weights, and the MaskedLMHead where the checkpoint (`names`)
+    holds it whole (None otherwise; an incomplete head is said in the log)."""
     with serving.float32_policy():
         bert = modeling.BertEncoder(config)
         checkpoints.init_from_checkpoint(bert.variables_by_name(), prefix)
-        if not with_mlm:
+        if not any(name.startswith(MLM_PREFIX) for name in names):
             return bert, None
         head = modeling.MaskedLMHead(config, name="predictions")
         head.build(None)
         head_vars = {MLM_PREFIX + name: variable for name, variable in head.variables_by_name().items()}
-        available = checkpoints.list_checkpoint(prefix)
-        missing = [name for name in head_vars if name not in available]
+        missing = [name for name in head_vars if name not in names]
         if missing:
             logging.warning("%s has an incomplete masked-LM head (lacks %s): the encoder gets no mlm", prefix,
                             " ".join(missing))
@@ -234,9 +233,8 @@ def _load_model(config, prefix, with_mlm):
 def export(init_checkpoint, bert_config_file, vocab_file, do_lower_case, output_dir):
     """Writes output_dir/encoder and output_dir/preprocessor; returns output_dir. Checks first; writes into a
     temporary folder beside output_dir and moves the two SavedModels into place once both are written."""
-    config, prefix, with_mlm = check_inputs(init_checkpoint, bert_config_file, vocab_file, do_lower_case,
-                                            output_dir)
-    bert, head = _load_model(config, prefix, with_mlm)
+    config, prefix, names = check_inputs(init_checkpoint, bert_config_file, vocab_file, do_lower_case, output_dir)
+    bert, head = _load_model(config, prefix, names)
     output_dir = filesystem.normpath(output_dir)
     staging = f"{output_dir.rstrip('/')}.partial-{uuid.uuid4().hex[:8]}"
     try:
