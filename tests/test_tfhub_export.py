@@ -14,6 +14,7 @@ import tensorflow as tf
 import tensorflow_text  # noqa: F401
 
 import checkpoints
+import cli
 import convert_checkpoint
 import modeling
 import run_classifier
@@ -282,19 +283,19 @@ def test_bad_input_is_one_line_and_writes_nothing(tiny_export, tmp_path):
 
     out = tmp_path / "out"
     cased = shared_path("vocab", "cased", "vocab.txt")
-    with pytest.raises(convert_checkpoint.cli.UserError, match=r"--vocab_file=.* has 28996 tokens but "
-                                                               r"--bert_config_file=.* says vocab_size 30522"):
+    with pytest.raises(cli.UserError, match=r"--vocab_file=.* has 28996 tokens but "
+                                            r"--bert_config_file=.* says vocab_size 30522"):
         convert(out, vocab_file=cased, do_lower_case=False)
-    with pytest.raises(convert_checkpoint.cli.UserError, match="--do_lower_case is required"):
+    with pytest.raises(cli.UserError, match="--do_lower_case is required"):
         convert(out, do_lower_case=None)
     heads_only = str(tmp_path / "heads" / "model.ckpt-1")
     weights = checkpoints.load_checkpoint(tiny_flags()["init_checkpoint"])
     checkpoints.save_checkpoint(heads_only, {k: v for k, v in weights.items() if k.startswith("cls/")})
-    with pytest.raises(convert_checkpoint.cli.UserError, match="holds no encoder variables"):
+    with pytest.raises(cli.UserError, match="holds no encoder variables"):
         convert(out, init_checkpoint=heads_only)
     partial = str(tmp_path / "partial" / "model.ckpt-1")
     checkpoints.save_checkpoint(partial, {k: v for k, v in weights.items() if "layer_1" not in k})
-    with pytest.raises(convert_checkpoint.cli.UserError, match="lacks 16 encoder variable"):
+    with pytest.raises(cli.UserError, match="lacks 16 encoder variable"):
         convert(out, init_checkpoint=partial)
     assert sorted(os.listdir(tmp_path)) == ["heads", "partial"]
 

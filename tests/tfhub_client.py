@@ -94,7 +94,9 @@ def check_hub_keras_layer(export_dir, cases, inputs, result, epochs):
     model = tf.keras.Model(text_input, net)
     result["hub_layer_diff"] = max_diff(encoder(inputs)["pooled_output"], cases["out_pooled_output"])
     before = [v.numpy() for v in encoder.trainable_weights]
+    t = time.time()
     result["single_losses"] = fit_losses(model, cases["texts_a"], labels, epochs)
+    result["seconds_single_fit"] = time.time() - t
     result["trainable_weights"] = len(encoder.trainable_weights)
     result["weights_changed"] = sum(not np.array_equal(b, v.numpy())
                                     for b, v in zip(before, encoder.trainable_weights))
@@ -107,7 +109,9 @@ def check_hub_keras_layer(export_dir, cases, inputs, result, epochs):
     encoder = hub.KerasLayer(encoder_path, trainable=True)
     net = tf.keras.layers.Dropout(0.1)(encoder(packer(segments))["pooled_output"])
     model = tf.keras.Model(text_inputs, tf.keras.layers.Dense(1)(net))
+    t = time.time()
     result["pair_losses"] = fit_losses(model, [cases["texts_a"], cases["texts_b"]], labels, epochs)
+    result["seconds_pair_fit"] = time.time() - t
 
 
 def main(export_dir, cases_file, result_file, epochs):
