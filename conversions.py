@@ -318,10 +318,8 @@ def original_to_hf(init_checkpoint, bert_config_file, vocab_file, output_dir, do
     if count != config.vocab_size:
         raise UserError(f"vocab_file {vocab_file} has {count} tokens but the config's vocab_size is "
                         f"{config.vocab_size} ({bert_config_file}): an HF tokenizer and its model must agree")
-    recorded_casing, recorded_path = tokenization.recorded_do_lower_case(tokenization.checkpoint_folder(
-        init_checkpoint))
-    do_lower_case = tokenization.resolve_do_lower_case(do_lower_case, recorded_casing, vocab, vocab_file,
-                                                       recorded_path)
+    do_lower_case = tokenization.checkpoint_casing(do_lower_case, init_checkpoint, vocab, vocab_file)
+    _, recorded_path = tokenization.recorded_do_lower_case(tokenization.checkpoint_folder(init_checkpoint))
     recorded = _read_json(recorded_path, "tokenizer config") if recorded_path else None
     weights = load_checkpoint(init_checkpoint)
     kept = collections.OrderedDict((n, v) for n, v in weights.items()

@@ -1,4 +1,5 @@
-"""Converts BERT checkpoints between the original format, HF safetensors and tf-models-official.
+"""Converts BERT checkpoints between the original format, HF safetensors and tf-models-official, and writes
+TF Hub's encoder + preprocessor SavedModels from an original-format one.
 
   python convert_checkpoint.py --mode=hf_to_original --hf_dir=HF_FOLDER --output_dir=OUT
       writes OUT/bert_model.ckpt.{index,data-00000-of-00001}, OUT/bert_config.json, OUT/vocab.txt and, where
@@ -15,6 +16,10 @@ holds its files.
   python convert_checkpoint.py --mode=tfm_to_original --init_checkpoint=TFM_CKPT_OR_DIR [--vocab_file=...] \
       [--hidden_act=gelu] --output_dir=OUT
       writes OUT/bert_model.ckpt.*, OUT/bert_config.json (+ OUT/vocab.txt) from a Model Garden BertEncoder
+  python convert_checkpoint.py --mode=original_to_tfhub --init_checkpoint=CKPT_OR_DIR \
+      --bert_config_file=bert_config.json --vocab_file=vocab.txt [--do_lower_case=true|false] --output_dir=OUT
+      writes OUT/encoder and OUT/preprocessor, TF Hub's SavedModels for text (tfhub_export.py); the casing as
+      for original_to_hf
 """
 import dataclasses
 
@@ -22,8 +27,9 @@ from absl import logging
 
 import cli  # before conversions: quiets TensorFlow's start-up logging
 import conversions
+import tfhub_export
 
-MODES = ("hf_to_original", "original_to_hf", "tfm_to_original")
+MODES = ("hf_to_original", "original_to_hf", "tfm_to_original", "original_to_tfhub")
 
 
 @dataclasses.dataclass
@@ -31,15 +37,18 @@ class ConvertOptions:
     """convert_checkpoint.py's flags."""
     mode: str = cli.option(None, "Conversion direction.", MODES, required=True)
     hf_dir: str = cli.option(None, "HF folder with config.json, model.safetensors, vocab.txt (hf_to_original).")
-    init_checkpoint: str = cli.option(None, "Checkpoint prefix or directory: original (original_to_hf) or "
+    init_checkpoint: str = cli.option(None, "Checkpoint prefix or directory: original (original_to_hf, "
+                                      "original_to_tfhub) or "
                                       "tf-models-official (tfm_to_original).")
-    bert_config_file: str = cli.option(None, "bert_config.json of the original checkpoint (original_to_hf).")
-    vocab_file: str = cli.option(None, "vocab.txt (original_to_hf; optional for hf_to_original).")
+    bert_config_file: str = cli.option(None, "bert_config.json of the original checkpoint (original_to_hf, "
+                                       "original_to_tfhub).")
+    vocab_file: str = cli.option(None, "vocab.txt (original_to_hf, original_to_tfhub; optional for hf_to_original).")
     output_dir: str = cli.option(None, "Folder to write the converted model to.", required=True)
-    do_lower_case: bool = cli.option(None, "The model's casing, for the tokenizer files (original_to_hf) or "
-                                     "recorded beside the checkpoint (hf_to_original): true for an uncased model, "
-                                     "false for a cased one. Not given: what the source records, else uncased for "
-                                     "a vocabulary without upper-case entries.")
+    do_lower_case: bool = cli.option(None, "The model's casing, for the tokenizer files (original_to_hf), the "
+                                     "preprocessor (original_to_tfhub) or recorded beside the checkpoint "
+                                     "(hf_to_original): true for an uncased model, false for a cased one. Not "
+                                     "given: what the source records, else uncased for a vocabulary without "
+                                     "upper-case entries (a cased one needs the flag).")
     hidden_act: str = cli.option("gelu", "Activation of a tf-models-official encoder (tfm_to_original).")
 
 
@@ -63,6 +72,9 @@ def run(options):
             raise cli.UserError("--init_checkpoint is required for --mode=tfm_to_original")
         written = conversions.tfm_to_original(options.init_checkpoint, options.output_dir,
                                               vocab_file=options.vocab_file, hidden_act=options.hidden_act)
+    elif options.mode == "original_to_tfhub":
+        written = tfhub_export.export(options.init_checkpoint, options.bert_config_file, options.vocab_file,
+                                      options.do_lower_case, options.output_dir)
     else:
         raise cli.UserError(f"--mode must be one of {MODES}, got {options.mode!r}")
     logging.info("Done: %s", written)

@@ -104,6 +104,23 @@ def remove_file(path):
     return True
 
 
+def move_dir(source, target):
+    """Moves the folder `source` to `target` (which must not exist), on any file system: a rename on this machine;
+    elsewhere (where a folder's rename is missing or loses its files: gs://, ram://) its files copied one by one,
+    then `source` removed."""
+    if not is_remote(source) and not is_remote(target):
+        os.rename(source, target)
+        return target
+    gfile = _gfile(source)
+    for folder, _, files in gfile.walk(source):
+        inside = posixpath.join(target, posixpath.relpath(folder, source)) if folder != source else target
+        gfile.makedirs(inside)
+        for name in files:
+            gfile.copy(posixpath.join(folder, name), posixpath.join(inside, name))
+    gfile.rmtree(source)
+    return target
+
+
 def exists(path):
     return _gfile(path).exists(path) if is_remote(path) else os.path.exists(path)
 
@@ -231,13 +248,17 @@ def staged_folder(path, flag, clashing=()):
         else:
             shutil.rmtree(scratch, ignore_errors=True)
         raise
-    if remote:
+    if remote:  # a folder's rename is missing or loses its files on some (move_dir)
         gfile = _gfile(path)
         if not gfile.exists(path):
-            gfile.rename(scratch, path)
+            move_dir(scratch, path)
             return
         for name in gfile.listdir(scratch):
-            gfile.rename(scratch + "/" + name.rstrip("/"), path + "/" + name.rstrip("/"), overwrite=True)
+            source, target = scratch + "/" + name.rstrip("/"), path + "/" + name.rstrip("/")
+            if gfile.isdir(source):
+                move_dir(source, target)
+            else:
+                gfile.rename(source, target, overwrite=True)
         gfile.rmtree(scratch)
     elif not os.path.exists(path):
         os.rename(scratch, path)

@@ -644,13 +644,16 @@ class MaskedLMHead(NamedLayer):
         out.update(self._named_weights)
         return out
 
-    def call(self, hidden, embedding_table):
+    def logits(self, hidden, embedding_table):
+        """The masked-LM logits (float32 [N, vocab]) of hidden states [N, H]: what call's log-softmax reads."""
         x = self.transform(tf.cast(hidden, self.compute_dtype))
         x = self.transform_norm(x)
         logits = tf.matmul(tf.cast(x, self.compute_dtype), tf.cast(embedding_table, self.compute_dtype),
                            transpose_b=True)
-        logits = tf.nn.bias_add(tf.cast(logits, tf.float32), self.output_bias)
-        return tf.nn.log_softmax(logits, axis=-1)
+        return tf.nn.bias_add(tf.cast(logits, tf.float32), self.output_bias)
+
+    def call(self, hidden, embedding_table):
+        return tf.nn.log_softmax(self.logits(hidden, embedding_table), axis=-1)
 
 
 class NextSentenceHead(NamedLayer):

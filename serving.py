@@ -119,6 +119,27 @@ def _setting(value, name):
     return tf.Variable(value, trainable=False, name=name)
 
 
+def check_ids(input_ids, input_mask, segment_ids, vocab_size, type_vocab_size,
+              names=("input_ids", "input_mask", "segment_ids")):
+    """The three model inputs [batch, seq] as a model needs them (one shape, ids inside vocab_size, segment ids
+    inside type_vocab_size), or an InvalidArgumentError saying what is wrong (the inputs called by `names`)."""
+    ids_name, mask_name, segments_name = names
+    shape = tf.shape(input_ids)
+    checks = [
+        tf.debugging.assert_equal(tf.shape(input_mask), shape,
+                                  message=f"{mask_name} must have the shape of {ids_name}"),
+        tf.debugging.assert_equal(tf.shape(segment_ids), shape,
+                                  message=f"{segments_name} must have the shape of {ids_name}"),
+        tf.debugging.assert_non_negative(input_ids, message=f"{ids_name} must be >= 0"),
+        tf.debugging.assert_less(input_ids, vocab_size, message=f"{ids_name} must be < vocab_size {vocab_size}"),
+        tf.debugging.assert_non_negative(segment_ids, message=f"{segments_name} must be >= 0"),
+        tf.debugging.assert_less(segment_ids, type_vocab_size,
+                                 message=f"{segments_name} must be < type_vocab_size {type_vocab_size}"),
+    ]
+    with tf.control_dependencies(checks):
+        return tf.identity(input_ids), tf.identity(input_mask), tf.identity(segment_ids)
+
+
 class _Serving(tf.Module):
     """A model with serving_default on token ids whose inputs are checked in the graph."""
 
@@ -157,21 +178,7 @@ class _Serving(tf.Module):
 
     def _check_ids(self, input_ids, input_mask, segment_ids):
         """The three inputs as the model needs them, or an InvalidArgumentError saying what is wrong."""
-        shape = tf.shape(input_ids)
-        checks = [
-            tf.debugging.assert_equal(tf.shape(input_mask), shape,
-                                      message="input_mask must have the shape of input_ids"),
-            tf.debugging.assert_equal(tf.shape(segment_ids), shape,
-                                      message="segment_ids must have the shape of input_ids"),
-            tf.debugging.assert_non_negative(input_ids, message="input_ids must be >= 0"),
-            tf.debugging.assert_less(input_ids, self.vocab_size,
-                                     message=f"input_ids must be < vocab_size {self.vocab_size}"),
-            tf.debugging.assert_non_negative(segment_ids, message="segment_ids must be >= 0"),
-            tf.debugging.assert_less(segment_ids, self.type_vocab_size,
-                                     message=f"segment_ids must be < type_vocab_size {self.type_vocab_size}"),
-        ]
-        with tf.control_dependencies(checks):
-            return tf.identity(input_ids), tf.identity(input_mask), tf.identity(segment_ids)
+        return check_ids(input_ids, input_mask, segment_ids, self.vocab_size, self.type_vocab_size)
 
     def _serve_ids(self, input_ids, input_mask, segment_ids):
         return self._outputs(*self._check_ids(input_ids, input_mask, segment_ids))

@@ -164,6 +164,13 @@ def recorded_do_lower_case(folder):
     return config.get("do_lower_case"), path
 
 
+def checkpoint_casing(do_lower_case, init_checkpoint, vocab, vocab_file, flag="--do_lower_case"):
+    """The casing of the model of `init_checkpoint` being exported: resolve_do_lower_case of the flag's value and
+    the tokenizer_config.json recorded beside the checkpoint."""
+    recorded, recorded_path = recorded_do_lower_case(checkpoint_folder(init_checkpoint))
+    return resolve_do_lower_case(do_lower_case, recorded, vocab, vocab_file, recorded_path, flag)
+
+
 def checkpoint_folder(init_checkpoint):
     """The folder of a checkpoint prefix (or the folder itself when init_checkpoint names one)."""
     if filesystem.isdir(init_checkpoint):
