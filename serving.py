@@ -102,15 +102,24 @@ def export_saved_model(export_dir, build_model, checkpoint_path, make_module, la
     return export_dir
 
 
+# The seed of the variables an export finds in no checkpoint (an untrained task head).
+UNTRAINED_SEED = 12345
+
+
 def build_module(build_model, checkpoint_path, make_module):
     """make_module(the model of build_model() with the weights of checkpoint_path), in the current dtype policy; a
-    warning when the checkpoint lacks some of the model's variables (a task head never trained)."""
+    warning when the checkpoint lacks some of the model's variables (a task head never trained), which are then
+    drawn from UNTRAINED_SEED (Keras's global seed), the same in every export."""
     model = build_model()
     _, new, _ = checkpoints.init_from_checkpoint(model.variables_by_name(), checkpoint_path)
     if new:
-        logging.warning("%s holds no %s: the exported model's %s random, drawn anew by each export (a SavedModel and "
-                        "an ONNX model of one run differ); export from a fine-tuned checkpoint", checkpoint_path,
-                        ", ".join(new), "values are" if len(new) > 1 else "value is")
+        logging.warning("%s holds no %s: the exported model's %s random (the initializer's, drawn from seed %d, so "
+                        "every export of this checkpoint, SavedModel or ONNX, holds the same); export from a "
+                        "fine-tuned checkpoint", checkpoint_path, ", ".join(new),
+                        "values are" if len(new) > 1 else "value is", UNTRAINED_SEED)
+        keras.utils.set_random_seed(UNTRAINED_SEED)
+        model = build_model()
+        checkpoints.init_from_checkpoint(model.variables_by_name(), checkpoint_path)
     return make_module(model)
 
 

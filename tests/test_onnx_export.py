@@ -12,6 +12,7 @@ import cli
 import modeling
 import onnx_export
 import packing
+import serving
 import tokenization
 from tests.shared_data import shared_path
 from tests.test_faults import run_script
@@ -103,3 +104,18 @@ def test_missing_converter_is_one_line(monkeypatch):
     with pytest.raises(cli.UserError, match=r"--export_onnx converts with tf2onnx, and tf2onnx is not installed: "
                                             r"pip install tf2onnx onnx"):
         onnx_export.require_converter()
+
+
+def test_exports_of_a_checkpoint_without_the_head_hold_the_same_head():
+    """A checkpoint without the task's head (a pre-trained one): each export (SavedModel, ONNX) builds the model
+    anew, and both draw the untrained head from one seed, so the two answer alike."""
+    tiny = shared_path("reference", "original_checkpoint_tiny")
+    config = modeling.BertConfig.load(os.path.join(tiny, "bert_config.json"))
+    heads = []
+    for _ in range(2):
+        tf.random.uniform([3])  # random state moved between the exports
+        module = serving.build_module(lambda: modeling.ClassifierModel(config, 2), tiny, lambda model: model)
+        heads.append(module.variables_by_name()["output_weights"].numpy())
+        assert module.variables_by_name()["bert/pooler/dense/kernel"].numpy().std() > 0
+    np.testing.assert_array_equal(heads[0], heads[1])
+    assert 0.005 < heads[0].std() < 0.05  # the initializer's truncated normal (stddev 0.02), not zeros
