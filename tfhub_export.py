@@ -67,6 +67,10 @@ def _input_spec(extra=()):
     return {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in INPUT_NAMES + tuple(extra)}
 
 
+# The op seed of the random op that seeds an exported encoder's dropout masks on each call.
+DROPOUT_OP_SEED = 1804
+
+
 class _Encoder:
     """The encoder's computation over modeling.BertEncoder (and MaskedLMHead), traced into the SavedModel."""
 
@@ -84,7 +88,15 @@ class _Encoder:
             message=f"the sequence length must be <= max_position_embeddings {c.max_position_embeddings}")
         with tf.control_dependencies([check]):
             input_ids = tf.identity(input_ids)
-        out = self.bert(input_ids, input_mask, type_ids, training=training)
+        if training:
+            # Dropout from stateless ops seeded per call by one random op with a seed of its own: it runs where
+            # the caller enabled op determinism (tf.config.experimental.enable_op_determinism), which refuses
+            # random ops without a seed; each call still draws new masks.
+            seed = tf.random.uniform([2], maxval=tf.int64.max, dtype=tf.int64, seed=DROPOUT_OP_SEED)
+            with modeling.dropout_seed(seed):
+                out = self.bert(input_ids, input_mask, type_ids, training=True)
+        else:
+            out = self.bert(input_ids, input_mask, type_ids, training=False)
         return {"pooled_output": out["pooled_output"], "sequence_output": out["sequence_output"],
                 "encoder_outputs": list(out["all_encoder_layers"]), "default": out["pooled_output"]}
 

@@ -135,7 +135,9 @@ def test_encoder_equals_ours_and_the_original(tiny_export):
     with pytest.raises(tf.errors.InvalidArgumentError, match="input_word_ids must be < vocab_size 30522"):
         encoder(dict(inputs, input_word_ids=inputs["input_word_ids"] + 30522))
 
-    # training=True applies dropout (a new mask each call); training=False does not.
+    # training=True applies dropout (a new mask each call); training=False does not. Also where op determinism
+    # is on (the scripts' --deterministic turns it on for the process; it refuses random ops without a seed).
+    tf.config.experimental.enable_op_determinism()
     train_1, train_2 = (encoder(inputs, training=True)["pooled_output"] for _ in range(2))
     assert np.abs(train_1 - out["pooled_output"]).max() > 1e-2
     assert np.abs(train_1 - train_2).max() > 1e-2
