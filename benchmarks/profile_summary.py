@@ -8,7 +8,7 @@ It also makes a trace of inference at a fixed shape and summarizes it (CPU servi
 
     # an exported SavedModel's signature (run_classifier.py --export_dir=DIR), random ids, every position real
     python benchmarks/profile_summary.py --trace_savedmodel=DIR [--signature=serving_default] [--batch=1]
-      [--seq_length=128] [--calls=50] [--trace_dir=DIR]
+      [--seq_length=128] [--calls=50] [--threads=N] [--trace_dir=DIR]
     # the encoder alone (modeling.BertEncoder in a tf.function, training=False) of a bert_config.json, with the
     # weights of --init_checkpoint (random without it)
     python benchmarks/profile_summary.py --trace_encoder=bert_config.json [--init_checkpoint=CKPT] ...
@@ -315,6 +315,8 @@ def main(argv=None):
     parser.add_argument("--seq_length", type=int, default=128)
     parser.add_argument("--calls", type=int, default=50, help="traced calls")
     parser.add_argument("--warmup", type=int, default=5, help="untraced calls before them (after the first)")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="TensorFlow intra- and inter-op threads of the traced calls (0: TensorFlow's default)")
     parser.add_argument("--trace_dir", help="where the trace goes (default: a new temporary folder)")
     parser.add_argument("--top", type=int, default=15, help="op types or kernels to list per device")
     parser.add_argument("--json", help="also write the summary here")
@@ -328,6 +330,10 @@ def main(argv=None):
             if args.calls < 1 or args.batch < 1 or args.seq_length < 1:
                 raise UserError("--calls, --batch and --seq_length must be positive")
             import tempfile
+            if args.threads:
+                import tensorflow as tf
+                tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+                tf.config.threading.set_inter_op_parallelism_threads(args.threads)
             args.path = args.trace_dir or tempfile.mkdtemp(prefix="profile_")
             if args.trace_savedmodel:
                 call = savedmodel_call(args.trace_savedmodel, args.signature, args.batch, args.seq_length)
