@@ -78,7 +78,9 @@ serving_default, ORT float32 and ORT int8 loaded in one process (the one excepti
 and timed in alternating rounds on the same int32 inputs, so that other load on the machine falls on each alike:
 median and min ms a call of each runtime over --rounds rounds, and each ONNX model's largest probability
 difference from the SavedModel (an export made here from the untrained MiniLM draws its head anew for each of
-the two files: then only the speed compares).
+the two files: then only the speed compares). Then `interleaved_encoder:BATCH`: our encoder as in
+`encoder:ours:float32` and ORT float32 / int8 on part encoder's ONNX export (made here unless --work_dir holds
+it; --layers, --hidden, ... apply), the same way (random weights, different in TF and in the export: speed only).
 
     .venv/bin/python benchmarks/bench_inference.py --parts=onnx --batch_sizes=1 --rounds=9 --min_round_s=1
 
@@ -636,9 +638,8 @@ def prep_ours_onnx(ctx):
 
 def interleaved(ctx, batch):
     """The SavedModel's serving_default and ONNX Runtime on our ONNX export of it (float32 and int8) in one
-    process on the same inputs, timed in alternating rounds (each --min_round_s long, after --warmup calls of
-    each), so that load from other processes falls on all of them alike: median and min ms a call of each, and
-    the largest probability difference of each ONNX model from the SavedModel."""
+    process on the same inputs, timed in alternating rounds (_alternate), with each ONNX model's largest
+    probability difference from the SavedModel."""
     tf, loaded = _load_savedmodel(ctx)
     signature = loaded.signatures["serving_default"]
     inputs = random_inputs(batch, ctx["max_seq_length"], _signature_vocab_size(signature))
@@ -650,8 +651,41 @@ def interleaved(ctx, batch):
         feeds = {i.name: a.astype(np.int32) for i, a in zip(session.get_inputs(), inputs)}
         index = [o.name for o in session.get_outputs()].index("probabilities")
         runs[f"ort_{dtype}"] = (lambda session=session, feeds=feeds, index=index: session.run(None, feeds)[index])
-    reference = runs["savedmodel"]()
-    result = {"batch": batch, "max_abs_diff": {}, "ms": {}}
+    return dict(_alternate(runs, ctx), batch=batch)
+
+
+def interleaved_encoder(ctx, batch):
+    """Our encoder (float32, random weights, as encoder:ours) and ONNX Runtime on the encoder export of part
+    encoder (float32 and int8, HF's random weights: speed only) in one process on the same ids, timed in
+    alternating rounds (_alternate)."""
+    tf = _tf()
+    sys.path.insert(0, ROOT)
+    import modeling
+    encoder = modeling.BertEncoder(modeling.BertConfig(hidden_act="gelu", **_bert_base(ctx)))
+    inputs = random_inputs(batch, ctx["seq_length"], ctx["vocab_size"])
+    tensors = [tf.constant(a, tf.int32) for a in inputs]
+
+    @tf.function(autograph=False)
+    def forward(ids, mask, segments):
+        out = encoder(ids, mask, segments, training=False)
+        return out["sequence_output"], out["pooled_output"]
+    runs = {"ours": lambda: forward(*tensors)[0].numpy()}
+    for dtype in ("float32", "int8"):
+        session = _ort_session(ctx["encoder_onnx"][dtype])
+        feeds = dict(zip([i.name for i in session.get_inputs()], inputs))
+        runs[f"ort_{dtype}"] = (lambda session=session, feeds=feeds: session.run(None, feeds)[0])
+    result = _alternate(runs, ctx)
+    result.pop("max_abs_diff")  # different weights
+    return dict(result, batch=batch)
+
+
+def _alternate(runs, ctx):
+    """Times each of `runs` (name -> call) in alternating rounds, each at least --min_round_s long, after
+    --warmup calls of each, so that load from other processes falls on all of them alike: per name the ms a
+    call of each round, their median and min, and the largest difference of its output from the first's."""
+    names = list(runs)
+    reference = runs[names[0]]()
+    result = {"max_abs_diff": {}, "ms": {}}
     for name, run in runs.items():
         result["max_abs_diff"][name] = float(np.abs(run() - reference).max())
         for _ in range(ctx["warmup"]):
@@ -694,6 +728,8 @@ def run_child(spec, ctx):
         result = prep_ours_onnx(ctx)
     elif kind == "interleaved":
         result = interleaved(ctx, int(parts[1]))
+    elif kind == "interleaved_encoder":
+        result = interleaved_encoder(ctx, int(parts[1]))
     elif kind == "prep_checkpoint":
         result = prep_checkpoint(ctx)
     elif kind == "prep_features":
@@ -853,22 +889,28 @@ def summarize_classifier(results, args, info):
               f"{text['peak_rss_mb']:.0f} MB")
 
 
-def summarize_interleaved(results, same_weights):
-    """The table of part onnx: per batch, ms a call of each runtime (median and min of the alternating rounds)."""
-    rows = sorted((r for s, r in results.items() if s.startswith("interleaved:")), key=lambda r: r["batch"])
+def summarize_interleaved(results, same_weights, encoder=False):
+    """The tables of part onnx: per batch, ms a call of each runtime (median and min of the alternating rounds)."""
+    prefix, first = ("interleaved_encoder:", "ours") if encoder else ("interleaved:", "savedmodel")
+    rows = sorted((r for s, r in results.items() if s.startswith(prefix)), key=lambda r: r["batch"])
     if not rows:
         return
-    print("\nSavedModel serving_default vs ONNX Runtime on our --export_onnx model, one process, alternating "
-          "rounds: ms a call, median (min); ratio = ORT ms / SavedModel ms (above 1: the SavedModel is faster)")
-    print(f"{'batch':>5s} {'SavedModel':>17s} {'ORT float32':>17s} {'ORT int8':>17s} {'fp32/sm':>8s} {'int8/sm':>8s} "
-          f"{'fp32 diff':>9s}")
+    if encoder:
+        print("\nOur encoder (modeling.BertEncoder, float32) vs ONNX Runtime on HF's encoder export, random weights "
+              "(speed only), one process, alternating rounds: ms a call, median (min); ratio = ORT ms / ours")
+    else:
+        print("\nSavedModel serving_default vs ONNX Runtime on our --export_onnx model, one process, alternating "
+              "rounds: ms a call, median (min); ratio = ORT ms / SavedModel ms (above 1: the SavedModel is faster)")
+    print(f"{'batch':>5s} {'ours' if encoder else 'SavedModel':>17s} {'ORT float32':>17s} {'ORT int8':>17s} "
+          f"{'fp32/ours':>9s} {'int8/ours':>9s}" + ("" if encoder else f" {'fp32 diff':>9s}"))
     for r in rows:
-        cells = " ".join(f"{r['median_ms'][k]:8.2f} ({r['min_ms'][k]:6.2f})" for k in
-                         ("savedmodel", "ort_float32", "ort_int8"))
-        diff = r["max_abs_diff"]["ort_float32"]
-        print(f"{r['batch']:5d} {cells} {_ratio(r['median_ms']['ort_float32'], r['median_ms']['savedmodel'], 8)} "
-              f"{_ratio(r['median_ms']['ort_int8'], r['median_ms']['savedmodel'], 8)} "
-              f"{diff:9.1e}" + ("" if same_weights else " (untrained heads differ between the two exports)"))
+        cells = " ".join(f"{r['median_ms'][k]:8.2f} ({r['min_ms'][k]:6.2f})" for k in (first, "ort_float32", "ort_int8"))
+        line = (f"{r['batch']:5d} {cells} {_ratio(r['median_ms']['ort_float32'], r['median_ms'][first])} "
+                f"{_ratio(r['median_ms']['ort_int8'], r['median_ms'][first])}")
+        if not encoder:
+            line += f" {r['max_abs_diff']['ort_float32']:9.1e}" + (
+                "" if same_weights else " (untrained heads differ between the two exports)")
+        print(line)
 
 
 def serving_text_results(results):
@@ -1180,6 +1222,12 @@ def main():
                     runner.child(f"interleaved:{batch}", label=f"interleaved SavedModel / our ONNX b{batch}",
                                  quiet=True)
                 summarize_interleaved(runner.results, checkpoint is not None or bool(args.export_onnx))
+            # the encoder: ours against ORT on the encoder export of part encoder (made here unless it is there)
+            if (all(os.path.exists(path) for path in ctx["encoder_onnx"].values())
+                    or runner.child("prep_encoder_onnx", quiet=True) is not None):
+                for batch in args.batch_sizes:
+                    runner.child(f"interleaved_encoder:{batch}", label=f"interleaved encoder b{batch}", quiet=True)
+                summarize_interleaved(runner.results, False, encoder=True)
         summarize_classifier(runner.results, args, info)
         if checkpoint and "int8" in args.parts and os.path.exists(ctx["features_npz"]):
             info["accuracy"] = summarize_accuracy(ctx["probabilities"], ctx["features_npz"],
