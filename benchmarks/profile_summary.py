@@ -240,12 +240,19 @@ def _inputs(batch, seq_length, vocab_size, seed=12345):
     return ids, np.ones_like(ids), segments
 
 
+def check_inputs(export_dir, bert_config_file):
+    """A UserError naming the flag when what it names is not there (before TensorFlow is imported)."""
+    if export_dir and not os.path.isfile(os.path.join(export_dir, "saved_model.pb")):
+        raise UserError(f"--trace_savedmodel={export_dir}: no saved_model.pb in it (run_classifier.py --export_dir)")
+    if bert_config_file and not os.path.isfile(bert_config_file):
+        raise UserError(f"--trace_encoder={bert_config_file}: no such file (expected a bert_config.json)")
+
+
 def savedmodel_call(export_dir, signature, batch, seq_length):
     """A call of the SavedModel's signature on token ids (outputs fetched to numpy)."""
+    check_inputs(export_dir, None)
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (serving_text's tokenizer ops)
-    if not os.path.isfile(os.path.join(export_dir, "saved_model.pb")):
-        raise UserError(f"--trace_savedmodel={export_dir}: no saved_model.pb in it (run_classifier.py --export_dir)")
     loaded = tf.saved_model.load(export_dir)
     if signature not in loaded.signatures:
         raise UserError(f"--signature={signature}: {export_dir} has {', '.join(loaded.signatures)}")
@@ -262,12 +269,11 @@ def savedmodel_call(export_dir, signature, batch, seq_length):
 def encoder_call(bert_config_file, init_checkpoint, batch, seq_length, jit_compile=False):
     """A call of modeling.BertEncoder (training=False, in a tf.function) of the config, with the checkpoint's
     weights (random without one); sequence and pooled output fetched to numpy."""
+    check_inputs(None, bert_config_file)
     sys.path.insert(0, ROOT)
     import tensorflow as tf
     import checkpoints
     import modeling
-    if not os.path.isfile(bert_config_file):
-        raise UserError(f"--trace_encoder={bert_config_file}: no such file (expected a bert_config.json)")
     config = modeling.BertConfig.from_json_file(bert_config_file)
     encoder = modeling.BertEncoder(config)
     ids, mask, segments = (tf.constant(a) for a in _inputs(batch, seq_length, config.vocab_size))
@@ -330,6 +336,7 @@ def main(argv=None):
             if args.calls < 1 or args.batch < 1 or args.seq_length < 1:
                 raise UserError("--calls, --batch and --seq_length must be positive")
             import tempfile
+            check_inputs(args.trace_savedmodel, args.trace_encoder)
             if args.threads:
                 import tensorflow as tf
                 tf.config.threading.set_intra_op_parallelism_threads(args.threads)
