@@ -988,7 +988,7 @@ def minilm_dir():
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--parts", default=",".join(PARTS), help="comma list of " + "|".join(PARTS))
+    parser.add_argument("--parts", default=None, help="comma list of " + "|".join(PARTS) + " (default: all)")
     parser.add_argument("--impls", default=",".join(ENCODER_IMPLS), help="encoder implementations")
     parser.add_argument("--dtypes", default="float32,bfloat16,int8",
                         help="encoder dtypes (int8 only for ort; bfloat16 not for ort)")
@@ -1046,7 +1046,8 @@ def main():
                                ("text_requests", 0, 20), ("max_eval_examples", 0, 64)):
         if getattr(args, name) is None:
             setattr(args, name, fast if quick else normal)
-    args.parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+    parts_given = args.parts is not None
+    args.parts = [p.strip() for p in (args.parts or ",".join(PARTS)).split(",") if p.strip()]
     args.impls = [i.strip() for i in args.impls.split(",") if i.strip()]
     args.dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
     args.batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
@@ -1063,6 +1064,9 @@ def main():
         raise SystemExit(f"--export_dir={args.export_dir}: expected a SavedModel folder (saved_model.pb), as "
                          "run_classifier.py --export_dir writes")
 
+    if "onnx" in args.parts and args.export_dir and not args.export_onnx and not parts_given:
+        print("part onnx skipped: --export_dir without --export_onnx (the ONNX model of the same checkpoint)")
+        args.parts.remove("onnx")
     if "onnx" in args.parts and args.export_dir and not args.export_onnx:
         raise SystemExit("--parts=onnx with --export_dir needs --export_onnx=FILE, the ONNX model run_classifier.py "
                          "--export_onnx wrote of the same checkpoint")
