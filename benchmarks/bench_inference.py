@@ -15,6 +15,8 @@ Run by hand on an idle machine (every number comes from one run; compare numbers
       --bert_config_file=MODEL/bert_config.json --vocab_file=MODEL/vocab.txt   # those it was fine-tuned with
     # a smoke run (2-layer encoder, 2 short rounds, 20 text requests, 64 dev examples): checks, not numbers
     .venv/bin/python benchmarks/bench_inference.py --quick
+    # the SavedModel against ONNX Runtime on our own --export_onnx model, interleaved in one process
+    .venv/bin/python benchmarks/bench_inference.py --parts=onnx --batch_sizes=1
     # one configuration, e.g. to rerun it
     .venv/bin/python benchmarks/bench_inference.py --parts=encoder --configs=encoder:ours:bfloat16:8:0
 
@@ -69,6 +71,19 @@ b [SEP], truncation popping from the longer sequence, ties from b, zero padding 
 through each runtime, reporting accuracy, F1, prediction agreement and the largest probability difference
 between runtimes (so that only the runtime differs).
 
+Part `onnx` (the SavedModel against ONNX Runtime on our own ONNX export of it, `run_classifier.py
+--export_onnx=FILE`; made beside the SavedModel when the benchmark exports it, else --export_onnx with
+--export_dir): our ONNX model quantized with quantize_dynamic as above, then configurations `interleaved:BATCH`:
+serving_default, ORT float32 and ORT int8 loaded in one process (the one exception to one runtime a process)
+and timed in alternating rounds on the same int32 inputs, so that other load on the machine falls on each alike:
+median and min ms a call of each runtime over --rounds rounds, and each ONNX model's largest probability
+difference from the SavedModel (an export made here from the untrained MiniLM draws its head anew for each of
+the two files: then only the speed compares). Then `interleaved_encoder:BATCH`: our encoder as in
+`encoder:ours:float32` and ORT float32 / int8 on part encoder's ONNX export (made here unless --work_dir holds
+it; --layers, --hidden, ... apply), the same way (random weights, different in TF and in the export: speed only).
+
+    .venv/bin/python benchmarks/bench_inference.py --parts=onnx --batch_sizes=1 --rounds=9 --min_round_s=1
+
 TensorFlow's processes get the XLA options the project sets for its own jobs (device_setup.xla_flags: cuBLAS
 GEMMs, an autotune cache in the work dir), the user's XLA_FLAGS kept. Every configuration and every preparation
 step (ONNX export, checkpoint reading, tokenization) runs in its own process, so memory and thread settings do not leak and TensorFlow is never resident in a torch or
@@ -117,7 +132,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.environ.get("BERT_SHARED_DIR", os.path.join(ROOT, "..", "shared"))
 DEFAULT_MRPC = os.path.join(SHARED, "data", "glue", "MRPC")
 CHILD_ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-PARTS = ("encoder", "savedmodel", "int8", "litert")
+PARTS = ("encoder", "savedmodel", "int8", "litert", "onnx")
 ENCODER_IMPLS = ("ours", "peer", "hf", "ort")
 ENCODER_DTYPES = {"ours": ("float32", "bfloat16"), "peer": ("float32", "bfloat16"),
                   "hf": ("float32", "bfloat16"), "ort": ("float32", "int8")}
@@ -612,6 +627,81 @@ def accuracy_ort(ctx, dtype):
 # ---------------------------------------------------------------------------------------------------------
 # Child dispatch
 
+def prep_ours_onnx(ctx):
+    """Our own ONNX export of the classifier (run_classifier.py --export_onnx) quantized by quantize_dynamic."""
+    fp32, int8 = ctx["ours_onnx"]["float32"], ctx["ours_onnx"]["int8"]
+    t0 = time.perf_counter()
+    quantize(fp32, int8, ctx)
+    return {"quantize_s": time.perf_counter() - t0, "fp32_mb": os.path.getsize(fp32) / 2 ** 20,
+            "int8_mb": os.path.getsize(int8) / 2 ** 20}
+
+
+def interleaved(ctx, batch):
+    """The SavedModel's serving_default and ONNX Runtime on our ONNX export of it (float32 and int8) in one
+    process on the same inputs, timed in alternating rounds (_alternate), with each ONNX model's largest
+    probability difference from the SavedModel."""
+    tf, loaded = _load_savedmodel(ctx)
+    signature = loaded.signatures["serving_default"]
+    inputs = random_inputs(batch, ctx["max_seq_length"], _signature_vocab_size(signature))
+    tensors = [tf.constant(a, tf.int32) for a in inputs]
+    runs = {"savedmodel": lambda: signature(input_ids=tensors[0], input_mask=tensors[1],
+                                            segment_ids=tensors[2])["probabilities"].numpy()}
+    for dtype in ("float32", "int8"):
+        session = _ort_session(ctx["ours_onnx"][dtype])
+        feeds = {i.name: a.astype(np.int32) for i, a in zip(session.get_inputs(), inputs)}
+        index = [o.name for o in session.get_outputs()].index("probabilities")
+        runs[f"ort_{dtype}"] = (lambda session=session, feeds=feeds, index=index: session.run(None, feeds)[index])
+    return dict(_alternate(runs, ctx), batch=batch)
+
+
+def interleaved_encoder(ctx, batch):
+    """Our encoder (float32, random weights, as encoder:ours) and ONNX Runtime on the encoder export of part
+    encoder (float32 and int8, HF's random weights: speed only) in one process on the same ids, timed in
+    alternating rounds (_alternate)."""
+    tf = _tf()
+    sys.path.insert(0, ROOT)
+    import modeling
+    encoder = modeling.BertEncoder(modeling.BertConfig(hidden_act="gelu", **_bert_base(ctx)))
+    inputs = random_inputs(batch, ctx["seq_length"], ctx["vocab_size"])
+    tensors = [tf.constant(a, tf.int32) for a in inputs]
+
+    @tf.function(autograph=False)
+    def forward(ids, mask, segments):
+        out = encoder(ids, mask, segments, training=False)
+        return out["sequence_output"], out["pooled_output"]
+    runs = {"ours": lambda: forward(*tensors)[0].numpy()}
+    for dtype in ("float32", "int8"):
+        session = _ort_session(ctx["encoder_onnx"][dtype])
+        feeds = dict(zip([i.name for i in session.get_inputs()], inputs))
+        runs[f"ort_{dtype}"] = (lambda session=session, feeds=feeds: session.run(None, feeds)[0])
+    result = _alternate(runs, ctx)
+    result.pop("max_abs_diff")  # different weights
+    return dict(result, batch=batch)
+
+
+def _alternate(runs, ctx):
+    """Times each of `runs` (name -> call) in alternating rounds, each at least --min_round_s long, after
+    --warmup calls of each, so that load from other processes falls on all of them alike: per name the ms a
+    call of each round, their median and min, and the largest difference of its output from the first's."""
+    names = list(runs)
+    reference = runs[names[0]]()
+    result = {"max_abs_diff": {}, "ms": {}}
+    for name, run in runs.items():
+        result["max_abs_diff"][name] = float(np.abs(run() - reference).max())
+        for _ in range(ctx["warmup"]):
+            run()
+    for _ in range(ctx["rounds"]):
+        for name, run in runs.items():
+            calls, t0 = 0, time.perf_counter()
+            while not calls or time.perf_counter() - t0 < ctx["min_round_s"]:
+                run()
+                calls += 1
+            result["ms"].setdefault(name, []).append(1e3 * (time.perf_counter() - t0) / calls)
+    result["median_ms"] = {name: statistics.median(ms) for name, ms in result["ms"].items()}
+    result["min_ms"] = {name: min(ms) for name, ms in result["ms"].items()}
+    return result
+
+
 def run_child(spec, ctx):
     parts = spec.split(":")
     kind = parts[0]
@@ -634,6 +724,12 @@ def run_child(spec, ctx):
         result = prep_encoder_onnx(ctx)
     elif kind == "prep_classifier_onnx":
         result = prep_classifier_onnx(ctx)
+    elif kind == "prep_ours_onnx":
+        result = prep_ours_onnx(ctx)
+    elif kind == "interleaved":
+        result = interleaved(ctx, int(parts[1]))
+    elif kind == "interleaved_encoder":
+        result = interleaved_encoder(ctx, int(parts[1]))
     elif kind == "prep_checkpoint":
         result = prep_checkpoint(ctx)
     elif kind == "prep_features":
@@ -793,6 +889,30 @@ def summarize_classifier(results, args, info):
               f"{text['peak_rss_mb']:.0f} MB")
 
 
+def summarize_interleaved(results, same_weights, encoder=False):
+    """The tables of part onnx: per batch, ms a call of each runtime (median and min of the alternating rounds)."""
+    prefix, first = ("interleaved_encoder:", "ours") if encoder else ("interleaved:", "savedmodel")
+    rows = sorted((r for s, r in results.items() if s.startswith(prefix)), key=lambda r: r["batch"])
+    if not rows:
+        return
+    if encoder:
+        print("\nOur encoder (modeling.BertEncoder, float32) vs ONNX Runtime on HF's encoder export, random weights "
+              "(speed only), one process, alternating rounds: ms a call, median (min); ratio = ORT ms / ours")
+    else:
+        print("\nSavedModel serving_default vs ONNX Runtime on our --export_onnx model, one process, alternating "
+              "rounds: ms a call, median (min); ratio = ORT ms / SavedModel ms (above 1: the SavedModel is faster)")
+    print(f"{'batch':>5s} {'ours' if encoder else 'SavedModel':>17s} {'ORT float32':>17s} {'ORT int8':>17s} "
+          f"{'fp32/ours':>9s} {'int8/ours':>9s}" + ("" if encoder else f" {'fp32 diff':>9s}"))
+    for r in rows:
+        cells = " ".join(f"{r['median_ms'][k]:8.2f} ({r['min_ms'][k]:6.2f})" for k in (first, "ort_float32", "ort_int8"))
+        line = (f"{r['batch']:5d} {cells} {_ratio(r['median_ms']['ort_float32'], r['median_ms'][first])} "
+                f"{_ratio(r['median_ms']['ort_int8'], r['median_ms'][first])}")
+        if not encoder:
+            line += f" {r['max_abs_diff']['ort_float32']:9.1e}" + (
+                "" if same_weights else " (untrained heads differ between the two exports)")
+        print(line)
+
+
 def serving_text_results(results):
     """The serving_text runs, smallest batch first (its predictions stand for serving_text's)."""
     return sorted((r for s, r in results.items() if s.startswith("sm_text:")), key=lambda r: r["batch"])
@@ -868,7 +988,7 @@ def minilm_dir():
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--parts", default=",".join(PARTS), help="comma list of " + "|".join(PARTS))
+    parser.add_argument("--parts", default=None, help="comma list of " + "|".join(PARTS) + " (default: all)")
     parser.add_argument("--impls", default=",".join(ENCODER_IMPLS), help="encoder implementations")
     parser.add_argument("--dtypes", default="float32,bfloat16,int8",
                         help="encoder dtypes (int8 only for ort; bfloat16 not for ort)")
@@ -885,6 +1005,8 @@ def main():
     parser.add_argument("--min_round_s", type=float, default=None,
                         help="least seconds per timed round (2.0; quick 0)")
     parser.add_argument("--export_dir", help="classifier SavedModel (run_classifier.py --export_dir)")
+    parser.add_argument("--export_onnx", help="our ONNX export of --export_dir's model (run_classifier.py "
+                        "--export_onnx=FILE), for part onnx; made with the SavedModel when the benchmark exports it")
     parser.add_argument("--classifier_checkpoint_dir",
                         help="run_classifier.py output_dir of an MRPC classifier (model.ckpt-N)")
     parser.add_argument("--bert_config_file", help="bert_config.json of --classifier_checkpoint_dir")
@@ -924,7 +1046,8 @@ def main():
                                ("text_requests", 0, 20), ("max_eval_examples", 0, 64)):
         if getattr(args, name) is None:
             setattr(args, name, fast if quick else normal)
-    args.parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+    parts_given = args.parts is not None
+    args.parts = [p.strip() for p in (args.parts or ",".join(PARTS)).split(",") if p.strip()]
     args.impls = [i.strip() for i in args.impls.split(",") if i.strip()]
     args.dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
     args.batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
@@ -941,6 +1064,15 @@ def main():
         raise SystemExit(f"--export_dir={args.export_dir}: expected a SavedModel folder (saved_model.pb), as "
                          "run_classifier.py --export_dir writes")
 
+    if "onnx" in args.parts and args.export_dir and not args.export_onnx and not parts_given:
+        print("part onnx skipped: --export_dir without --export_onnx (the ONNX model of the same checkpoint)")
+        args.parts.remove("onnx")
+    if "onnx" in args.parts and args.export_dir and not args.export_onnx:
+        raise SystemExit("--parts=onnx with --export_dir needs --export_onnx=FILE, the ONNX model run_classifier.py "
+                         "--export_onnx wrote of the same checkpoint")
+    if args.export_onnx and not os.path.isfile(args.export_onnx):
+        raise SystemExit(f"--export_onnx={args.export_onnx}: no such file (run_classifier.py --export_onnx=FILE)")
+
     work_dir = args.work_dir or tempfile.mkdtemp(prefix="bench_inference_")
     os.makedirs(work_dir, exist_ok=True)
     # TensorFlow's processes compile XLA with the options the project sets for its own jobs (a process serving an
@@ -954,6 +1086,8 @@ def main():
     ctx.update(
         encoder_onnx={"float32": os.path.join(work_dir, "encoder.onnx"),
                       "int8": os.path.join(work_dir, "encoder_int8.onnx")},
+        ours_onnx={"float32": args.export_onnx or os.path.join(work_dir, "classifier_ours.onnx"),
+                   "int8": os.path.join(work_dir, "classifier_ours_int8.onnx")},
         classifier_onnx={"float32": os.path.join(work_dir, "classifier.onnx"),
                          "int8": os.path.join(work_dir, "classifier_int8.onnx")},
         head_npz=os.path.join(work_dir, "classifier_head.npz"),
@@ -987,7 +1121,7 @@ def main():
             summarize_encoder(runner.results, args)
 
         # ---- Parts 2 and 3: the classifier
-        need_sm = ("savedmodel" in args.parts or "litert" in args.parts
+        need_sm = ("savedmodel" in args.parts or "litert" in args.parts or "onnx" in args.parts
                    or ("int8" in args.parts and args.classifier_checkpoint_dir))
         if need_sm or "int8" in args.parts:
             print("", flush=True)
@@ -1003,7 +1137,8 @@ def main():
             minilm = minilm_dir()
         if need_sm and not args.export_dir:
             ctx["export_dir"] = os.path.join(work_dir, "saved_model")
-            if not os.path.exists(os.path.join(ctx["export_dir"], "saved_model.pb")):
+            if not (os.path.exists(os.path.join(ctx["export_dir"], "saved_model.pb"))
+                    and os.path.exists(ctx["ours_onnx"]["float32"])):
                 if checkpoint:
                     init, config, vocab = checkpoint, args.bert_config_file, args.vocab_file
                 else:
@@ -1017,7 +1152,8 @@ def main():
                 ctx["export_vocab_file"] = vocab
                 runner.script("run_classifier.py --export_dir",
                               ["run_classifier.py", "--task_name=MRPC", "--do_train=false",
-                               f"--export_dir={ctx['export_dir']}", f"--init_checkpoint={init}",
+                               f"--export_dir={ctx['export_dir']}", f"--export_onnx={ctx['ours_onnx']['float32']}",
+                               f"--init_checkpoint={init}",
                                f"--bert_config_file={config}", f"--vocab_file={vocab}",
                                f"--do_lower_case={args.do_lower_case}",
                                f"--max_seq_length={args.max_seq_length}",
@@ -1081,6 +1217,21 @@ def main():
                                       f"{r['peak_rss_mb']:.0f} MB", flush=True)
         if "litert" in args.parts:
             run_litert(runner, ctx, save_ctx, work_dir, args)
+        if "onnx" in args.parts:
+            prep = runner.child("prep_ours_onnx", quiet=True)
+            if prep:
+                print(f"our ONNX export {ctx['ours_onnx']['float32']} ({prep['fp32_mb']:.0f} MB), quantize_dynamic "
+                      f"{prep['quantize_s']:.1f} s ({prep['int8_mb']:.0f} MB)", flush=True)
+                for batch in args.batch_sizes:
+                    runner.child(f"interleaved:{batch}", label=f"interleaved SavedModel / our ONNX b{batch}",
+                                 quiet=True)
+                summarize_interleaved(runner.results, checkpoint is not None or bool(args.export_onnx))
+            # the encoder: ours against ORT on the encoder export of part encoder (made here unless it is there)
+            if (all(os.path.exists(path) for path in ctx["encoder_onnx"].values())
+                    or runner.child("prep_encoder_onnx", quiet=True) is not None):
+                for batch in args.batch_sizes:
+                    runner.child(f"interleaved_encoder:{batch}", label=f"interleaved encoder b{batch}", quiet=True)
+                summarize_interleaved(runner.results, False, encoder=True)
         summarize_classifier(runner.results, args, info)
         if checkpoint and "int8" in args.parts and os.path.exists(ctx["features_npz"]):
             info["accuracy"] = summarize_accuracy(ctx["probabilities"], ctx["features_npz"],

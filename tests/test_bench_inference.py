@@ -86,3 +86,68 @@ def test_serving_text_results_come_smallest_batch_first(bench):
     results = {"sm_text:8": {"batch": 8}, "sm_text:1": {"batch": 1}, "sm_ids:1": {"batch": 1, "x": 0}}
     assert bench.serving_text_results(results) == [{"batch": 1}, {"batch": 8}]
     assert bench.serving_text_results({"sm_ids:1": {}}) == []
+
+
+def test_interleaved_alternates_the_runtimes_round_by_round(bench, monkeypatch):
+    """Part onnx: the SavedModel and both ONNX models timed in alternating rounds in one process; a round of
+    each before the next round of any, the median and min of each runtime's rounds, its difference from the
+    SavedModel's probabilities."""
+    clock, order = FakeClock(), []
+    monkeypatch.setattr(bench, "time", clock)
+    probabilities = np.array([[0.25, 0.75]], np.float32)
+
+    class Tensor:
+        def __init__(self, value):
+            self.value = value
+
+        def numpy(self):
+            return self.value
+
+    def signature(**inputs):
+        assert sorted(inputs) == ["input_ids", "input_mask", "segment_ids"]
+        clock.take(0.003)
+        order.append("savedmodel")
+        return {"probabilities": Tensor(probabilities)}
+
+    class Session:
+        def __init__(self, path):
+            self.name = "ort_int8" if path.endswith("int8.onnx") else "ort_float32"
+
+        def get_inputs(self):
+            return [type("Input", (), {"name": n})() for n in ("input_ids", "input_mask", "segment_ids")]
+
+        def get_outputs(self):
+            return [type("Output", (), {"name": n})() for n in ("label", "probabilities")]
+
+        def run(self, _, feeds):
+            assert all(a.dtype == np.int32 and a.shape == (1, 8) for a in feeds.values())
+            clock.take(0.002 if self.name == "ort_float32" else 0.001)
+            order.append(self.name)
+            return [None, probabilities + (0.01 if self.name == "ort_int8" else 0.0)]
+
+    fake_tf = type("tf", (), {"int32": "int32", "constant": staticmethod(lambda a, dtype: a)})
+    loaded = type("Loaded", (), {"signatures": {"serving_default": signature}})()
+    monkeypatch.setattr(bench, "_load_savedmodel", lambda ctx: (fake_tf, loaded))
+    monkeypatch.setattr(bench, "_signature_vocab_size", lambda sig: 100)
+    monkeypatch.setattr(bench, "_ort_session", Session)
+    ctx = {"max_seq_length": 8, "warmup": 1, "rounds": 3, "min_round_s": 0.0035,
+           "ours_onnx": {"float32": "m.onnx", "int8": "m_int8.onnx"}}
+    result = bench.interleaved(ctx, 1)
+    # untimed: the reference call, then each runtime's difference call and one warm-up call, in turn
+    assert order[:7] == ["savedmodel", "savedmodel", "savedmodel", "ort_float32", "ort_float32", "ort_int8",
+                         "ort_int8"]
+    timed = order[7:]
+    runs = [name for i, name in enumerate(timed) if i == 0 or timed[i - 1] != name]
+    assert runs == ["savedmodel", "ort_float32", "ort_int8"] * 3  # rounds alternate
+    assert result["ms"] == {"savedmodel": pytest.approx([3.0] * 3), "ort_float32": pytest.approx([2.0] * 3),
+                            "ort_int8": pytest.approx([1.0] * 3)}
+    assert result["median_ms"]["ort_float32"] == pytest.approx(2.0)
+    assert result["min_ms"]["ort_int8"] == pytest.approx(1.0)
+    assert result["max_abs_diff"] == pytest.approx({"savedmodel": 0.0, "ort_float32": 0.0, "ort_int8": 0.01})
+
+
+def test_part_onnx_with_an_export_dir_needs_its_onnx_model(tmp_path, monkeypatch, capsys):
+    (tmp_path / "saved_model.pb").write_bytes(b"")
+    monkeypatch.setattr("sys.argv", ["bench_inference.py", "--parts=onnx", f"--export_dir={tmp_path}"])
+    with pytest.raises(SystemExit, match="--parts=onnx with --export_dir needs --export_onnx=FILE"):
+        load_benchmark("bench_inference").main()
