@@ -237,11 +237,11 @@ def check_attention_heads(hidden_size, num_attention_heads):
 
 
 def gelu(x):
-    """The original's GELU: tanh approximation, 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))). Written as
-    tf.nn.gelu(approximate=True), the same formula in the form TensorFlow's CPU graph optimizer fuses with the
-    MatMul and BiasAdd before it into one oneDNN kernel (the original's spelling, x * cdf, stays four separate
-    elementwise passes); the two differ by float rounding only."""
-    return tf.nn.gelu(x, approximate=True)
+    """The original's GELU: tanh approximation, spelled as the original (x * cdf). tf.nn.gelu(approximate=True),
+    the form TensorFlow's CPU remapper fuses with the MatMul before it, rounds differently: it moved
+    pre-training's curve past the original's own spread (benchmarks/SPEED.md), for 2% at batch 1."""
+    cdf = 0.5 * (1.0 + tf.tanh(np.sqrt(2 / np.pi).astype(np.float32) * (x + 0.044715 * tf.pow(x, 3))))
+    return x * cdf
 
 
 def gelu_exact(x):
