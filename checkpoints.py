@@ -78,6 +78,18 @@ def list_checkpoint(path):
     return collections.OrderedDict((name, shapes[name]) for name in sorted(shapes))
 
 
+def require_encoder(init_checkpoint, flag="--init_checkpoint"):
+    """(prefix, {name: shape}) of a checkpoint that holds a BERT encoder (bert/encoder/...); an error naming the
+    flag otherwise (an export of it would hold random weights)."""
+    prefix = resolve_checkpoint(init_checkpoint, flag=flag)
+    names = list_checkpoint(prefix)
+    if not any(name.startswith(ENCODER_PREFIX + "encoder/") for name in names):
+        raise UserError(f"{flag}={init_checkpoint}: {prefix} holds no BERT encoder variables "
+                        f"(bert/encoder/layer_N/...); it holds {len(names)} variable(s) such as {list(names)[:5]}: "
+                        f"expected an original-format BERT checkpoint")
+    return prefix, names
+
+
 def load_checkpoint(path, names=None):
     """OrderedDict {name: ndarray} of a checkpoint (all variables, or just `names`)."""
     prefix = resolve_checkpoint(path)

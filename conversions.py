@@ -314,22 +314,16 @@ def original_to_hf(init_checkpoint, bert_config_file, vocab_file, output_dir, do
     config = modeling.BertConfig.load(bert_config_file)
     vocab = tokenization.load_vocab(vocab_file)
     tokenization.check_special_tokens(vocab, vocab_file, tuple(HF_SPECIAL_TOKENS.values()))
-    count = tokenization.check_vocab_size(vocab_file, config.vocab_size)
-    if count != config.vocab_size:
-        raise UserError(f"vocab_file {vocab_file} has {count} tokens but the config's vocab_size is "
-                        f"{config.vocab_size} ({bert_config_file}): an HF tokenizer and its model must agree")
-    do_lower_case = tokenization.checkpoint_casing(do_lower_case, init_checkpoint, vocab, vocab_file)
-    _, recorded_path = tokenization.recorded_do_lower_case(tokenization.checkpoint_folder(init_checkpoint))
-    recorded = _read_json(recorded_path, "tokenizer config") if recorded_path else None
+    tokenization.require_vocab_of(vocab_file, config.vocab_size, bert_config_file)
+    checkpoints.require_encoder(init_checkpoint)
+    recorded, recorded_path = tokenization.recorded_tokenizer_config(tokenization.checkpoint_folder(init_checkpoint))
+    do_lower_case = tokenization.resolve_do_lower_case(do_lower_case, (recorded or {}).get("do_lower_case"), vocab,
+                                                       vocab_file, recorded_path)
     weights = load_checkpoint(init_checkpoint)
     kept = collections.OrderedDict((n, v) for n, v in weights.items()
                                    if n.startswith(("bert/", "cls/predictions/", "cls/seq_relationship/"))
                                    and not n.endswith(("/adam_m", "/adam_v")))
     dropped = [n for n in weights if n not in kept and not n.endswith(("/adam_m", "/adam_v")) and n != "global_step"]
-    if not any(n.startswith("bert/encoder/") for n in kept):
-        raise UserError(f"--init_checkpoint={init_checkpoint}: {resolve_checkpoint(init_checkpoint)} holds no BERT "
-                        f"encoder variables (bert/encoder/layer_N/...); it holds {len(weights)} variable(s) such "
-                        f"as {sorted(weights)[:5]}")
     if dropped:
         logging.warning("%s: %d variable(s) have no HF BertModel / BertForPreTraining counterpart and are not "
                         "converted (a fine-tuned task head such as output_weights / output_bias): %s",

@@ -203,17 +203,9 @@ def check_inputs(init_checkpoint, bert_config_file, vocab_file, do_lower_case, o
     options = model_options.ModelOptions(bert_config_file=bert_config_file, vocab_file=vocab_file,
                                          do_lower_case=do_lower_case, init_checkpoint=init_checkpoint,
                                          max_seq_length=3)
-    config, tokenizer = options.check()
-    count = max(tokenizer.vocab.values()) + 1
-    if count != config.vocab_size:
-        raise cli.UserError(f"--vocab_file={vocab_file} has {count} tokens but --bert_config_file="
-                            f"{bert_config_file} says vocab_size {config.vocab_size}: expected the vocabulary of "
-                            f"this model")
-    prefix = checkpoints.resolve_checkpoint(init_checkpoint, flag="--init_checkpoint")
-    names = checkpoints.list_checkpoint(prefix)
-    if not any(name.startswith(checkpoints.ENCODER_PREFIX) for name in names):
-        raise cli.UserError(f"--init_checkpoint={init_checkpoint}: {prefix} holds no encoder variables (bert/...): "
-                            f"expected an original-format BERT checkpoint")
+    config, _ = options.check()
+    tokenization.require_vocab_of(vocab_file, config.vocab_size, bert_config_file)
+    prefix, names = checkpoints.require_encoder(init_checkpoint)
     return config, prefix, names, do_lower_case
 
 

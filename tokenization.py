@@ -125,6 +125,16 @@ def check_vocab_size(vocab_file, vocab_size):
     return count
 
 
+def require_vocab_of(vocab_file, vocab_size, bert_config_file):
+    """An error unless vocab_file holds exactly vocab_size ids (the config's): an export's tokenizer and model must
+    agree. Returns the count."""
+    count = check_vocab_size(vocab_file, vocab_size)
+    if count != vocab_size:
+        raise UserError(f"--vocab_file={vocab_file} has {count} tokens but --bert_config_file={bert_config_file} "
+                        f"says vocab_size {vocab_size}: expected the vocabulary of this model")
+    return count
+
+
 def check_special_tokens(vocab, vocab_file, tokens=("[CLS]", "[SEP]")):
     """An error naming vocab_file when a special token a script uses is missing (ids would shift silently)."""
     missing = [token for token in tokens if token not in vocab]
@@ -149,8 +159,9 @@ def cased_entry(vocab):
     return None
 
 
-def recorded_do_lower_case(folder):
-    """(do_lower_case, path) recorded in folder/tokenizer_config.json; (None, None) without that file or key."""
+def recorded_tokenizer_config(folder):
+    """(the JSON object of folder/tokenizer_config.json, its path); (None, None) without that file. An error when it
+    is not a JSON object whose do_lower_case (if any) is true or false."""
     path = folder.rstrip("/") + "/" + TOKENIZER_CONFIG_FILE if folder else TOKENIZER_CONFIG_FILE
     if not filesystem.exists(path):
         return None, None
@@ -161,7 +172,15 @@ def recorded_do_lower_case(folder):
             raise UserError(f"{path} is not valid JSON: {err}") from None
     if not isinstance(config, dict) or not isinstance(config.get("do_lower_case", False), bool):
         raise UserError(f"{path}: expected a JSON object whose do_lower_case is true or false")
-    return config.get("do_lower_case"), path
+    return config, path
+
+
+def recorded_do_lower_case(folder):
+    """(do_lower_case, path) recorded in folder/tokenizer_config.json; (None, None) without that file or key."""
+    config, path = recorded_tokenizer_config(folder)
+    if config is None or "do_lower_case" not in config:
+        return None, None
+    return config["do_lower_case"], path
 
 
 def checkpoint_casing(do_lower_case, init_checkpoint, vocab, vocab_file, flag="--do_lower_case"):

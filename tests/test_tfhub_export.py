@@ -296,7 +296,7 @@ def test_bad_input_is_one_line_and_writes_nothing(tiny_export, tmp_path):
     heads_only = str(tmp_path / "heads" / "model.ckpt-1")
     weights = checkpoints.load_checkpoint(tiny_flags()["init_checkpoint"])
     checkpoints.save_checkpoint(heads_only, {k: v for k, v in weights.items() if k.startswith("cls/")})
-    with pytest.raises(cli.UserError, match="holds no encoder variables"):
+    with pytest.raises(cli.UserError, match="holds no BERT encoder variables"):
         convert(out, init_checkpoint=heads_only)
     partial = str(tmp_path / "partial" / "model.ckpt-1")
     checkpoints.save_checkpoint(partial, {k: v for k, v in weights.items() if "layer_1" not in k})
