@@ -20,6 +20,11 @@ holds its files.
       --bert_config_file=bert_config.json --vocab_file=vocab.txt [--do_lower_case=true|false] --output_dir=OUT
       writes OUT/encoder and OUT/preprocessor, TF Hub's SavedModels for text (tfhub_export.py); the casing as
       for original_to_hf
+  python convert_checkpoint.py --mode=original_to_onnx|original_to_tflite --init_checkpoint=CKPT_OR_DIR \
+      --bert_config_file=bert_config.json [--quantize] --output_dir=OUT
+      writes OUT/encoder.onnx (ONNX Runtime; needs tf2onnx) or OUT/encoder.tflite (LiteRT): the encoder alone,
+      int32 input_ids, input_mask, segment_ids [batch, sequence] -> sequence_output, pooled_output; --quantize:
+      int8 (onnx_export.py, litert_export.py)
 """
 import dataclasses
 
@@ -27,9 +32,15 @@ from absl import logging
 
 import cli  # before conversions: quiets TensorFlow's start-up logging
 import conversions
+import filesystem
+import litert_export
+import onnx_export
+import serving
 import tfhub_export
 
-MODES = ("hf_to_original", "original_to_hf", "tfm_to_original", "original_to_tfhub")
+MODES = ("hf_to_original", "original_to_hf", "tfm_to_original", "original_to_tfhub", "original_to_onnx",
+         "original_to_tflite")
+ENCODER_FILES = {"original_to_onnx": "encoder.onnx", "original_to_tflite": "encoder.tflite"}
 
 
 @dataclasses.dataclass
@@ -50,6 +61,8 @@ class ConvertOptions:
                                      "given: what the source records, else uncased for a vocabulary without "
                                      "upper-case entries (a cased one needs the flag).")
     hidden_act: str = cli.option("gelu", "Activation of a tf-models-official encoder (tfm_to_original).")
+    quantize: bool = cli.option(False, "int8 (original_to_onnx: ONNX Runtime's dynamic quantization; "
+                                "original_to_tflite: dynamic-range int8).")
 
 
 def run(options):
@@ -75,10 +88,31 @@ def run(options):
     elif options.mode == "original_to_tfhub":
         written = tfhub_export.export(options.init_checkpoint, options.bert_config_file, options.vocab_file,
                                       options.do_lower_case, options.output_dir)
+    elif options.mode in ENCODER_FILES:
+        written = export_encoder(options)
     else:
         raise cli.UserError(f"--mode must be one of {MODES}, got {options.mode!r}")
     logging.info("Done: %s", written)
     return written
+
+
+def export_encoder(options):
+    """original_to_onnx / original_to_tflite: the encoder's ONNX or LiteRT model in --output_dir; returns its path."""
+    missing = [name for name, value in (("--init_checkpoint", options.init_checkpoint),
+                                        ("--bert_config_file", options.bert_config_file)) if not value]
+    if missing:
+        raise cli.UserError(f"{', '.join(missing)} required for --mode={options.mode}")
+    onnx = options.mode == "original_to_onnx"
+    if onnx:
+        onnx_export.require_converter("--mode=original_to_onnx", quantize=options.quantize)
+    path = filesystem.normpath(options.output_dir).rstrip("/") + "/" + ENCODER_FILES[options.mode]
+    if filesystem.exists(path):
+        raise cli.UserError(f"--output_dir={options.output_dir} already holds an export ({ENCODER_FILES[options.mode]})"
+                            f": give an empty or new folder")
+    module = serving.encoder_module(options.init_checkpoint, options.bert_config_file)
+    if onnx:
+        return onnx_export.export(path, module, "--output_dir", quantize=options.quantize)
+    return litert_export.export(path, module, quantize=options.quantize, flag="--output_dir")
 
 
 if __name__ == "__main__":

@@ -217,6 +217,23 @@ def make_parent_dir(path, flag):
     return path
 
 
+def write_file_whole(path, data, flag):
+    """Writes bytes to `path` (any file system; its folder made) whole or not at all: into a scratch file beside
+    it, then renamed over it; an error naming the flag when `path` is a folder. Returns path."""
+    if isdir(path):
+        raise UserError(f"{flag}={path}: is a folder, expected a file name")
+    make_parent_dir(path, flag)
+    scratch = f"{path}.partial-{uuid.uuid4().hex[:8]}"
+    try:
+        with _gfile(path).GFile(scratch, "wb") as f:
+            f.write(data)
+        _gfile(path).rename(scratch, path, overwrite=True)
+    finally:
+        if _gfile(path).exists(scratch):
+            _gfile(path).remove(scratch)
+    return path
+
+
 @contextlib.contextmanager
 def staged_folder(path, flag, clashing=()):
     """Writes a folder of outputs all at once: yields a fresh scratch folder beside `path`; when the block ends

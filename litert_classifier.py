@@ -27,15 +27,15 @@ the cut is not checked: a text whose first max_seq_length tokens do not lie with
 control characters or accents, or words of over 200 characters fill it; the SavedModel refuses it) is answered
 from what lies there, and a NUL character at the limit hides that the text goes on (NULs are dropped anyway).
 """
-import os
 import unicodedata
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-import filesystem
 import fast_tokenization
+import filesystem
+import litert_export
 import packing
 import serving
 import tokenization
@@ -272,12 +272,9 @@ def convert(export_dir, model_options, is_pair, quantize=False):
     """The .tflite bytes of LiteClassifier (model_options: the classifier's vocab, casing and sequence length);
     quantize: dynamic-range int8 weights."""
     module = LiteClassifier(export_dir, model_options, is_pair)
-    converter = tf.lite.TFLiteConverter.from_concrete_functions([module.serve_text.get_concrete_function()], module)
-    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
-    converter.allow_custom_ops = True  # the tensorflow-text kernels, checked below
-    if quantize:
-        converter.optimizations = [tf.lite.Optimize.DEFAULT]
-    model = converter.convert()
+    # custom ops: the tensorflow-text kernels, checked below
+    model = litert_export.converter(module.serve_text.get_concrete_function(), module, quantize,
+                                    custom_ops=True).convert()
     extra = sorted(set(custom_ops(model)) - set(CUSTOM_OPS))
     if extra:
         raise AssertionError("the LiteRT model needs ops its interpreter does not have: %s" % extra)
@@ -294,14 +291,9 @@ def custom_ops(model):
 def export(path, export_dir, model_options, is_pair, quantize=False):
     """Writes the LiteRT model of the SavedModel in export_dir to `path` (convert); returns path."""
     filesystem.make_parent_dir(path, "--export_tflite")
-    model = convert(export_dir, model_options, is_pair, quantize)
-    with tf.io.gfile.GFile(path, "wb") as f:
-        f.write(model)
-    return path
+    return filesystem.write_file_whole(path, convert(export_dir, model_options, is_pair, quantize), "--export_tflite")
 
 
 def interpreter(model_path, num_threads=None):
     """An ai-edge-litert interpreter of a model written here, tensorflow-text's kernels registered."""
-    from ai_edge_litert.interpreter import InterpreterWithCustomOps
-    return InterpreterWithCustomOps(custom_op_registerers=tf_text.tflite_registrar.SELECT_TFTEXT_OPS,
-                                    model_path=os.fspath(model_path), num_threads=num_threads)
+    return litert_export.interpreter(model_path, num_threads, tf_text.tflite_registrar.SELECT_TFTEXT_OPS)

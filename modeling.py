@@ -602,7 +602,9 @@ class BertEncoder(NamedLayer):
                              f"{self.config.max_position_embeddings}")
 
         embedding_output = self.embeddings(input_ids, token_type_ids, training=training)
-        mask = tf.cast(input_mask, tf.float32)[:, tf.newaxis, tf.newaxis, :]
+        # [batch, 1, 1, seq]; expand_dims and gather rather than strided slices with new or shrunk axes, which
+        # LiteRT cannot convert at a dynamic sequence length (litert_export.py).
+        mask = tf.expand_dims(tf.expand_dims(tf.cast(input_mask, tf.float32), 1), 1)
         adder = (1.0 - mask) * ATTENTION_MASK_ADDER
 
         hidden = embedding_output
@@ -611,7 +613,7 @@ class BertEncoder(NamedLayer):
             hidden = layer(hidden, adder, training=training)
             all_layers.append(hidden)
         sequence_output = all_layers[-1]
-        first_token = tf.cast(sequence_output[:, 0, :], self.compute_dtype)
+        first_token = tf.cast(tf.gather(sequence_output, 0, axis=1), self.compute_dtype)
         pooled_output = self.pooler(first_token)
         return {
             "sequence_output": sequence_output,
@@ -822,8 +824,8 @@ class SquadModel(ClassifierModel):
                          **kwargs)
 
     def call(self, features, training=False):
-        logits = super().call(features, training=training)
-        return logits[:, :, 0], logits[:, :, 1]
+        start_logits, end_logits = tf.unstack(super().call(features, training=training), num=2, axis=-1)
+        return start_logits, end_logits
 
 
 # ----------------------------------------------------------------------------------------------

@@ -15,7 +15,8 @@ gradient accumulation, checkpoints).
 "serving_text" takes raw strings text_a (and text_b for pair tasks), tokenized in the graph; both return
 {"probabilities"} ({"score"} for regression). Load it with `import tensorflow_text` and
 tf.saved_model.load. --export_onnx=FILE writes an ONNX model of "serving_default" (onnx_export.py; every
-fine-tuning runner has the flag). --predict_input=FILE or - (stdin) predicts line after line (text_a, or text_a<TAB>text_b)
+fine-tuning runner has the flag; --onnx_quantize: int8). --export_tflite=FILE writes a LiteRT model with the
+tokenizer inside (raw text in; litert_classifier.py; --tflite_quantize: int8). --predict_input=FILE or - (stdin) predicts line after line (text_a, or text_a<TAB>text_b)
 with the model loaded once. --task_name=custom reads a user's TSV/CSV (--text_a_column, --text_b_column,
 --label_column, --label_list, --delimiter, --has_header, --regression). --processor_class=module.Class runs your own
 DataProcessor subclass, written as the original's README says. --output_dropout_prob sets the output layer's
@@ -739,10 +740,6 @@ class ClassifierOptions(runner.RecordFinetuningOptions):
                                "the task.")
     task_name: str = cli.option(None, "The name of the task to train: " + ", ".join(PROCESSORS) + ".",
                                 required=True)
-    export_tflite: str = cli.option(None, "Write a LiteRT (TFLite) model here: raw text in, label and "
-                                    "probabilities out, the tokenizer inside (see litert_classifier.py).")
-    tflite_quantize: bool = cli.option(False, "--export_tflite with dynamic-range int8 weights (about 4x "
-                                       "smaller).")
     predict_input: str = cli.option(None, "Predict every line of this file ('-': stdin), text_a or "
                                     "text_a<TAB>text_b, with the model loaded once.")
     predict_output: str = cli.option(None, "Where --predict_input rows go (default: stdout).")
@@ -784,8 +781,7 @@ class Job(runner.Job):
 
     # runner.Job's, with the streamed predictions after predict; the LiteRT model comes last: it is made from
     # the SavedModel of --export_dir when there is one.
-    steps = runner.Job.steps[:3] + (("streamed", "predict_input", "predict_stream"),) + runner.Job.steps[3:] + (
-        ("export_tflite", "export_tflite", "export_tflite"),)
+    steps = runner.Job.steps[:3] + (("streamed", "predict_input", "predict_stream"),) + runner.Job.steps[3:]
 
     def read_data(self):
         options = self.options

@@ -7,7 +7,9 @@
 
 Training, evaluation and prediction run on the shared loop in training.py (its flags: strategy, XLA, dtype,
 optimizer, gradient accumulation, checkpoints). --output_dropout_prob sets the output layer's dropout (0.1, the
-classifier's).
+classifier's). --export_onnx=FILE [--onnx_quantize] and --export_tflite=FILE [--tflite_quantize] write the
+SavedModel's serving_default (token ids in, per-token probabilities out) as an ONNX or LiteRT model, in float32 or
+int8 (onnx_export.py, litert_export.py).
 
 Data: `train.txt`, `dev.txt`, `test.txt` in --data_dir, one token per line (`word POS chunk tag`, or any
 number of columns with the word first and the tag last, the same number on every line of a file), blank lines

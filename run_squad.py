@@ -15,7 +15,8 @@ The SavedModel (--export_dir) has serving_default (input_ids, input_mask, segmen
 end_logits) and serving_text (question, context strings -> the answer, its character span, its score and
 null_score_diff, chosen in the graph with this script's n-best rules and flags; plus the windows and their
 logits, which decode_text_outputs() turns into the full n-best lists); see serving.SquadServing. Loading it
-needs `import tensorflow_text`.
+needs `import tensorflow_text`. --export_onnx=FILE [--onnx_quantize] and --export_tflite=FILE [--tflite_quantize]
+write serving_default as an ONNX or LiteRT model, in float32 or int8 (onnx_export.py, litert_export.py).
 """
 
 import cli  # first: quiets TensorFlow's start-up logging

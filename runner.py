@@ -26,6 +26,7 @@ import checkpoints
 import cli
 import device_setup
 import filesystem
+import litert_export
 import modeling
 import onnx_export
 import packing
@@ -64,6 +65,13 @@ class FinetuningOptions:
     export_onnx: str = cli.option(None, "Write an ONNX model of the token-ids signature (the SavedModel's "
                                   "serving_default: int32 input_ids, input_mask, segment_ids in, the task's outputs "
                                   "out; float32) here, for ONNX Runtime (see onnx_export.py); needs tf2onnx.")
+    onnx_quantize: bool = cli.option(False, "--export_onnx in int8: ONNX Runtime's dynamic quantization of the "
+                                     "matmuls' weights (about 4x smaller, 2-3x faster on CPUs); needs onnxruntime.")
+    export_tflite: str = cli.option(None, "Write a LiteRT (TFLite) model here: run_classifier.py's takes raw text "
+                                    "(the tokenizer inside, litert_classifier.py), the other runners' the token ids "
+                                    "of the SavedModel's serving_default (litert_export.py).")
+    tflite_quantize: bool = cli.option(False, "--export_tflite with dynamic-range int8 weights (about 4x "
+                                       "smaller).")
 
 
 def output_dropout_option():
@@ -147,7 +155,8 @@ class Job:
 
     # (result name, the flag that asks for the step, or None: always, the method), in the order they run.
     steps = (("train", "do_train", "train"), ("eval", "do_eval", "evaluate"), ("predict", "do_predict", "predict"),
-             ("export", "export_dir", "export"), ("export_onnx", "export_onnx", "export_onnx"))
+             ("export", "export_dir", "export"), ("export_onnx", "export_onnx", "export_onnx"),
+             ("export_tflite", "export_tflite", "export_tflite"))
     labels = None
     task = None
     needs_vocab = True  # the job tokenizes text (a vocab and its special tokens are required)
@@ -163,10 +172,14 @@ class Job:
         if not value:
             raise cli.UserError(f"{flag} is required")
         self.bert_config, self.tokenizer = self.model.check(vocab=self.needs_vocab)
+        for flag, quantize in (("export_onnx", "onnx_quantize"), ("export_tflite", "tflite_quantize")):
+            path = getattr(options, flag, None)
+            if getattr(options, quantize, False) and not path:
+                raise cli.UserError(f"--{quantize} quantizes the model of --{flag}, which is not given")
+            if path and filesystem.isdir(path):
+                raise cli.UserError(f"--{flag}={path}: is a folder, expected a file name")
         if getattr(options, "export_onnx", None):
-            onnx_export.require_converter()
-            if filesystem.isdir(options.export_onnx):
-                raise cli.UserError(f"--export_onnx={options.export_onnx}: is a folder, expected a file name")
+            onnx_export.require_converter(quantize=options.onnx_quantize)
         self.strategy = self.inference_strategy = None
         self.chief = True
         self._checkpoint = None
@@ -295,12 +308,23 @@ class Job:
                                           self.inference_checkpoint()[0], self.serving, labels=self.labels,
                                           dtype=self.options.export_dtype, xla_widths=widths)
 
+    def float32_module(self):
+        """The SavedModel's module (self.serving) of the inference checkpoint in float32, without XLA: what the
+        ONNX and LiteRT exports convert."""
+        with serving.float32_policy():
+            return serving.build_module(self.task.build_model, self.inference_checkpoint()[0], self.serving)
+
     def export_onnx(self):
         """Writes the ONNX model of the SavedModel's serving_default to --export_onnx (onnx_export.export), from
-        the inference checkpoint, in float32."""
-        with serving.float32_policy():
-            module = serving.build_module(self.task.build_model, self.inference_checkpoint()[0], self.serving)
-            return onnx_export.export(self.options.export_onnx, module)
+        the inference checkpoint, in float32 (int8 with --onnx_quantize)."""
+        return onnx_export.export(self.options.export_onnx, self.float32_module(),
+                                  quantize=self.options.onnx_quantize)
+
+    def export_tflite(self):
+        """Writes the LiteRT model of the SavedModel's serving_default to --export_tflite (litert_export.export),
+        from the inference checkpoint, in float32 (dynamic-range int8 with --tflite_quantize)."""
+        return litert_export.export(self.options.export_tflite, self.float32_module(),
+                                    quantize=self.options.tflite_quantize)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -6,6 +6,8 @@ and, where the task reads raw text, `serving_text`, which tokenizes in the graph
 fast_tokenization.FastBertTokenizer and packs with packing.py exactly as the runner packs its records.
 Loading one needs TensorFlow and `import tensorflow_text` (the tokenizer's ops), nothing from this repository.
 
+  EncoderServing: the encoder alone, serving_default -> sequence_output and pooled_output (the ONNX and LiteRT
+    exports of convert_checkpoint.py; encoder_module(init_checkpoint, bert_config_file) builds one).
   ClassifierServing: serving_text(text_a[, text_b]) -> label and probabilities (or score for regression).
   NerServing: serving_text(sentence) -> words and one tag per word; serving_default -> per-token probabilities.
   SquadServing: serving_text(question, context) -> the answer, its character span, score and null_score_diff
@@ -46,6 +48,7 @@ import checkpoints
 import cli
 import fast_tokenization
 import filesystem
+import modeling
 import packing
 import tokenization
 
@@ -149,14 +152,45 @@ def check_ids(input_ids, input_mask, segment_ids, vocab_size, type_vocab_size,
         return tf.identity(input_ids), tf.identity(input_mask), tf.identity(segment_ids)
 
 
+# The token-ids signature's inputs, int32 [batch, sequence].
+INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
+
+
+def _refuse_unless(holds, name):
+    """int32 0 when `holds`; else a Gather out of its one-element table's bounds, which ONNX Runtime and LiteRT
+    refuse, naming the node `name` (the check) where the runtime names nodes."""
+    return tf.gather(tf.zeros([1], tf.int32), tf.cast(tf.logical_not(holds), tf.int32), name=name)
+
+
+def gather_checked_ids(input_ids, input_mask, segment_ids, vocab_size, type_vocab_size):
+    """check_ids's checks in a form a model without asserts keeps (ONNX, LiteRT): the three inputs, made to depend
+    on one Gather per check that goes out of bounds when the check fails (_refuse_unless)."""
+    shape = tf.shape(input_ids)
+    checks = [
+        _refuse_unless(tf.reduce_all(tf.equal(tf.shape(input_mask), shape)),
+                       "input_mask_must_have_the_shape_of_input_ids"),
+        _refuse_unless(tf.reduce_all(tf.equal(tf.shape(segment_ids), shape)),
+                       "segment_ids_must_have_the_shape_of_input_ids"),
+        _refuse_unless(tf.reduce_all(input_ids >= 0), "input_ids_must_be_non_negative"),
+        _refuse_unless(tf.reduce_all(input_ids < vocab_size), "input_ids_must_be_below_vocab_size"),
+        _refuse_unless(tf.reduce_all(segment_ids >= 0), "segment_ids_must_be_non_negative"),
+        _refuse_unless(tf.reduce_all(segment_ids < type_vocab_size), "segment_ids_must_be_below_type_vocab_size"),
+    ]
+    passed = checks[0]  # 0 when every check holds (else the request has been refused); Add, which ONNX Runtime
+    for check in checks[1:]:  # runs on int32 (its Sum, tf.add_n's, does not)
+        passed += check
+    return input_ids + passed, input_mask + passed, segment_ids + passed
+
+
 class _Serving(tf.Module):
     """A model with serving_default on token ids whose inputs are checked in the graph."""
 
     def __init__(self, model, name):
         super().__init__(name=name)
         self.model = model
-        self.vocab_size = model.bert.config.vocab_size
-        self.type_vocab_size = model.bert.config.type_vocab_size
+        config = getattr(model, "bert", model).config  # a task model's encoder, or the encoder itself
+        self.vocab_size = config.vocab_size
+        self.type_vocab_size = config.type_vocab_size
         ids = tf.TensorSpec([None, None], tf.int32)
         self.serve_ids = tf.function(self._serve_ids, input_signature=[ids] * 3, autograph=False)
         self.xla_widths = None
@@ -195,6 +229,18 @@ class _Serving(tf.Module):
     def _outputs(self, input_ids, input_mask, segment_ids):
         raise NotImplementedError
 
+    def ids_spec(self, seq_length=None):
+        """serving_default's inputs (INPUT_NAMES), int32 [batch, seq_length or any]."""
+        return [tf.TensorSpec([None, seq_length], tf.int32, name=name) for name in INPUT_NAMES]
+
+    def ids_function(self):
+        """serving_default's computation with its checks as Gathers (gather_checked_ids), for a converter to a
+        runtime without asserts (onnx_export.py, litert_export.py)."""
+        def serve(input_ids, input_mask, segment_ids):
+            return self._outputs(*gather_checked_ids(input_ids, input_mask, segment_ids, self.vocab_size,
+                                                     self.type_vocab_size))
+        return tf.function(serve, autograph=False)
+
     def _text_input(self, model_options):
         """The in-graph tokenizer of the model's vocabulary and its [CLS] / [SEP] ids, for serving_text."""
         vocab = tokenization.load_vocab(model_options.vocab_file)
@@ -207,6 +253,31 @@ class _Serving(tf.Module):
         if getattr(self, "serve_text", None) is not None:
             out[SERVING_TEXT] = self.serve_text.get_concrete_function()
         return out
+
+
+class EncoderServing(_Serving):
+    """The encoder alone (a modeling.BertEncoder): serving_default(input_ids, input_mask, segment_ids: int32
+    [batch, seq]) -> {"sequence_output": float32 [batch, seq, hidden], "pooled_output": float32 [batch, hidden]}.
+    For the ONNX and LiteRT exports of a pre-trained checkpoint (convert_checkpoint.py)."""
+
+    def __init__(self, bert):
+        super().__init__(bert, name="encoder_export")
+
+    def _outputs(self, input_ids, input_mask, segment_ids):
+        outputs = self.model(input_ids, input_mask, segment_ids, training=False)
+        return {"sequence_output": tf.cast(outputs["sequence_output"], tf.float32),
+                "pooled_output": tf.cast(outputs["pooled_output"], tf.float32)}
+
+
+def encoder_module(init_checkpoint, bert_config_file):
+    """EncoderServing of a checkpoint's encoder (bert/...) in float32; an error naming the flag when the checkpoint
+    holds no encoder."""
+    config = modeling.BertConfig.load(bert_config_file)
+    prefix, _ = checkpoints.require_encoder(init_checkpoint)
+    with float32_policy():
+        bert = modeling.BertEncoder(config)
+        checkpoints.init_from_checkpoint(bert.variables_by_name(), prefix, required=checkpoints.ENCODER_PREFIX)
+        return EncoderServing(bert)
 
 
 class ClassifierServing(_Serving):

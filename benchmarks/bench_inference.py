@@ -628,12 +628,27 @@ def accuracy_ort(ctx, dtype):
 # Child dispatch
 
 def prep_ours_onnx(ctx):
-    """Our own ONNX export of the classifier (run_classifier.py --export_onnx) quantized by quantize_dynamic."""
+    """Our own ONNX export of the classifier (run_classifier.py --export_onnx) quantized as --onnx_quantize
+    quantizes it (onnx_export.quantized), and the LiteRT models of the SavedModel's serving_default (token ids
+    in, float32 and dynamic-range int8, as litert_export.py converts)."""
+    import onnx
+    sys.path.insert(0, ROOT)
+    import litert_export
+    import onnx_export
     fp32, int8 = ctx["ours_onnx"]["float32"], ctx["ours_onnx"]["int8"]
     t0 = time.perf_counter()
-    quantize(fp32, int8, ctx)
-    return {"quantize_s": time.perf_counter() - t0, "fp32_mb": os.path.getsize(fp32) / 2 ** 20,
-            "int8_mb": os.path.getsize(int8) / 2 ** 20}
+    with open(int8, "wb") as f:
+        f.write(onnx_export.quantized(onnx.load(fp32)))
+    quantize_s = time.perf_counter() - t0
+    _, loaded = _load_savedmodel(ctx)
+    sizes = {}
+    for dtype, path in ctx["ours_litert"].items():
+        model = litert_export.converter(loaded.signatures["serving_default"], loaded, dtype == "int8").convert()
+        with open(path, "wb") as f:
+            f.write(model)
+        sizes[f"litert_{dtype}_mb"] = len(model) / 2 ** 20
+    return dict(sizes, quantize_s=quantize_s, fp32_mb=os.path.getsize(fp32) / 2 ** 20,
+                int8_mb=os.path.getsize(int8) / 2 ** 20)
 
 
 def interleaved(ctx, batch):
@@ -651,6 +666,12 @@ def interleaved(ctx, batch):
         feeds = {i.name: a.astype(np.int32) for i, a in zip(session.get_inputs(), inputs)}
         index = [o.name for o in session.get_outputs()].index("probabilities")
         runs[f"ort_{dtype}"] = (lambda session=session, feeds=feeds, index=index: session.run(None, feeds)[index])
+    sys.path.insert(0, ROOT)
+    import litert_export
+    for dtype, path in ctx["ours_litert"].items():
+        run = litert_export.interpreter(path, num_threads=_threads()).get_signature_runner()
+        feeds = {name: a.astype(np.int32) for name, a in zip(("input_ids", "input_mask", "segment_ids"), inputs)}
+        runs[f"litert_{dtype}"] = (lambda run=run, feeds=feeds: run(**feeds)["probabilities"])
     return dict(_alternate(runs, ctx), batch=batch)
 
 
@@ -674,9 +695,47 @@ def interleaved_encoder(ctx, batch):
         session = _ort_session(ctx["encoder_onnx"][dtype])
         feeds = dict(zip([i.name for i in session.get_inputs()], inputs))
         runs[f"ort_{dtype}"] = (lambda session=session, feeds=feeds: session.run(None, feeds)[0])
+    import litert_export
+    import serving
+    for dtype, path in ctx.get("encoder_litert", {}).items():
+        if not os.path.exists(path):  # our encoder's LiteRT model (convert_checkpoint.py --mode=original_to_tflite)
+            with open(path, "wb") as f:
+                f.write(litert_export.convert_ids(serving.EncoderServing(encoder), quantize=dtype == "int8"))
+        run = litert_export.interpreter(path, num_threads=_threads()).get_signature_runner()
+        feeds = dict(zip(("input_ids", "input_mask", "segment_ids"), (a.astype(np.int32) for a in inputs)))
+        runs[f"litert_{dtype}"] = (lambda run=run, feeds=feeds: run(**feeds)["sequence_output"])
     result = _alternate(runs, ctx)
     result.pop("max_abs_diff")  # different weights
     return dict(result, batch=batch)
+
+
+def runtime_memory(ctx, name):
+    """One runtime of part onnx alone in this process (savedmodel, ort_float32, ort_int8, litert_float32,
+    litert_int8; LiteRT through ai-edge-litert alone, without TensorFlow): peak RSS before loading, after loading
+    and after 20 calls at batch 1, and the median ms of those calls."""
+    rss = {"start_mb": _peak_rss_mb()}
+    feeds = dict(zip(("input_ids", "input_mask", "segment_ids"),
+                     (a.astype(np.int32) for a in random_inputs(1, ctx["max_seq_length"], 1000))))
+    if name == "savedmodel":
+        tf, loaded = _load_savedmodel(ctx)
+        signature = loaded.signatures["serving_default"]
+        tensors = {k: tf.constant(v) for k, v in feeds.items()}
+        call = lambda: signature(**tensors)["probabilities"].numpy()  # noqa: E731
+    elif name.startswith("ort_"):
+        session = _ort_session(ctx["ours_onnx"][name[4:]])
+        call = lambda: session.run(["probabilities"], feeds)  # noqa: E731
+    else:
+        from ai_edge_litert.interpreter import Interpreter
+        run = Interpreter(model_path=ctx["ours_litert"][name[7:]], num_threads=_threads()).get_signature_runner()
+        call = lambda: run(**feeds)  # noqa: E731
+    rss["loaded_mb"] = _peak_rss_mb()
+    times = []
+    for _ in range(21):
+        t0 = time.perf_counter()
+        call()
+        times.append(1e3 * (time.perf_counter() - t0))
+    rss["peak_mb"] = _peak_rss_mb()
+    return dict(rss, runtime=name, median_ms=statistics.median(times[1:]))
 
 
 def _alternate(runs, ctx):
@@ -709,6 +768,8 @@ def run_child(spec, ctx):
         impl, dtype, batch, xla = parts[1], parts[2], int(parts[3]), int(parts[4])
         fn = {"ours": encoder_ours, "peer": encoder_peer, "hf": encoder_hf, "ort": encoder_ort}[impl]
         result = fn(ctx, dtype, batch, xla)
+    elif kind == "memory":
+        result = runtime_memory(ctx, parts[1])
     elif kind == "sm_ids":
         result = savedmodel_ids(ctx, int(parts[1]))
     elif kind == "sm_text":
@@ -896,19 +957,25 @@ def summarize_interleaved(results, same_weights, encoder=False):
     if not rows:
         return
     if encoder:
-        print("\nOur encoder (modeling.BertEncoder, float32) vs ONNX Runtime on HF's encoder export, random weights "
-              "(speed only), one process, alternating rounds: ms a call, median (min); ratio = ORT ms / ours")
+        print("\nOur encoder (modeling.BertEncoder, float32; LiteRT: its model as --mode=original_to_tflite writes "
+              "it) vs ONNX Runtime on HF's encoder export, random weights (speed only), one process, alternating "
+              "rounds: ms a call, median (min); ratio = ORT ms / ours")
     else:
-        print("\nSavedModel serving_default vs ONNX Runtime on our --export_onnx model, one process, alternating "
+        print("\nSavedModel serving_default vs ONNX Runtime on our --export_onnx model (int8: --onnx_quantize's) and "
+              "LiteRT on serving_default's conversion (token ids in; int8: dynamic range), one process, alternating "
               "rounds: ms a call, median (min); ratio = ORT ms / SavedModel ms (above 1: the SavedModel is faster)")
-    print(f"{'batch':>5s} {'ours' if encoder else 'SavedModel':>17s} {'ORT float32':>17s} {'ORT int8':>17s} "
-          f"{'fp32/ours':>9s} {'int8/ours':>9s}" + ("" if encoder else f" {'fp32 diff':>9s}"))
+    names = [n for n in (first, "ort_float32", "ort_int8", "litert_float32", "litert_int8") if n in rows[0]["ms"]]
+    titles = {first: "ours" if encoder else "SavedModel", "ort_float32": "ORT float32", "ort_int8": "ORT int8",
+              "litert_float32": "LiteRT float32", "litert_int8": "LiteRT int8"}
+    print(f"{'batch':>5s} " + " ".join(f"{titles[n]:>17s}" for n in names) + f" {'fp32/ours':>9s} {'int8/ours':>9s}"
+          + ("" if encoder else f" {'fp32 diff':>9s}" + "".join(f" {titles[n] + ' diff':>17s}" for n in names[3:])))
     for r in rows:
-        cells = " ".join(f"{r['median_ms'][k]:8.2f} ({r['min_ms'][k]:6.2f})" for k in (first, "ort_float32", "ort_int8"))
+        cells = " ".join(f"{r['median_ms'][k]:8.2f} ({r['min_ms'][k]:6.2f})" for k in names)
         line = (f"{r['batch']:5d} {cells} {_ratio(r['median_ms']['ort_float32'], r['median_ms'][first])} "
                 f"{_ratio(r['median_ms']['ort_int8'], r['median_ms'][first])}")
         if not encoder:
-            line += f" {r['max_abs_diff']['ort_float32']:9.1e}" + (
+            line += f" {r['max_abs_diff']['ort_float32']:9.1e}" + "".join(
+                f" {r['max_abs_diff'][n]:17.1e}" for n in names[3:]) + (
                 "" if same_weights else " (untrained heads differ between the two exports)")
         print(line)
 
@@ -1088,6 +1155,10 @@ def main():
                       "int8": os.path.join(work_dir, "encoder_int8.onnx")},
         ours_onnx={"float32": args.export_onnx or os.path.join(work_dir, "classifier_ours.onnx"),
                    "int8": os.path.join(work_dir, "classifier_ours_int8.onnx")},
+        encoder_litert={"float32": os.path.join(work_dir, "encoder_ours.tflite"),
+                        "int8": os.path.join(work_dir, "encoder_ours_int8.tflite")},
+        ours_litert={"float32": os.path.join(work_dir, "classifier_ours_ids.tflite"),
+                     "int8": os.path.join(work_dir, "classifier_ours_ids_int8.tflite")},
         classifier_onnx={"float32": os.path.join(work_dir, "classifier.onnx"),
                          "int8": os.path.join(work_dir, "classifier_int8.onnx")},
         head_npz=os.path.join(work_dir, "classifier_head.npz"),
@@ -1220,12 +1291,20 @@ def main():
         if "onnx" in args.parts:
             prep = runner.child("prep_ours_onnx", quiet=True)
             if prep:
-                print(f"our ONNX export {ctx['ours_onnx']['float32']} ({prep['fp32_mb']:.0f} MB), quantize_dynamic "
-                      f"{prep['quantize_s']:.1f} s ({prep['int8_mb']:.0f} MB)", flush=True)
+                print(f"our ONNX export {ctx['ours_onnx']['float32']} ({prep['fp32_mb']:.0f} MB), --onnx_quantize's "
+                      f"quantization {prep['quantize_s']:.1f} s ({prep['int8_mb']:.0f} MB); LiteRT token-ids models "
+                      f"{prep['litert_float32_mb']:.0f} MB and {prep['litert_int8_mb']:.0f} MB (int8)", flush=True)
                 for batch in args.batch_sizes:
                     runner.child(f"interleaved:{batch}", label=f"interleaved SavedModel / our ONNX b{batch}",
                                  quiet=True)
                 summarize_interleaved(runner.results, checkpoint is not None or bool(args.export_onnx))
+                print("\nEach runtime alone in a process (batch 1, 20 calls): peak RSS MB at start, loaded, after the "
+                      "calls; median ms")
+                for name in ("savedmodel", "ort_float32", "ort_int8", "litert_float32", "litert_int8"):
+                    r = runner.child(f"memory:{name}", label=f"memory {name}", quiet=True)
+                    if r:
+                        print(f"{name:15s} {r['start_mb']:7.0f} {r['loaded_mb']:7.0f} {r['peak_mb']:7.0f} "
+                              f"{r['median_ms']:8.2f}", flush=True)
             # the encoder: ours against ORT on the encoder export of part encoder (made here unless it is there)
             if (all(os.path.exists(path) for path in ctx["encoder_onnx"].values())
                     or runner.child("prep_encoder_onnx", quiet=True) is not None):

@@ -130,20 +130,35 @@ def test_interleaved_alternates_the_runtimes_round_by_round(bench, monkeypatch):
     monkeypatch.setattr(bench, "_load_savedmodel", lambda ctx: (fake_tf, loaded))
     monkeypatch.setattr(bench, "_signature_vocab_size", lambda sig: 100)
     monkeypatch.setattr(bench, "_ort_session", Session)
+    class Interpreter:  # LiteRT's signature runner on token ids
+        def __init__(self, path, num_threads=None):
+            assert path == "m_int8.tflite" and num_threads == bench._threads()
+
+        def get_signature_runner(self):
+            def run(**feeds):
+                assert sorted(feeds) == ["input_ids", "input_mask", "segment_ids"]
+                clock.take(0.0005)
+                order.append("litert_int8")
+                return {"probabilities": probabilities - 0.02}
+            return run
+
+    import litert_export
+    monkeypatch.setattr(litert_export, "interpreter", Interpreter)
     ctx = {"max_seq_length": 8, "warmup": 1, "rounds": 3, "min_round_s": 0.0035,
-           "ours_onnx": {"float32": "m.onnx", "int8": "m_int8.onnx"}}
+           "ours_onnx": {"float32": "m.onnx", "int8": "m_int8.onnx"}, "ours_litert": {"int8": "m_int8.tflite"}}
     result = bench.interleaved(ctx, 1)
     # untimed: the reference call, then each runtime's difference call and one warm-up call, in turn
-    assert order[:7] == ["savedmodel", "savedmodel", "savedmodel", "ort_float32", "ort_float32", "ort_int8",
-                         "ort_int8"]
-    timed = order[7:]
+    assert order[:9] == ["savedmodel", "savedmodel", "savedmodel", "ort_float32", "ort_float32", "ort_int8",
+                         "ort_int8", "litert_int8", "litert_int8"]
+    timed = order[9:]
     runs = [name for i, name in enumerate(timed) if i == 0 or timed[i - 1] != name]
-    assert runs == ["savedmodel", "ort_float32", "ort_int8"] * 3  # rounds alternate
+    assert runs == ["savedmodel", "ort_float32", "ort_int8", "litert_int8"] * 3  # rounds alternate
     assert result["ms"] == {"savedmodel": pytest.approx([3.0] * 3), "ort_float32": pytest.approx([2.0] * 3),
-                            "ort_int8": pytest.approx([1.0] * 3)}
+                            "ort_int8": pytest.approx([1.0] * 3), "litert_int8": pytest.approx([0.5] * 3)}
     assert result["median_ms"]["ort_float32"] == pytest.approx(2.0)
     assert result["min_ms"]["ort_int8"] == pytest.approx(1.0)
-    assert result["max_abs_diff"] == pytest.approx({"savedmodel": 0.0, "ort_float32": 0.0, "ort_int8": 0.01})
+    assert result["max_abs_diff"] == pytest.approx({"savedmodel": 0.0, "ort_float32": 0.0, "ort_int8": 0.01,
+                                                    "litert_int8": 0.02})
 
 
 def test_part_onnx_with_an_export_dir_needs_its_onnx_model(tmp_path, monkeypatch, capsys):

@@ -428,3 +428,50 @@ def test_trimmed_batches_give_the_same_outputs(conll_test, cased_tokenizer):
     scored = arrays["label_weights"][:, :length] > 0
     assert np.array_equal(a["predicted_ids"].numpy()[:, :length][scored], b["predicted_ids"].numpy()[scored])
     assert np.allclose(a["token_loss"].numpy()[:, :length], b["token_loss"].numpy(), atol=1e-5)
+
+
+@pytest.mark.slow
+@pytest.mark.second_tf
+def test_litert_int8_model_tags_as_the_saved_model(tiny_run, tmp_path):
+    """--export_tflite --tflite_quantize: the int8 LiteRT model of serving_default (token ids in) tags the dev
+    windows as the SavedModel does, its probabilities close; a request of another width is answered too."""
+    import litert_export
+    root = tiny_run["root"]
+    labels = (tiny_run["output_dir"] / "label_list.txt").read_text().split()
+    # A model whose tags vary from token to token (the tiny run's tags nearly everything O).
+    tf.keras.utils.set_random_seed(5)
+    model = run_ner.NerTask(_tiny_bert_config(), len(labels)).build_model()
+    model.head.output_weights.assign(model.head.output_weights * 50.0)
+    checkpoints.CheckpointManager(str(tmp_path / "ckpt")).save(model.variables_by_name(), 0)
+    (tmp_path / "ckpt" / "label_list.txt").write_text("\n".join(labels) + "\n")
+    export_dir, tflite = tmp_path / "export", tmp_path / "lite" / "ner.tflite"
+    command = [sys.executable, os.path.join(os.path.dirname(run_ner.__file__), "run_ner.py"),
+               "--data_dir=%s" % tiny_run["data_dir"], "--vocab_file=%s" % shared_path("vocab", "uncased", "vocab.txt"),
+               "--bert_config_file=%s" % (root / "bert_config.json"), "--output_dir=%s" % (tmp_path / "ckpt"),
+               "--export_dir=%s" % export_dir, "--max_seq_length=24", "--export_tflite=%s" % tflite,
+               "--tflite_quantize"]
+    proc = subprocess.run(command, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Wrote the LiteRT model" in proc.stderr and "dynamic-range int8" in proc.stderr
+    sentences = run_ner.read_conll(str(tiny_run["data_dir"] / "dev.txt"))
+    tokenizer = tokenization.FullTokenizer(shared_path("vocab", "uncased", "vocab.txt"), True)
+    features = run_ner.convert_sentences_to_features(sentences, labels, 24, tokenizer, doc_stride=8)
+    arrays = {k: v.astype(np.int32) for k, v in run_ner.features_to_arrays(features, 24).items()
+              if k in serving.INPUT_NAMES}
+    expected = tf.saved_model.load(str(export_dir)).signatures["serving_default"](
+        **{k: tf.constant(v) for k, v in arrays.items()})["probabilities"].numpy()
+    run = litert_export.interpreter(tflite).get_signature_runner()
+    got = run(**arrays)["probabilities"]
+    real = arrays["input_mask"] == 1
+    assert real.sum() > 400
+    same = (got.argmax(-1) == expected.argmax(-1))[real]
+    assert same.mean() >= 0.99, same.mean()  # 0.9989 when written
+    assert np.abs(got - expected)[real].max() < 0.1  # 0.015
+    assert len(set(expected.argmax(-1)[real])) > 3  # the tags vary: the agreement says something
+    assert tflite.stat().st_size < 0.4 * sum(f.stat().st_size for f in (export_dir / "variables").iterdir())
+    lengths = arrays["input_mask"].sum(axis=1)
+    rows = np.argsort(lengths, kind="stable")[:3]  # the shortest windows, cut to their longest
+    width = int(lengths[rows].max())
+    assert width < 24
+    short = {k: np.ascontiguousarray(v[rows, :width]) for k, v in arrays.items()}
+    np.testing.assert_allclose(run(**short)["probabilities"], got[rows, :width], atol=0.05)

@@ -120,3 +120,40 @@ def test_exports_of_a_checkpoint_without_the_head_hold_the_same_head():
         assert module.variables_by_name()["bert/pooler/dense/kernel"].numpy().std() > 0
     np.testing.assert_array_equal(heads[0], heads[1])
     assert 0.005 < heads[0].std() < 0.05  # the initializer's truncated normal (stddev 0.02), not zeros
+
+
+@pytest.mark.clients
+@pytest.mark.slow
+def test_encoder_onnx_models_answer_as_the_original(tmp_path):
+    """convert_checkpoint.py --mode=original_to_onnx [--quantize]: ONNX Runtime gives the original's encoder
+    outputs (float32), or outputs close to them in a model about 4x smaller (int8)."""
+    import onnxruntime
+    from tests.test_litert_export import assert_close_to_int8, convert_encoder, original_batch
+    inputs, sequence_output, pooled_output = original_batch()
+    convert_encoder("original_to_onnx", tmp_path / "f32")
+    session = onnxruntime.InferenceSession(str(tmp_path / "f32" / "encoder.onnx"), providers=["CPUExecutionProvider"])
+    got_sequence, got_pooled = session.run(["sequence_output", "pooled_output"], inputs)
+    np.testing.assert_allclose(got_sequence, sequence_output, atol=2e-5, rtol=0)
+    np.testing.assert_allclose(got_pooled, pooled_output, atol=2e-5, rtol=0)
+
+    proc = convert_encoder("original_to_onnx", tmp_path / "int8", "--quantize")
+    assert "(int8, opset" in proc.stderr
+    int8_file = tmp_path / "int8" / "encoder.onnx"
+    assert int8_file.stat().st_size < 0.4 * (tmp_path / "f32" / "encoder.onnx").stat().st_size
+    session = onnxruntime.InferenceSession(str(int8_file), providers=["CPUExecutionProvider"])
+    assert {node.op_type for node in __import__("onnx").load(str(int8_file)).graph.node} >= {"MatMulInteger"}
+    got_sequence, got_pooled = session.run(["sequence_output", "pooled_output"], inputs)
+    real = inputs["input_mask"] == 1
+    assert_close_to_int8(got_sequence[real], sequence_output[real])
+    assert_close_to_int8(got_pooled, pooled_output)
+    with pytest.raises(Exception, match="input_ids_must_be_below_vocab_size"):
+        session.run(None, dict(inputs, input_ids=inputs["input_ids"] + 30522))
+
+
+def test_onnx_quantize_without_onnxruntime_is_one_line(monkeypatch):
+    import importlib.util
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *args: None if name == "onnxruntime" else object())
+    with pytest.raises(cli.UserError, match=r"--onnx_quantize quantizes with ONNX Runtime's onnxruntime.quantization, "
+                                            r"and onnxruntime is not installed: pip install onnxruntime"):
+        onnx_export.require_converter(quantize=True)
+    onnx_export.require_converter(quantize=False)

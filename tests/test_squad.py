@@ -521,7 +521,8 @@ def test_end_to_end_tiny_train_predict_export(tmp_path):
            "--do_train", "--do_predict", "--version_2_with_negative", "--train_first_answer",
            "--max_seq_length=96", "--doc_stride=48", "--max_query_length=24", "--train_batch_size=8",
            "--predict_batch_size=16", "--num_train_epochs=1", "--learning_rate=1e-3",
-           "--save_checkpoints_steps=2", "--export_dir=" + str(export), "--shuffle_buffer_size=0"]
+           "--save_checkpoints_steps=2", "--export_dir=" + str(export), "--shuffle_buffer_size=0",
+           "--export_tflite=" + str(tmp_path / "lite" / "squad.tflite")]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert re.search(r"Shuffling all \d+ training records anew every pass", proc.stderr)
@@ -567,6 +568,12 @@ def test_end_to_end_tiny_train_predict_export(tmp_path):
     start, end = model(arrays, training=False)
     np.testing.assert_allclose(got["start"], start.numpy(), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(got["end"], end.numpy(), rtol=1e-5, atol=1e-5)
+    # The LiteRT model of the same signature (--export_tflite, token ids in, float32) answers alike.
+    import litert_export
+    run = litert_export.interpreter(tmp_path / "lite" / "squad.tflite").get_signature_runner()
+    lite = run(**arrays)
+    np.testing.assert_allclose(lite["start_logits"], start.numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(lite["end_logits"], end.numpy(), rtol=1e-5, atol=1e-5)
 
     # serving_text outputs, decoded, give the runner's predictions.
     outputs = dict(np.load(tmp_path / "text.npz", allow_pickle=True))

@@ -1,0 +1,84 @@
+"""litert_export.py: LiteRT models of the token-ids signature; convert_checkpoint.py's encoder exports (LiteRT here,
+ONNX in test_onnx_export.py) against the original release's outputs."""
+import os
+
+import numpy as np
+import pytest
+
+import checkpoints
+import litert_export
+from tests.shared_data import shared_path
+from tests.test_faults import assert_user_error, run_script
+
+TINY = shared_path("reference", "original_checkpoint_tiny")
+
+
+def original_batch():
+    """The original's inputs and outputs on the tiny checkpoint (dropout off)."""
+    reference = np.load(os.path.join(TINY, "reference_outputs.npz"))
+    inputs = {name: reference["in_" + name].astype(np.int32) for name in ("input_ids", "input_mask", "segment_ids")}
+    return inputs, reference["out_sequence_output"], reference["out_pooled_output"]
+
+
+def convert_encoder(mode, output_dir, *extra):
+    proc = run_script("convert_checkpoint.py", f"--mode={mode}", f"--init_checkpoint={TINY}",
+                      f"--bert_config_file={os.path.join(TINY, 'bert_config.json')}", f"--output_dir={output_dir}",
+                      *extra)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+def assert_close_to_int8(got, expected):
+    """Outputs of an int8 model: each vector points where the float one does, none far off."""
+    got, expected = got.reshape(-1, got.shape[-1]), expected.reshape(-1, expected.shape[-1])
+    cosine = (got * expected).sum(-1) / np.linalg.norm(got, axis=-1) / np.linalg.norm(expected, axis=-1)
+    assert cosine.min() > 0.99, cosine.min()
+    assert np.abs(got - expected).max() < 0.25 * np.abs(expected).max()
+
+
+@pytest.mark.slow
+def test_encoder_litert_models_answer_as_the_original(tmp_path):
+    inputs, sequence_output, pooled_output = original_batch()
+    convert_encoder("original_to_tflite", tmp_path / "f32")
+    run = litert_export.interpreter(tmp_path / "f32" / "encoder.tflite").get_signature_runner()
+    got = run(**inputs)
+    np.testing.assert_allclose(got["sequence_output"], sequence_output, atol=2e-5, rtol=0)
+    np.testing.assert_allclose(got["pooled_output"], pooled_output, atol=2e-5, rtol=0)
+    # Any width: the rows cut to their longest real length answer as at 128.
+    width = int(inputs["input_mask"][:2].sum(axis=1).max())
+    assert width < 128
+    short = run(**{name: np.ascontiguousarray(value[:2, :width]) for name, value in inputs.items()})
+    np.testing.assert_allclose(short["pooled_output"], pooled_output[:2], atol=2e-5, rtol=0)
+    # A request outside the vocabulary is refused, not answered from another row.
+    bad = dict(inputs, input_ids=inputs["input_ids"] + 30522)
+    with pytest.raises(RuntimeError, match="out of bounds"):
+        run(**bad)
+
+    proc = convert_encoder("original_to_tflite", tmp_path / "int8", "--quantize")
+    assert "dynamic-range int8" in proc.stderr
+    int8_file = tmp_path / "int8" / "encoder.tflite"
+    assert int8_file.stat().st_size < 0.4 * (tmp_path / "f32" / "encoder.tflite").stat().st_size
+    got = litert_export.interpreter(int8_file).get_signature_runner()(**inputs)
+    real = inputs["input_mask"] == 1
+    assert_close_to_int8(got["sequence_output"][real], sequence_output[real])
+    assert_close_to_int8(got["pooled_output"], pooled_output)
+
+
+def test_encoder_export_refuses_bad_input_in_one_line(tmp_path):
+    config = os.path.join(TINY, "bert_config.json")
+    heads_only = str(tmp_path / "heads" / "model.ckpt-1")
+    checkpoints.save_checkpoint(heads_only, {k: v for k, v in checkpoints.load_checkpoint(TINY).items()
+                                             if k.startswith("cls/")})
+    out = tmp_path / "out"
+    assert_user_error(run_script("convert_checkpoint.py", "--mode=original_to_tflite", f"--init_checkpoint={heads_only}",
+                                 f"--bert_config_file={config}", f"--output_dir={out}"),
+                      "holds no BERT encoder variables")
+    assert_user_error(run_script("convert_checkpoint.py", "--mode=original_to_tflite", f"--output_dir={out}"),
+                      "--init_checkpoint, --bert_config_file required for --mode=original_to_tflite")
+    assert not out.exists()
+    out.mkdir()
+    (out / "encoder.tflite").write_bytes(b"earlier")
+    assert_user_error(run_script("convert_checkpoint.py", "--mode=original_to_tflite", f"--init_checkpoint={TINY}",
+                                 f"--bert_config_file={config}", f"--output_dir={out}"),
+                      "already holds an export (encoder.tflite)")
+    assert (out / "encoder.tflite").read_bytes() == b"earlier"
