@@ -82,3 +82,19 @@ def test_encoder_export_refuses_bad_input_in_one_line(tmp_path):
                                  f"--bert_config_file={config}", f"--output_dir={out}"),
                       "already holds an export (encoder.tflite)")
     assert (out / "encoder.tflite").read_bytes() == b"earlier"
+
+
+def test_quantize_flags_without_their_export_are_one_line(tmp_path):
+    """--tflite_quantize or --onnx_quantize alone would write nothing quantized: refused before the job starts."""
+    common = [f"--vocab_file={shared_path('vocab', 'uncased', 'vocab.txt')}",
+              f"--bert_config_file={os.path.join(TINY, 'bert_config.json')}", f"--init_checkpoint={TINY}",
+              f"--output_dir={tmp_path / 'out'}"]
+    assert_user_error(run_script("run_ner.py", *common, f"--data_dir={tmp_path}", "--tflite_quantize"),
+                      "--tflite_quantize quantizes the model of --export_tflite, which is not given")
+    assert_user_error(run_script("run_squad.py", *common, "--onnx_quantize"),
+                      "--onnx_quantize quantizes the model of --export_onnx, which is not given")
+    (tmp_path / "folder.tflite").mkdir()
+    assert_user_error(run_script("run_ner.py", *common, f"--data_dir={tmp_path}",
+                                 f"--export_tflite={tmp_path / 'folder.tflite'}"),
+                      "is a folder, expected a file name")
+    assert not (tmp_path / "out").exists()
