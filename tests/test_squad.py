@@ -452,8 +452,8 @@ def test_flag_validation(tmp_path):
     options = cli.build_options(
         run_squad.SquadOptions, vocab_file=shared_path("vocab", "uncased", "vocab.txt"), max_seq_length=64,
         max_query_length=16, bert_config_file=_write(tmp_path, TINY_CONFIG, "c.json"), output_dir=str(out))
-    with pytest.raises(ValueError, match="At least one of `do_train`, `do_predict`, `export_dir` or `export_onnx` "
-                                         "must be set"):
+    with pytest.raises(ValueError, match="At least one of `do_train`, `do_predict`, `export_dir`, `export_onnx` or "
+                                         "`export_tflite` must be set"):
         run_squad.run(options)
     with pytest.raises(ValueError, match="If `do_train` is True, then `train_file` must be specified"):
         run_squad.run(dataclasses.replace(options, do_train=True))
