@@ -290,7 +290,6 @@ def custom_ops(model):
 
 def export(path, export_dir, model_options, is_pair, quantize=False):
     """Writes the LiteRT model of the SavedModel in export_dir to `path` (convert); returns path."""
-    filesystem.make_parent_dir(path, "--export_tflite")
     return filesystem.write_file_whole(path, convert(export_dir, model_options, is_pair, quantize), "--export_tflite")
 
 

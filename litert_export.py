@@ -43,10 +43,10 @@ def converter(concrete_function, module, quantize=False, custom_ops=False):
     return result
 
 
-def convert_ids(module, quantize=False, seq_length=None):
+def convert_ids(module, quantize=False):
     """The .tflite bytes of a serving.py module's serving_default (its checks as Gathers), built in float32
     without XLA; quantize: dynamic-range int8."""
-    function = module.ids_function().get_concrete_function(*module.ids_spec(seq_length))
+    function = module.ids_function().get_concrete_function(*module.ids_spec())
     # Through a SavedModel: from the module itself, the converter would keep Keras's variables as resource
     # variables that nothing initializes in the interpreter; a loaded SavedModel's freeze into the model.
     with tempfile.TemporaryDirectory() as scratch:

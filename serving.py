@@ -229,9 +229,9 @@ class _Serving(tf.Module):
     def _outputs(self, input_ids, input_mask, segment_ids):
         raise NotImplementedError
 
-    def ids_spec(self, seq_length=None):
-        """serving_default's inputs (INPUT_NAMES), int32 [batch, seq_length or any]."""
-        return [tf.TensorSpec([None, seq_length], tf.int32, name=name) for name in INPUT_NAMES]
+    def ids_spec(self):
+        """serving_default's inputs (INPUT_NAMES), int32 [batch, sequence]."""
+        return [tf.TensorSpec([None, None], tf.int32, name=name) for name in INPUT_NAMES]
 
     def ids_function(self):
         """serving_default's computation with its checks as Gathers (gather_checked_ids), for a converter to a
