@@ -6,12 +6,14 @@ where a mixed-precision model runs its elementwise work (--elementwise_dtype, mo
     whether TensorFlow sees a GPU (`devices`: a list of tf.config.PhysicalDevice, injected by tests).
   decide_xla(use_xla, device, replicated) -> (on, why): --use_xla when given; not given (None), on for a GPU or
     TPU and off on a CPU, where XLA makes training slower (README, "Scaling and speed"), and off for several GPU
-    replicas (several_replicas: mirrored on several GPUs, multi_worker_mirrored), whose XLA step would hold the
-    cross-replica update.
+    replicas (several_replicas: mirrored on several GPUs, multi_worker_mirrored), where XLA (the gradients
+    compiled, the all-reduce and update outside: training._make_train_loop) has not been measured yet.
   xla_flags(existing, cache_dir) -> XLA_FLAGS with the project's GPU options added where `existing` (the user's)
     does not set them: cuBLAS GEMMs instead of Triton's (GEMM_FLAG; with XLA's default Triton GEMM autotuning
     BERT-base had not compiled after 240 s on an H100), and the per-fusion autotune cache in `cache_dir`
-    (CACHE_FLAG: a resumed run reads the results instead of tuning again). Both exist in TensorFlow 2.20's and
+    (CACHE_FLAG: a resumed run reads the results instead of tuning again; XLA fills it where it autotunes
+    fusions, Triton GEMMs among them, which a user's XLA_FLAGS may turn back on: with cuBLAS GEMMs a tiny model's
+    job left it empty on an H200). Both exist in TensorFlow 2.20's and
     2.21's XLA (an unknown flag in XLA_FLAGS ends the process at its first XLA compile).
   decide_elementwise(elementwise_dtype, device): "auto" is "float32" on a CPU, "compute" on a GPU or TPU.
   setup(config, devices=None, environ=None) -> the config with use_xla and elementwise_dtype decided (the latter
@@ -70,15 +72,15 @@ def several_replicas(config, devices=None):
 
 def decide_xla(use_xla, device, replicated=False):
     """(whether XLA compiles the steps, why, as a log phrase) for --use_xla (None: not given) on `device`, the
-    step on several replicas when `replicated` (the loop's XLA step holds the cross-replica update, which a
-    nested XLA function cannot synchronize: off unless asked)."""
+    step on several replicas when `replicated` (XLA then compiles each replica's gradients and the all-reduce
+    and update run outside it; not measured on several GPUs yet: off unless asked)."""
     if use_xla is not None:
         return bool(use_xla), f"--use_xla={str(bool(use_xla)).lower()}"
     if device == "cpu":
         return False, "a CPU, where XLA slows training down (--use_xla=true turns it on)"
     if replicated and device == "gpu":
-        return False, ("several replicas: the XLA step would hold their update, which it cannot synchronize "
-                       "(--use_xla not given)")
+        return False, ("several replicas, where XLA is not measured yet (--use_xla=true compiles each "
+                       "replica's gradients)")
     return True, f"a {device.upper()} and --use_xla not given"
 
 

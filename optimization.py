@@ -17,13 +17,14 @@ Public API (stable):
       project's models give theirs, else by their name or Keras path, for the weight-decay exclusions).
     - In the project's loop: optimizer.build(variables_by_name) creates `global_step` (unless one was given) and
       the slots NAME/adam_m, NAME/adam_v for each trainable variable; call it under the distribution strategy's
-      scope. optimizer.apply_gradients(grads_and_vars, row_squares=None): in replica context (plain code,
-      tf.function, XLA, or inside strategy.run) all-reduces the gradients (mean over replicas), clips them to
-      global norm `clip_norm`, applies the update (learning rate: see below), then increments global_step, as
-      the original train_op. Returns the global norm before clipping (see "Global norm" below). With one device
-      it can sit inside a jit_compile function; under a multi-device strategy jit-compile the gradient
-      computation and call apply_gradients outside that function (XLA cannot compile the cross-replica
-      update).
+      scope. optimizer.apply_gradients(grads_and_vars, row_squares=None, apply_if=None): in replica context
+      (plain code, tf.function, XLA, or inside strategy.run) all-reduces the gradients (mean over replicas),
+      clips them to global norm `clip_norm`, applies the update (learning rate: see below), then increments
+      global_step, as the original train_op; where `apply_if` (a boolean, the same on every replica) is false,
+      nothing changes. Returns the global norm before clipping (see "Global norm" below). Under the default
+      strategy it can sit inside a jit_compile function; under a mirrored strategy (even on one device)
+      jit-compile the gradient computation and call apply_gradients outside that function (its update is a
+      merge_call, which a nested function cannot hold).
     optimizer.variables_by_name() -> {"global_step", "NAME/adam_m", "NAME/adam_v", ...} (original order);
     optimizer.global_step (also Keras's `iterations`); optimizer.schedule(step) (the learning rate at a step);
     optimizer.current_learning_rate() (the rate the next apply_gradients uses; Keras's `learning_rate`).
@@ -256,12 +257,15 @@ class _WeightDecayOptimizer(keras.optimizers.Optimizer):
         self.build(trainable_variables)
         return self.apply_gradients(zip(grads, trainable_variables))
 
-    def apply_gradients(self, grads_and_vars, row_squares=None):
+    def apply_gradients(self, grads_and_vars, row_squares=None, apply_if=None):
         """All-reduce (mean), clip to global norm, update, increment global_step; returns the global norm.
 
         row_squares: {variable name: sum of squares of its gradient's rows}, counted in the global norm in place
         of that variable's dense gradient (module docstring, "Global norm"); IndexedSlices gradients count their
-        rows without it. Built by Keras from the variables if needed."""
+        rows without it. Built by Keras from the variables if needed.
+        apply_if: a boolean scalar, the same on every replica (dynamic loss scaling's "the gradients are finite"):
+        where false, neither the variables, the slots nor global_step change. The condition is taken in the
+        cross-replica update, as a mirrored strategy's merge_call cannot sit inside a replica's tf.cond."""
         grads_and_vars = [(g, v) for g, v in grads_and_vars]
         if not self.built:
             if isinstance(grads_and_vars[0][1], keras.Variable):
@@ -306,10 +310,21 @@ class _WeightDecayOptimizer(keras.optimizers.Optimizer):
             grads, global_norm = tf.clip_by_global_norm(grads, clip_norm=clip_norm)
         else:
             global_norm = tf.linalg.global_norm(grads)
-        ctx.merge_call(self._apply_cross_replica, args=(grads, names))
+        ctx.merge_call(self._apply_cross_replica, args=(grads, names, apply_if))
         return global_norm
 
-    def _apply_cross_replica(self, strategy, grads, names):
+    def _apply_cross_replica(self, strategy, grads, names, apply_if=None):
+        if apply_if is None:
+            return self._update_all(strategy, grads, names)
+        apply_if = strategy.experimental_local_results(apply_if)[0]  # the same on every replica
+
+        def update():
+            with tf.control_dependencies([self._update_all(strategy, grads, names)]):
+                return tf.constant(True)
+
+        return tf.cond(apply_if, update, lambda: tf.constant(False))
+
+    def _update_all(self, strategy, grads, names):
         lr = self.schedule(self.global_step.read_value() + self.settings.lr_step_offset)
         updates = []
         for grad, name in zip(grads, names):

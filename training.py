@@ -297,21 +297,20 @@ class _LossScale:
         return {"loss_scale": self.scale, "loss_scale_good_steps": self.good_steps}
 
     def update(self, finite):
-        def on_good():
-            grow = self.good_steps + 1 >= 2000
-            self.scale.assign(tf.where(grow, self.scale * 2.0, self.scale))
-            self.good_steps.assign(tf.where(grow, tf.constant(0, tf.int64), self.good_steps + 1))
-
-        def on_bad():
-            self.scale.assign(tf.maximum(self.scale / 2.0, 1.0))
-            self.good_steps.assign(0)
-
-        tf.cond(finite, on_good, on_bad)
+        """After a step whose gradients were finite (or not). Plain assignments, no tf.cond: a mirrored variable's
+        assignment in a replica is a merge_call, which a cond's branch cannot hold."""
+        good = self.good_steps + 1
+        grow = tf.logical_and(finite, good >= 2000)
+        scale = tf.where(finite, tf.where(grow, self.scale * 2.0, self.scale), tf.maximum(self.scale / 2.0, 1.0))
+        self.scale.assign(scale)
+        self.good_steps.assign(tf.where(tf.logical_and(finite, tf.logical_not(grow)), good, tf.constant(0, tf.int64)))
 
 
-def _apply_gradients(optimizer, grads, variables, row_squares):
-    """Applies micro-batch-averaged gradients; the optimizer averages them over replicas, clips, updates."""
-    optimizer.apply_gradients([(g, v) for g, v in zip(grads, variables) if g is not None], row_squares=row_squares)
+def _apply_gradients(optimizer, grads, variables, row_squares, apply_if=None):
+    """Applies micro-batch-averaged gradients; the optimizer averages them over replicas, clips, updates (where
+    apply_if, when given, is true)."""
+    optimizer.apply_gradients([(g, v) for g, v in zip(grads, variables) if g is not None], row_squares=row_squares,
+                              apply_if=apply_if)
 
 
 def _global_step_variable(optimizer, state):
@@ -391,7 +390,8 @@ def _build_replica_step(task, model, optimizer, config, loss_scale, num_replicas
         logs.setdefault("loss", loss)
         return logs, grads, rows
 
-    def replica_step(features):
+    def gradients(features):
+        """(logs, gradients, row squares by name) of this replica's batch, averaged over its micro-batches."""
         features = task.prepare_batch(features, k)
         if k == 1:
             logs, grads, rows = micro_grads(features)
@@ -419,18 +419,32 @@ def _build_replica_step(task, model, optimizer, config, loss_scale, num_replicas
         if loss_scale is not None:
             grads = [None if g is None else g / loss_scale.scale for g in grads]
             rows = {j: total / tf.square(loss_scale.scale) for j, total in rows.items()}
-        row_squares = {names[j]: total for j, total in rows.items()}
+        return logs, grads, {names[j]: total for j, total in rows.items()}
+
+    def update(logs, grads, row_squares):
+        """Unscales the gradients (dynamic loss scaling), applies them (all-reduced by the optimizer), returns the
+        step's logs."""
+        logs = dict(logs)
         if loss_scale is None:
             _apply_gradients(optimizer, grads, variables, row_squares)
         else:
             finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(g)) for g in grads if g is not None])
-            tf.cond(finite, lambda: _apply_gradients(optimizer, grads, variables, row_squares) or tf.no_op(),
-                    tf.no_op)
+            context = tf.distribute.get_replica_context()
+            if context.num_replicas_in_sync > 1:  # every replica skips the step if one overflowed
+                finite = context.all_reduce(tf.distribute.ReduceOp.MIN, tf.cast(finite, tf.float32)) > 0.5
+            _apply_gradients(optimizer, grads, variables, row_squares, apply_if=finite)
             loss_scale.update(finite)
             logs["loss_scale"] = tf.identity(loss_scale.scale)
         return logs
 
+    def replica_step(features):
+        return update(*gradients(features))
+
+    replica_step.gradients, replica_step.update = gradients, update
     return replica_step
+
+
+_MIRRORED = (tf.distribute.MirroredStrategy, tf.distribute.MultiWorkerMirroredStrategy)
 
 
 def _make_train_loop(strategy, replica_step, use_xla, notice, autograph=False):
@@ -442,7 +456,16 @@ def _make_train_loop(strategy, replica_step, use_xla, notice, autograph=False):
     shaped by a trace of one step that never runs (the step function itself is traced once and reused).
     """
     # Autograph is off (Task.autograph) as it triples the tracing time.
-    step_fn = tf.function(replica_step, jit_compile=bool(use_xla), autograph=autograph)
+    if use_xla and isinstance(strategy, _MIRRORED):
+        # A mirrored strategy's update is a merge_call, which a nested XLA function cannot hold (on GPUs
+        # TensorFlow runs a jit_compile step as its own function): XLA compiles the gradients, the update runs
+        # outside it (optimization.py's module docstring).
+        compiled = tf.function(replica_step.gradients, jit_compile=True, autograph=autograph)
+
+        def step_fn(features):
+            return replica_step.update(*compiled(features))
+    else:
+        step_fn = tf.function(replica_step, jit_compile=bool(use_xla), autograph=autograph)
 
     def one_step(iterator):
         logs = strategy.run(step_fn, args=(next(iterator),))

@@ -17,8 +17,8 @@ GPU = CPU + [tf.config.PhysicalDevice("/physical_device:GPU:0", "GPU")]
 
 
 GPUS = GPU + [tf.config.PhysicalDevice("/physical_device:GPU:1", "GPU")]
-REPLICATED = (False, "several replicas: the XLA step would hold their update, which it cannot synchronize "
-                     "(--use_xla not given)")
+REPLICATED = (False, "several replicas, where XLA is not measured yet (--use_xla=true compiles each replica's "
+                     "gradients)")
 
 
 @pytest.mark.parametrize("use_xla, devices, strategy, expected", [

@@ -231,7 +231,7 @@ _MIRRORED_SCRIPT = textwrap.dedent("""
                                  hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     initial = {}
 
-    def run(strategy, jit):
+    def run(strategy, jit, apply_if=None):
         with strategy.scope():
             model = modeling.PretrainingModel(config)
             variables = model.variables_by_name()
@@ -253,7 +253,8 @@ _MIRRORED_SCRIPT = textwrap.dedent("""
             return tape.gradient(loss, trainable)
 
         def replica_step(batch):
-            return optimizer.apply_gradients(zip(replica_grads(batch), trainable))
+            condition = None if apply_if is None else tf.constant(apply_if)
+            return optimizer.apply_gradients(zip(replica_grads(batch), trainable), apply_if=condition)
 
         @tf.function
         def step(batch):
@@ -274,6 +275,15 @@ _MIRRORED_SCRIPT = textwrap.dedent("""
         assert int(multi["global_step"]) == 31, multi["global_step"]
         print("jit", jit, "max difference", worst)
         assert worst < 1e-6, worst
+    # apply_if (dynamic loss scaling's "finite"), taken in the cross-replica update: true applies, false leaves
+    # every variable, slot and global_step as they were.
+    applied = run(mirrored, True, apply_if=True)
+    assert max(float(np.abs(applied[n].astype(np.float64) - single[n]).max()) for n in single) < 1e-6
+    skipped = run(mirrored, True, apply_if=False)
+    assert int(skipped["global_step"]) == 30, skipped["global_step"]
+    for name, value in skipped.items():
+        if name != "global_step":
+            np.testing.assert_array_equal(value, initial[name], err_msg=name)
     print("OK")
 """)
 
