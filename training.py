@@ -306,6 +306,17 @@ class _LossScale:
         self.good_steps.assign(tf.where(tf.logical_and(finite, tf.logical_not(grow)), good, tf.constant(0, tf.int64)))
 
 
+def _all_finite(grads):
+    """Whether every replica's gradients are finite (the same answer on every replica: if one overflowed, each
+    skips the step)."""
+    finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(g)) for g in grads if g is not None])
+    context = tf.distribute.get_replica_context()
+    if context is None or context.num_replicas_in_sync == 1:
+        return finite
+    overflows = context.all_reduce(tf.distribute.ReduceOp.SUM, tf.cast(tf.logical_not(finite), tf.float32))
+    return overflows < 0.5
+
+
 def _apply_gradients(optimizer, grads, variables, row_squares, apply_if=None):
     """Applies micro-batch-averaged gradients; the optimizer averages them over replicas, clips, updates (where
     apply_if, when given, is true)."""
@@ -390,9 +401,12 @@ def _build_replica_step(task, model, optimizer, config, loss_scale, num_replicas
         logs.setdefault("loss", loss)
         return logs, grads, rows
 
+    def prepare(features):
+        return task.prepare_batch(features, k)  # may all-reduce over the replicas: outside an XLA function
+
     def gradients(features):
-        """(logs, gradients, row squares by name) of this replica's batch, averaged over its micro-batches."""
-        features = task.prepare_batch(features, k)
+        """(logs, gradients, row squares by name) of this replica's prepared batch, averaged over its
+        micro-batches."""
         if k == 1:
             logs, grads, rows = micro_grads(features)
         else:
@@ -428,19 +442,16 @@ def _build_replica_step(task, model, optimizer, config, loss_scale, num_replicas
         if loss_scale is None:
             _apply_gradients(optimizer, grads, variables, row_squares)
         else:
-            finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(g)) for g in grads if g is not None])
-            context = tf.distribute.get_replica_context()
-            if context.num_replicas_in_sync > 1:  # every replica skips the step if one overflowed
-                finite = context.all_reduce(tf.distribute.ReduceOp.MIN, tf.cast(finite, tf.float32)) > 0.5
+            finite = _all_finite(grads)
             _apply_gradients(optimizer, grads, variables, row_squares, apply_if=finite)
             loss_scale.update(finite)
             logs["loss_scale"] = tf.identity(loss_scale.scale)
         return logs
 
     def replica_step(features):
-        return update(*gradients(features))
+        return update(*gradients(prepare(features)))
 
-    replica_step.gradients, replica_step.update = gradients, update
+    replica_step.prepare, replica_step.gradients, replica_step.update = prepare, gradients, update
     return replica_step
 
 
@@ -457,13 +468,14 @@ def _make_train_loop(strategy, replica_step, use_xla, notice, autograph=False):
     """
     # Autograph is off (Task.autograph) as it triples the tracing time.
     if use_xla and isinstance(strategy, _MIRRORED):
-        # A mirrored strategy's update is a merge_call, which a nested XLA function cannot hold (on GPUs
-        # TensorFlow runs a jit_compile step as its own function): XLA compiles the gradients, the update runs
-        # outside it (optimization.py's module docstring).
+        # A mirrored strategy's all-reduces and update (a merge_call) cannot sit in a nested XLA function (on
+        # GPUs TensorFlow runs a jit_compile step as its own function): XLA compiles the gradients; the batch's
+        # preparation (the task may all-reduce there) and the update run outside it (optimization.py's module
+        # docstring).
         compiled = tf.function(replica_step.gradients, jit_compile=True, autograph=autograph)
 
         def step_fn(features):
-            return replica_step.update(*compiled(features))
+            return replica_step.update(*compiled(replica_step.prepare(features)))
     else:
         step_fn = tf.function(replica_step, jit_compile=bool(use_xla), autograph=autograph)
 

@@ -15,6 +15,7 @@ import sys
 
 import pytest
 
+import checkpoints
 from tests.cluster import run_workers, worker_env
 from tests.shared_data import shared_path
 
@@ -112,3 +113,24 @@ def test_squad_two_workers(tmp_path):
                                       "--max_query_length=16"],
            ["--do_train", f"--train_file={path}", "--train_first_answer", "--num_train_epochs=1"], ["--do_predict"],
            ["predictions.json", "nbest_predictions.json", "eval_results.json"])
+
+
+@pytest.mark.second_tf
+@pytest.mark.slow
+def test_pretraining_two_workers_in_float16_with_xla(tmp_path):
+    """run_pretraining.py on two workers with --dtype=float16 (dynamic loss scaling) and --use_xla=true: both
+    once ended in merge_call errors (the update inside the XLA step and inside the loss scaling's tf.cond, the
+    batch's all-reduce inside the XLA step). Three steps, every one applied on both workers."""
+    config = tmp_path / "bert_config.json"
+    config.write_text(json.dumps(TINY_CONFIG))
+    out = tmp_path / "out"
+    logs = _two_workers([
+        sys.executable, os.path.join(ROOT, "run_pretraining.py"), "--do_train",
+        "--input_file=" + shared_path("reference", "pretraining_data", "sample_text_default.tfrecord"),
+        f"--output_dir={out}", f"--bert_config_file={config}", "--train_batch_size=8", "--max_seq_length=128",
+        "--max_predictions_per_seq=20", "--num_train_steps=3", "--num_warmup_steps=0", "--iterations_per_loop=3",
+        "--dtype=float16", "--use_xla=true", "--distribution_strategy=multi_worker_mirrored"])
+    for log in logs:
+        assert "step 3/3: loss = " in log and "loss_scale = 32768" in log, log[-3000:]
+    saved = checkpoints.load_checkpoint(str(out / "model.ckpt-3"))
+    assert int(saved["global_step"]) == 3 and int(saved["loss_scale_good_steps"]) == 3

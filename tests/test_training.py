@@ -211,6 +211,36 @@ def test_loss_scale_halves_on_overflow_and_doubles_after_2000_good_steps():
     assert float(scale.scale) == 1.0
 
 
+_FINITE_SCRIPT = textwrap.dedent("""
+    import sys
+    import tensorflow as tf
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    sys.path.insert(0, sys.argv[1])
+    import training
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+
+    @tf.function
+    def agreed(bad_replica):
+        def replica():
+            replica_id = tf.distribute.get_replica_context().replica_id_in_sync_group
+            value = tf.where(tf.equal(replica_id, bad_replica), float("inf"), 1.0)
+            return training._all_finite([tf.fill([3], value), None])
+        return strategy.experimental_local_results(strategy.run(replica))
+
+    print([bool(x) for x in agreed(1)], [bool(x) for x in agreed(-1)])
+""")
+
+
+def test_every_replica_skips_the_float16_step_when_one_overflowed(tmp_path):
+    script = tmp_path / "finite.py"
+    script.write_text(_FINITE_SCRIPT)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.run([sys.executable, str(script), root], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split("\n")[-2] == "[False, False] [True, True]", proc.stdout
+
+
 @pytest.mark.slow
 @pytest.mark.second_tf
 def test_run_pretraining_mirrored_with_xla_and_float16_equals_the_default_strategy(tmp_path):
