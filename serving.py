@@ -269,14 +269,21 @@ class EncoderServing(_Serving):
                 "pooled_output": tf.cast(outputs["pooled_output"], tf.float32)}
 
 
+def float32_encoder(config, prefix):
+    """modeling.BertEncoder in float32 with the encoder weights (bert/...) of the checkpoint `prefix`."""
+    with float32_policy():
+        bert = modeling.BertEncoder(config)
+        checkpoints.init_from_checkpoint(bert.variables_by_name(), prefix, required=checkpoints.ENCODER_PREFIX)
+    return bert
+
+
 def encoder_module(init_checkpoint, bert_config_file):
     """EncoderServing of a checkpoint's encoder (bert/...) in float32; an error naming the flag when the checkpoint
     holds no encoder."""
     config = modeling.BertConfig.load(bert_config_file)
     prefix, _ = checkpoints.require_encoder(init_checkpoint)
+    bert = float32_encoder(config, prefix)
     with float32_policy():
-        bert = modeling.BertEncoder(config)
-        checkpoints.init_from_checkpoint(bert.variables_by_name(), prefix, required=checkpoints.ENCODER_PREFIX)
         return EncoderServing(bert)
 
 

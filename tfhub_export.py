@@ -212,9 +212,8 @@ def check_inputs(init_checkpoint, bert_config_file, vocab_file, do_lower_case, o
 def _load_model(config, prefix, names):
     """BertEncoder in float32 with the checkpoint's weights, and the MaskedLMHead where the checkpoint (`names`)
     holds it whole (None otherwise; an incomplete head is said in the log)."""
+    bert = serving.float32_encoder(config, prefix)
     with serving.float32_policy():
-        bert = modeling.BertEncoder(config)
-        checkpoints.init_from_checkpoint(bert.variables_by_name(), prefix)
         if not any(name.startswith(MLM_PREFIX) for name in names):
             return bert, None
         head = modeling.MaskedLMHead(config, name="predictions")
