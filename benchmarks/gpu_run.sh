@@ -12,7 +12,8 @@
 # DATA_DIR holds what ../shared would give (../shared does not travel): --make-data writes it (small: send it
 # with every call that runs this script). Results go to $OUT (default /tmp/gpu-out; --dry-run: /tmp/gpu-out-dry):
 # gpu_run.log (everything printed), rows/STEP.jsonl (each tool's results), environment.json, GPU.json (this run's
-# rows: benchmarks/gpu_report.py), pytest.xml, the profile step's summary and trace. A real run also merges its
+# rows: benchmarks/gpu_report.py), pytest.xml, the profile step's summary and trace, extra.tgz (rows/, the
+# configs; at its end, so that what the device returns stays within 8 files). A real run also merges its
 # rows into benchmarks/GPU.json and regenerates benchmarks/GPU.md (on the GPU machine that is the tree's copy:
 # bring $OUT/GPU.json back and run `python benchmarks/gpu_report.py --merge $OUT/GPU.json` here).
 set -u
@@ -184,4 +185,9 @@ step profile "Profile of BERT-large seq 128 bf16, ours with the project's defaul
   cp $out/profile/plugins/profile/*/*.xplane.pb $out/"
 report
 [ $dry = 1 ] || python3 benchmarks/gpu_report.py --merge "$out/GPU.json" >> "$log" 2>&1
-echo "=== done, $(left) s left; rows: $out/GPU.json" | tee -a "$log"
+# At most 8 files come back from the device machine, none deeper than 2 folders: the rows, the configs and the
+# serving checkpoint's log go into extra.tgz; the jobs' checkpoints and exports (profile/, serving/) are dropped.
+(cd "$out" && tar czf extra.tgz $(ls -d rows bert_*_config.json serving_checkpoint.log 2>/dev/null) &&
+  rm -rf rows bert_*_config.json serving_checkpoint.log profile serving)
+echo "=== done, $(left) s left; rows: $out/GPU.json; back: $(cd "$out" && ls | grep -v '^data$' | paste -sd' ')" |
+  tee -a "$log"

@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import tarfile
 
 import pytest
 
@@ -73,6 +74,11 @@ def test_the_dry_run_writes_gpu_json_of_the_real_runs_shape(tmp_path, report):
         assert row["examples_per_s"] > 0 and row["mfu"] > 0 and row["compile_s"] is not None, row
         assert (row["model"], row["seq"], row["batch"], row["dtype"], row["xla"]) == (
             "tiny (dry run)", 128, 4, "bfloat16", False)
+    # What the device machine returns: at most 8 files, no folder but the dry run's data; the rows in extra.tgz.
+    left = sorted(name for name in os.listdir(tmp_path) if name != "data")
+    assert len(left) <= 8 and all(os.path.isfile(tmp_path / name) for name in left), left
+    with tarfile.open(tmp_path / "extra.tgz") as archive:
+        assert "rows/large-eager.jsonl" in archive.getnames(), archive.getnames()
 
 
 def _write_rows(out, step, results):
