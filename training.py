@@ -436,8 +436,8 @@ def _build_replica_step(task, model, optimizer, config, loss_scale, num_replicas
         return logs, grads, {names[j]: total for j, total in rows.items()}
 
     def update(logs, grads, row_squares):
-        """Unscales the gradients (dynamic loss scaling), applies them (all-reduced by the optimizer), returns the
-        step's logs."""
+        """Applies the gradients (the optimizer all-reduces them; under dynamic loss scaling only where every
+        replica's are finite, and updates the scale), returns the step's logs."""
         logs = dict(logs)
         if loss_scale is None:
             _apply_gradients(optimizer, grads, variables, row_squares)
