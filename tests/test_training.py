@@ -23,6 +23,8 @@ import training
 from tests.event_files import summary_scalars
 from tests.shared_data import shared_path
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 
 @pytest.fixture(autouse=True)
 def float32_policy():
@@ -235,8 +237,7 @@ _FINITE_SCRIPT = textwrap.dedent("""
 def test_every_replica_skips_the_float16_step_when_one_overflowed(tmp_path):
     script = tmp_path / "finite.py"
     script.write_text(_FINITE_SCRIPT)
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    proc = subprocess.run([sys.executable, str(script), root], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([sys.executable, str(script), ROOT], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.split("\n")[-2] == "[False, False] [True, True]", proc.stdout
 
@@ -254,8 +255,7 @@ def test_run_pretraining_mirrored_with_xla_and_float16_equals_the_default_strate
     def run(name, *flags):
         out = tmp_path / name
         proc = subprocess.run(
-            [sys.executable, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                                          "run_pretraining.py"),
+            [sys.executable, os.path.join(ROOT, "run_pretraining.py"),
              "--do_train", f"--input_file={records()[0]}", f"--output_dir={out}", f"--bert_config_file={config}",
              "--train_batch_size=8", "--max_seq_length=128", "--max_predictions_per_seq=20", "--num_train_steps=3",
              "--num_warmup_steps=0", "--learning_rate=1e-3", "--iterations_per_loop=3", "--use_xla=true",
@@ -360,8 +360,7 @@ def test_clipping_counts_token_occurrences_consistently_with_one_larger_batch(tm
     script = tmp_path / "clipping.py"
     script.write_text(_CLIPPING_SCRIPT)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TF_CONFIG")}
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    proc = subprocess.run([sys.executable, str(script), root, str(tmp_path / "runs")], capture_output=True,
+    proc = subprocess.run([sys.executable, str(script), ROOT, str(tmp_path / "runs")], capture_output=True,
                           text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-5000:]
     lines = proc.stdout.splitlines()
