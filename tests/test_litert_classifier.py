@@ -40,7 +40,7 @@ def _mrpc_dev():
     return [r[3] for r in rows], [r[4] for r in rows]
 
 
-@pytest.mark.both_tf
+@pytest.mark.second_tf  # test_litert_export.py's conversions run on both
 @pytest.mark.slow
 def test_litert_classifier_matches_the_saved_model_on_mrpc_dev(tmp_path):
     config_file = tmp_path / "bert_config.json"

@@ -500,6 +500,7 @@ def test_head_names_and_loss():
 
 
 @pytest.mark.slow
+@pytest.mark.second_tf
 def test_end_to_end_tiny_train_predict_export(tmp_path):
     """CLI: trains a tiny model on SQuAD 2.0 questions, predicts, scores and exports; the SavedModel
     loaded in a fresh process gives the checkpoint's logits."""
