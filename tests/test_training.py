@@ -352,6 +352,7 @@ _CLIPPING_SCRIPT = textwrap.dedent("""
 
 
 @pytest.mark.slow
+@pytest.mark.second_tf
 def test_clipping_counts_token_occurrences_consistently_with_one_larger_batch(tmp_path):
     """A fine-tuning model's word-embedding gradient is clipped per token occurrence, as the original's on CPU/GPU:
     three steps of batch 16 end with the same weights as micro-batches of 4 accumulated, two replicas of 8, two
