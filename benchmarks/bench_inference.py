@@ -81,6 +81,9 @@ difference from the SavedModel (an export made here from the untrained MiniLM dr
 the two files: then only the speed compares). Then `interleaved_encoder:BATCH`: our encoder as in
 `encoder:ours:float32` and ORT float32 / int8 on part encoder's ONNX export (made here unless --work_dir holds
 it; --layers, --hidden, ... apply), the same way (random weights, different in TF and in the export: speed only).
+With --xla, both also time the XLA-compiled model in the same rounds: the same model exported with
+`--use_xla=true` (`--export_dir_xla`, made beside the SavedModel when the benchmark exports it; the untrained
+head is drawn anew for each export) and our encoder's forward under jit_compile.
 
     .venv/bin/python benchmarks/bench_inference.py --parts=onnx --batch_sizes=1 --rounds=9 --min_round_s=1
 
@@ -494,10 +497,10 @@ def _signature_vocab_size(signature):
     return sizes[0]
 
 
-def _load_savedmodel(ctx):
+def _load_savedmodel(ctx, key="export_dir"):
     tf = _tf()
     import tensorflow_text  # noqa: F401  (registers the tokenizer ops of serving_text)
-    return tf, tf.saved_model.load(ctx["export_dir"])
+    return tf, tf.saved_model.load(ctx[key])
 
 
 def savedmodel_ids(ctx, batch):
@@ -661,6 +664,11 @@ def interleaved(ctx, batch):
     tensors = [tf.constant(a, tf.int32) for a in inputs]
     runs = {"savedmodel": lambda: signature(input_ids=tensors[0], input_mask=tensors[1],
                                             segment_ids=tensors[2])["probabilities"].numpy()}
+    if ctx.get("export_dir_xla"):  # the same model exported with --use_xla=true
+        compiled = _load_savedmodel(ctx, "export_dir_xla")[1]
+        runs["savedmodel_xla"] = (lambda s=compiled.signatures["serving_default"]: s(
+            input_ids=tensors[0], input_mask=tensors[1], segment_ids=tensors[2])["probabilities"].numpy())
+        runs["savedmodel_xla"].keep = compiled
     for dtype in ("float32", "int8"):
         session = _ort_session(ctx["ours_onnx"][dtype])
         feeds = {i.name: a.astype(np.int32) for i, a in zip(session.get_inputs(), inputs)}
@@ -691,6 +699,9 @@ def interleaved_encoder(ctx, batch):
         out = encoder(ids, mask, segments, training=False)
         return out["sequence_output"], out["pooled_output"]
     runs = {"ours": lambda: forward(*tensors)[0].numpy()}
+    if ctx.get("xla"):
+        compiled = tf.function(forward.python_function, autograph=False, jit_compile=True)
+        runs["ours_xla"] = lambda: compiled(*tensors)[0].numpy()
     for dtype in ("float32", "int8"):
         session = _ort_session(ctx["encoder_onnx"][dtype])
         feeds = dict(zip([i.name for i in session.get_inputs()], inputs))
@@ -716,8 +727,8 @@ def runtime_memory(ctx, name):
     rss = {"start_mb": _peak_rss_mb()}
     feeds = dict(zip(("input_ids", "input_mask", "segment_ids"),
                      (a.astype(np.int32) for a in random_inputs(1, ctx["max_seq_length"], 1000))))
-    if name == "savedmodel":
-        tf, loaded = _load_savedmodel(ctx)
+    if name in ("savedmodel", "savedmodel_xla"):
+        tf, loaded = _load_savedmodel(ctx, "export_dir_xla" if name == "savedmodel_xla" else "export_dir")
         signature = loaded.signatures["serving_default"]
         tensors = {k: tf.constant(v) for k, v in feeds.items()}
         call = lambda: signature(**tensors)["probabilities"].numpy()  # noqa: E731
@@ -964,18 +975,24 @@ def summarize_interleaved(results, same_weights, encoder=False):
         print("\nSavedModel serving_default vs ONNX Runtime on our --export_onnx model (int8: --onnx_quantize's) and "
               "LiteRT on serving_default's conversion (token ids in; int8: dynamic range), one process, alternating "
               "rounds: ms a call, median (min); ratio = ORT ms / SavedModel ms (above 1: the SavedModel is faster)")
-    names = [n for n in (first, "ort_float32", "ort_int8", "litert_float32", "litert_int8") if n in rows[0]["ms"]]
-    titles = {first: "ours" if encoder else "SavedModel", "ort_float32": "ORT float32", "ort_int8": "ORT int8",
+    xla = first + "_xla"
+    names = [n for n in (first, xla, "ort_float32", "ort_int8", "litert_float32", "litert_int8") if n in rows[0]["ms"]]
+    titles = {first: "ours" if encoder else "SavedModel", xla: "ours XLA" if encoder else "SavedModel XLA",
+              "ort_float32": "ORT float32", "ort_int8": "ORT int8",
               "litert_float32": "LiteRT float32", "litert_int8": "LiteRT int8"}
+    diffs = [n for n in names if n == xla or n.startswith("litert_")]
     print(f"{'batch':>5s} " + " ".join(f"{titles[n]:>17s}" for n in names) + f" {'fp32/ours':>9s} {'int8/ours':>9s}"
-          + ("" if encoder else f" {'fp32 diff':>9s}" + "".join(f" {titles[n] + ' diff':>17s}" for n in names[3:])))
+          + (f" {'fp32/xla':>9s}" if xla in names else "")
+          + ("" if encoder else f" {'fp32 diff':>9s}" + "".join(f" {titles[n] + ' diff':>17s}" for n in diffs)))
     for r in rows:
         cells = " ".join(f"{r['median_ms'][k]:8.2f} ({r['min_ms'][k]:6.2f})" for k in names)
         line = (f"{r['batch']:5d} {cells} {_ratio(r['median_ms']['ort_float32'], r['median_ms'][first])} "
                 f"{_ratio(r['median_ms']['ort_int8'], r['median_ms'][first])}")
+        if xla in names:
+            line += f" {_ratio(r['median_ms']['ort_float32'], r['median_ms'][xla])}"
         if not encoder:
             line += f" {r['max_abs_diff']['ort_float32']:9.1e}" + "".join(
-                f" {r['max_abs_diff'][n]:17.1e}" for n in names[3:]) + (
+                f" {r['max_abs_diff'][n]:17.1e}" for n in diffs) + (
                 "" if same_weights else " (untrained heads differ between the two exports)")
         print(line)
 
@@ -1059,7 +1076,8 @@ def main():
     parser.add_argument("--impls", default=",".join(ENCODER_IMPLS), help="encoder implementations")
     parser.add_argument("--dtypes", default="float32,bfloat16,int8",
                         help="encoder dtypes (int8 only for ort; bfloat16 not for ort)")
-    parser.add_argument("--xla", action="store_true", help="also time ours and peer with jit_compile")
+    parser.add_argument("--xla", action="store_true", help="also time ours and peer with jit_compile (part onnx: "
+                        "the --use_xla=true export and our encoder under jit_compile too)")
     parser.add_argument("--configs", help="explicit encoder specs encoder:IMPL:DTYPE:BATCH:XLA (comma list)")
     parser.add_argument("--batch_sizes", default="1,8,32")
     parser.add_argument("--seq_length", type=int, default=128, help="encoder sequence length")
@@ -1072,6 +1090,9 @@ def main():
     parser.add_argument("--min_round_s", type=float, default=None,
                         help="least seconds per timed round (2.0; quick 0)")
     parser.add_argument("--export_dir", help="classifier SavedModel (run_classifier.py --export_dir)")
+    parser.add_argument("--export_dir_xla", help="with --xla, part onnx: --export_dir's model exported with "
+                        "--use_xla=true (run_classifier.py --do_train=false --init_checkpoint=... --use_xla=true "
+                        "--export_dir=...); made here when the benchmark exports the SavedModel itself")
     parser.add_argument("--export_onnx", help="our ONNX export of --export_dir's model (run_classifier.py "
                         "--export_onnx=FILE), for part onnx; made with the SavedModel when the benchmark exports it")
     parser.add_argument("--classifier_checkpoint_dir",
@@ -1131,6 +1152,11 @@ def main():
         raise SystemExit(f"--export_dir={args.export_dir}: expected a SavedModel folder (saved_model.pb), as "
                          "run_classifier.py --export_dir writes")
 
+    if args.export_dir_xla and not os.path.isfile(os.path.join(args.export_dir_xla, "saved_model.pb")):
+        raise SystemExit(f"--export_dir_xla={args.export_dir_xla}: expected a SavedModel folder (saved_model.pb), "
+                         "as run_classifier.py --use_xla=true --export_dir writes")
+    if args.export_dir_xla and not args.xla:
+        raise SystemExit("--export_dir_xla is timed with --xla: pass both")
     if "onnx" in args.parts and args.export_dir and not args.export_onnx and not parts_given:
         print("part onnx skipped: --export_dir without --export_onnx (the ONNX model of the same checkpoint)")
         args.parts.remove("onnx")
@@ -1208,8 +1234,10 @@ def main():
             minilm = minilm_dir()
         if need_sm and not args.export_dir:
             ctx["export_dir"] = os.path.join(work_dir, "saved_model")
-            if not (os.path.exists(os.path.join(ctx["export_dir"], "saved_model.pb"))
-                    and os.path.exists(ctx["ours_onnx"]["float32"])):
+            made = [os.path.join(ctx["export_dir"], "saved_model.pb"), ctx["ours_onnx"]["float32"]]
+            if args.xla and "onnx" in args.parts:
+                made.append(os.path.join(work_dir, "saved_model_xla", "saved_model.pb"))
+            if not all(os.path.exists(path) for path in made):
                 if checkpoint:
                     init, config, vocab = checkpoint, args.bert_config_file, args.vocab_file
                 else:
@@ -1229,6 +1257,16 @@ def main():
                                f"--do_lower_case={args.do_lower_case}",
                                f"--max_seq_length={args.max_seq_length}",
                                f"--output_dir={os.path.join(work_dir, 'export_output')}"])
+                if args.xla and "onnx" in args.parts:
+                    runner.script("run_classifier.py --use_xla=true --export_dir",
+                                  ["run_classifier.py", "--task_name=MRPC", "--do_train=false", "--use_xla=true",
+                                   f"--export_dir={os.path.join(work_dir, 'saved_model_xla')}",
+                                   f"--init_checkpoint={init}", f"--bert_config_file={config}",
+                                   f"--vocab_file={vocab}", f"--do_lower_case={args.do_lower_case}",
+                                   f"--max_seq_length={args.max_seq_length}",
+                                   f"--output_dir={os.path.join(work_dir, 'export_output_xla')}"])
+            if args.xla and "onnx" in args.parts:
+                ctx["export_dir_xla"] = os.path.join(work_dir, "saved_model_xla")
             info["classifier"] = ("MiniLM L6 H384, untrained head" if not checkpoint
                                   else f"{os.path.basename(checkpoint)}")
         elif need_sm:
@@ -1300,7 +1338,10 @@ def main():
                 summarize_interleaved(runner.results, checkpoint is not None or bool(args.export_onnx))
                 print("\nEach runtime alone in a process (batch 1, 20 calls): peak RSS MB at start, loaded, after the "
                       "calls; median ms")
-                for name in ("savedmodel", "ort_float32", "ort_int8", "litert_float32", "litert_int8"):
+                for name in ("savedmodel", "savedmodel_xla", "ort_float32", "ort_int8", "litert_float32",
+                             "litert_int8"):
+                    if name == "savedmodel_xla" and not ctx.get("export_dir_xla"):
+                        continue
                     r = runner.child(f"memory:{name}", label=f"memory {name}", quiet=True)
                     if r:
                         print(f"{name:15s} {r['start_mb']:7.0f} {r['loaded_mb']:7.0f} {r['peak_mb']:7.0f} "

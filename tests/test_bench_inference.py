@@ -166,3 +166,60 @@ def test_part_onnx_with_an_export_dir_needs_its_onnx_model(tmp_path, monkeypatch
     monkeypatch.setattr("sys.argv", ["bench_inference.py", "--parts=onnx", f"--export_dir={tmp_path}"])
     with pytest.raises(SystemExit, match="--parts=onnx with --export_dir needs --export_onnx=FILE"):
         load_benchmark("bench_inference").main()
+
+
+def test_interleaved_times_the_xla_export_in_the_same_rounds(bench, monkeypatch, capsys):
+    """With --xla (ctx export_dir_xla), part onnx loads the --use_xla=true export too and times it in the same
+    alternating rounds, second after the SavedModel; the table gives its own ratio to ORT float32."""
+    clock, order = FakeClock(), []
+    monkeypatch.setattr(bench, "time", clock)
+    probabilities = np.array([[0.25, 0.75]], np.float32)
+
+    def signature_of(name, seconds):
+        def signature(**inputs):
+            clock.take(seconds)
+            order.append(name)
+            return {"probabilities": type("T", (), {"numpy": lambda self: probabilities})()}
+        return type("Loaded", (), {"signatures": {"serving_default": signature}})()
+
+    class Session:
+        def get_inputs(self):
+            return [type("Input", (), {"name": n})() for n in ("input_ids", "input_mask", "segment_ids")]
+
+        def get_outputs(self):
+            return [type("Output", (), {"name": "probabilities"})()]
+
+        def run(self, _, feeds):
+            clock.take(0.002)
+            order.append("ort")
+            return [probabilities]
+
+    fake_tf = type("tf", (), {"int32": "int32", "constant": staticmethod(lambda a, dtype: a)})
+    exports = {"sm": signature_of("savedmodel", 0.004), "sm_xla": signature_of("savedmodel_xla", 0.0025)}
+    loads = []
+
+    def load(ctx, key="export_dir"):
+        loads.append(key)
+        return fake_tf, exports[ctx[key]]
+    monkeypatch.setattr(bench, "_load_savedmodel", load)
+    monkeypatch.setattr(bench, "_signature_vocab_size", lambda sig: 100)
+    monkeypatch.setattr(bench, "_ort_session", lambda path: Session())
+    ctx = {"max_seq_length": 8, "warmup": 0, "rounds": 2, "min_round_s": 0.001, "export_dir": "sm",
+           "export_dir_xla": "sm_xla", "ours_onnx": {"float32": "m.onnx", "int8": "m_int8.onnx"}, "ours_litert": {}}
+    result = bench.interleaved(ctx, 1)
+    assert loads == ["export_dir", "export_dir_xla"]
+    timed = order[5:]  # the reference call and one difference call of each
+    assert timed == ["savedmodel", "savedmodel_xla", "ort", "ort"] * 2
+    assert result["median_ms"] == pytest.approx({"savedmodel": 4.0, "savedmodel_xla": 2.5, "ort_float32": 2.0,
+                                                 "ort_int8": 2.0})
+    bench.summarize_interleaved({"interleaved:1": result}, True)
+    header, row = capsys.readouterr().out.strip().splitlines()[-2:]
+    assert "SavedModel XLA" in header and "fp32/xla" in header
+    assert "0.50x" in row and "0.80x" in row  # ORT / SavedModel and ORT / SavedModel XLA
+
+
+def test_an_xla_export_needs_xla(tmp_path, monkeypatch):
+    (tmp_path / "saved_model.pb").write_bytes(b"")
+    monkeypatch.setattr("sys.argv", ["bench_inference.py", "--parts=onnx", f"--export_dir_xla={tmp_path}"])
+    with pytest.raises(SystemExit, match="--export_dir_xla is timed with --xla"):
+        load_benchmark("bench_inference").main()
