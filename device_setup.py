@@ -18,6 +18,8 @@ where a mixed-precision model runs its elementwise work (--elementwise_dtype, mo
   decide_elementwise(elementwise_dtype, device): "auto" is "float32" on a CPU, "compute" on a GPU or TPU.
   setup(config, devices=None, environ=None) -> the config with use_xla and elementwise_dtype decided (the latter
     applied to modeling); on a GPU with XLA on, sets XLA_FLAGS (through xla_flags); logs what it decided and why.
+    The entries it added are named in ADDED_ENV too, so that a process started from this one (which inherits
+    XLA_FLAGS) replaces them with its own job's instead of keeping them as the user's.
   make_cache_dir() creates the autotune cache folder setup() named (after --output_dir exists).
 
 XLA reads XLA_FLAGS once per process, the first time it needs its options: on a CPU at the first XLA compile
@@ -37,6 +39,9 @@ import filesystem
 GEMM_FLAG = "--xla_gpu_enable_triton_gemm"
 CACHE_FLAG = "--xla_gpu_per_fusion_autotune_cache_dir"
 CACHE_DIR = "xla_autotune_cache"  # under --output_dir
+# Names the XLA_FLAGS entries a job's setup() added, for the processes it starts: they inherit XLA_FLAGS, and
+# their own jobs replace these entries (another job's cache folder is not the user's choice) and keep the rest.
+ADDED_ENV = "BERT_XLA_FLAGS_ADDED"
 
 
 def device_type(config, devices=None):
@@ -130,9 +135,12 @@ def setup(config, devices=None, environ=None):
         cache_dir = None
         if config.output_dir and not filesystem.is_remote(config.output_dir):
             cache_dir = os.path.abspath(os.path.join(config.output_dir, CACHE_DIR))
-        value, added = xla_flags(environ.get("XLA_FLAGS", ""), cache_dir)
+        inherited = set(environ.get(ADDED_ENV, "").split()) - _ours  # a parent process's job added these
+        existing = " ".join(flag for flag in environ.get("XLA_FLAGS", "").split() if flag not in inherited)
+        value, added = xla_flags(existing, cache_dir)
         environ["XLA_FLAGS"] = value
         _ours.update(added)
+        environ[ADDED_ENV] = " ".join(flag for flag in value.split() if flag in _ours)
         if any(flag.startswith(CACHE_FLAG) for flag in added):
             _cache_dir = cache_dir
         kept = sorted(flag for flag in value.split() if flag.split("=")[0] in (GEMM_FLAG, CACHE_FLAG)

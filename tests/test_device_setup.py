@@ -144,3 +144,33 @@ def test_use_xla_true_on_a_cpu_trains_and_predicts_as_without(tmp_path):
     assert float(xla_scores["eval_loss"]) == pytest.approx(float(plain_scores["eval_loss"]), abs=1e-3)
     np.testing.assert_allclose(xla, plain, atol=1e-3)
     assert plain[:, 1].std() > 0.01, plain  # the predictions differ from example to example
+
+
+def test_a_process_started_after_a_job_takes_its_own_cache_not_the_parents(tmp_path, caplog, monkeypatch):
+    """A job's setup() writes XLA_FLAGS into the environment that the processes it starts inherit. Their own job
+    replaces the entries the parent's added (its cache folder is not the user's choice) and keeps the user's."""
+    parent = {"XLA_FLAGS": "--xla_gpu_cuda_data_dir=/kit"}
+    device_setup.setup(training.TrainingConfig(output_dir=str(tmp_path / "first")), GPU, parent)
+    assert str(tmp_path / "first") in parent["XLA_FLAGS"]
+    assert parent[device_setup.ADDED_ENV] == ("--xla_gpu_enable_triton_gemm=false "
+                                              f"--xla_gpu_per_fusion_autotune_cache_dir={tmp_path / 'first'}/"
+                                              f"{device_setup.CACHE_DIR}")
+    # The child: a new process (nothing added there yet) with a copy of the parent's environment.
+    monkeypatch.setattr(device_setup, "_ours", set())
+    child = dict(parent)
+    caplog.clear()
+    device_setup.setup(training.TrainingConfig(output_dir=str(tmp_path / "second")), GPU, child)
+    cache = tmp_path / "second" / device_setup.CACHE_DIR
+    assert child["XLA_FLAGS"] == ("--xla_gpu_cuda_data_dir=/kit --xla_gpu_enable_triton_gemm=false "
+                                  f"--xla_gpu_per_fusion_autotune_cache_dir={cache}")
+    assert "keeps the user's" not in caplog.text
+    assert device_setup.make_cache_dir() == str(cache)
+    # A second job in the same process changes nothing (XLA has read its options): no second cache is named.
+    again = dict(child)
+    device_setup.setup(training.TrainingConfig(output_dir=str(tmp_path / "third")), GPU, again)
+    assert again["XLA_FLAGS"] == child["XLA_FLAGS"] and device_setup.make_cache_dir() is None
+    # The user's own cache folder, set before any job, is kept in the child.
+    monkeypatch.setattr(device_setup, "_ours", set())
+    user = {"XLA_FLAGS": "--xla_gpu_per_fusion_autotune_cache_dir=/mine"}
+    device_setup.setup(training.TrainingConfig(output_dir=str(tmp_path / "fourth")), GPU, user)
+    assert user["XLA_FLAGS"] == "--xla_gpu_per_fusion_autotune_cache_dir=/mine --xla_gpu_enable_triton_gemm=false"
