@@ -668,7 +668,6 @@ def interleaved(ctx, batch):
         compiled = _load_savedmodel(ctx, "export_dir_xla")[1]
         runs["savedmodel_xla"] = (lambda s=compiled.signatures["serving_default"]: s(
             input_ids=tensors[0], input_mask=tensors[1], segment_ids=tensors[2])["probabilities"].numpy())
-        runs["savedmodel_xla"].keep = compiled
     for dtype in ("float32", "int8"):
         session = _ort_session(ctx["ours_onnx"][dtype])
         feeds = {i.name: a.astype(np.int32) for i, a in zip(session.get_inputs(), inputs)}
@@ -1234,9 +1233,11 @@ def main():
             minilm = minilm_dir()
         if need_sm and not args.export_dir:
             ctx["export_dir"] = os.path.join(work_dir, "saved_model")
+            # with --xla, part onnx times the same model exported with --use_xla=true beside it
+            xla_dir = os.path.join(work_dir, "saved_model_xla") if args.xla and "onnx" in args.parts else None
             made = [os.path.join(ctx["export_dir"], "saved_model.pb"), ctx["ours_onnx"]["float32"]]
-            if args.xla and "onnx" in args.parts:
-                made.append(os.path.join(work_dir, "saved_model_xla", "saved_model.pb"))
+            if xla_dir:
+                made.append(os.path.join(xla_dir, "saved_model.pb"))
             if not all(os.path.exists(path) for path in made):
                 if checkpoint:
                     init, config, vocab = checkpoint, args.bert_config_file, args.vocab_file
@@ -1249,24 +1250,19 @@ def main():
                                            os.path.join(converted, "bert_config.json"),
                                            os.path.join(converted, "vocab.txt"))
                 ctx["export_vocab_file"] = vocab
+                export = ["run_classifier.py", "--task_name=MRPC", "--do_train=false", f"--init_checkpoint={init}",
+                          f"--bert_config_file={config}", f"--vocab_file={vocab}",
+                          f"--do_lower_case={args.do_lower_case}", f"--max_seq_length={args.max_seq_length}"]
                 runner.script("run_classifier.py --export_dir",
-                              ["run_classifier.py", "--task_name=MRPC", "--do_train=false",
-                               f"--export_dir={ctx['export_dir']}", f"--export_onnx={ctx['ours_onnx']['float32']}",
-                               f"--init_checkpoint={init}",
-                               f"--bert_config_file={config}", f"--vocab_file={vocab}",
-                               f"--do_lower_case={args.do_lower_case}",
-                               f"--max_seq_length={args.max_seq_length}",
-                               f"--output_dir={os.path.join(work_dir, 'export_output')}"])
-                if args.xla and "onnx" in args.parts:
+                              export + [f"--export_dir={ctx['export_dir']}",
+                                        f"--export_onnx={ctx['ours_onnx']['float32']}",
+                                        f"--output_dir={os.path.join(work_dir, 'export_output')}"])
+                if xla_dir:
                     runner.script("run_classifier.py --use_xla=true --export_dir",
-                                  ["run_classifier.py", "--task_name=MRPC", "--do_train=false", "--use_xla=true",
-                                   f"--export_dir={os.path.join(work_dir, 'saved_model_xla')}",
-                                   f"--init_checkpoint={init}", f"--bert_config_file={config}",
-                                   f"--vocab_file={vocab}", f"--do_lower_case={args.do_lower_case}",
-                                   f"--max_seq_length={args.max_seq_length}",
-                                   f"--output_dir={os.path.join(work_dir, 'export_output_xla')}"])
-            if args.xla and "onnx" in args.parts:
-                ctx["export_dir_xla"] = os.path.join(work_dir, "saved_model_xla")
+                                  export + ["--use_xla=true", f"--export_dir={xla_dir}",
+                                            f"--output_dir={os.path.join(work_dir, 'export_output_xla')}"])
+            if xla_dir:
+                ctx["export_dir_xla"] = xla_dir
             info["classifier"] = ("MiniLM L6 H384, untrained head" if not checkpoint
                                   else f"{os.path.basename(checkpoint)}")
         elif need_sm:
