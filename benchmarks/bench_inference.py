@@ -77,13 +77,13 @@ Part `onnx` (the SavedModel against ONNX Runtime on our own ONNX export of it, `
 serving_default, ORT float32 and ORT int8 loaded in one process (the one exception to one runtime a process)
 and timed in alternating rounds on the same int32 inputs, so that other load on the machine falls on each alike:
 median and min ms a call of each runtime over --rounds rounds, and each ONNX model's largest probability
-difference from the SavedModel (an export made here from the untrained MiniLM draws its head anew for each of
-the two files: then only the speed compares). Then `interleaved_encoder:BATCH`: our encoder as in
+difference from the SavedModel (an export made here from the untrained MiniLM draws its head from one fixed seed,
+serving.UNTRAINED_SEED, so every export holds the same head and the differences compare). Then `interleaved_encoder:BATCH`: our encoder as in
 `encoder:ours:float32` and ORT float32 / int8 on part encoder's ONNX export (made here unless --work_dir holds
 it; --layers, --hidden, ... apply), the same way (random weights, different in TF and in the export: speed only).
 With --xla, both also time the XLA-compiled model in the same rounds: the same model exported with
-`--use_xla=true` (`--export_dir_xla`, made beside the SavedModel when the benchmark exports it; the untrained
-head is drawn anew for each export) and our encoder's forward under jit_compile.
+`--use_xla=true` (`--export_dir_xla`, made beside the SavedModel when the benchmark exports it) and our
+encoder's forward under jit_compile.
 
     .venv/bin/python benchmarks/bench_inference.py --parts=onnx --batch_sizes=1 --rounds=9 --min_round_s=1
 
@@ -497,21 +497,28 @@ def _signature_vocab_size(signature):
     return sizes[0]
 
 
+# part onnx's SavedModels by run name: the classifier export, and the same model exported with --use_xla=true
+SAVEDMODEL_DIRS = {"savedmodel": "export_dir", "savedmodel_xla": "export_dir_xla"}
+
+
 def _load_savedmodel(ctx, key="export_dir"):
     tf = _tf()
     import tensorflow_text  # noqa: F401  (registers the tokenizer ops of serving_text)
     return tf, tf.saved_model.load(ctx[key])
 
 
+def _probabilities_call(loaded, tensors):
+    """A call of `loaded`'s serving_default on (input_ids, input_mask, segment_ids) returning its probabilities."""
+    signature = loaded.signatures["serving_default"]
+    feeds = dict(zip(("input_ids", "input_mask", "segment_ids"), tensors))
+    return lambda: signature(**feeds)["probabilities"].numpy()
+
+
 def savedmodel_ids(ctx, batch):
     tf, loaded = _load_savedmodel(ctx)
-    signature = loaded.signatures["serving_default"]
-    vocab_size = _signature_vocab_size(signature)
-    ids, mask, segments = (tf.constant(a, tf.int32) for a in random_inputs(batch, ctx["max_seq_length"],
-                                                                            vocab_size))
-
-    def run():
-        return signature(input_ids=ids, input_mask=mask, segment_ids=segments)["probabilities"].numpy()
+    vocab_size = _signature_vocab_size(loaded.signatures["serving_default"])
+    run = _probabilities_call(loaded, [tf.constant(a, tf.int32)
+                                       for a in random_inputs(batch, ctx["max_seq_length"], vocab_size)])
     result = measure(run, batch, **_timing(ctx))
     result["vocab_size"] = vocab_size
     return result
@@ -659,15 +666,12 @@ def interleaved(ctx, batch):
     process on the same inputs, timed in alternating rounds (_alternate), with each ONNX model's largest
     probability difference from the SavedModel."""
     tf, loaded = _load_savedmodel(ctx)
-    signature = loaded.signatures["serving_default"]
-    inputs = random_inputs(batch, ctx["max_seq_length"], _signature_vocab_size(signature))
+    inputs = random_inputs(batch, ctx["max_seq_length"], _signature_vocab_size(loaded.signatures["serving_default"]))
     tensors = [tf.constant(a, tf.int32) for a in inputs]
-    runs = {"savedmodel": lambda: signature(input_ids=tensors[0], input_mask=tensors[1],
-                                            segment_ids=tensors[2])["probabilities"].numpy()}
-    if ctx.get("export_dir_xla"):  # the same model exported with --use_xla=true
-        compiled = _load_savedmodel(ctx, "export_dir_xla")[1]
-        runs["savedmodel_xla"] = (lambda s=compiled.signatures["serving_default"]: s(
-            input_ids=tensors[0], input_mask=tensors[1], segment_ids=tensors[2])["probabilities"].numpy())
+    runs = {"savedmodel": _probabilities_call(loaded, tensors)}
+    if ctx.get(SAVEDMODEL_DIRS["savedmodel_xla"]):
+        runs["savedmodel_xla"] = _probabilities_call(_load_savedmodel(ctx, SAVEDMODEL_DIRS["savedmodel_xla"])[1],
+                                                     tensors)
     for dtype in ("float32", "int8"):
         session = _ort_session(ctx["ours_onnx"][dtype])
         feeds = {i.name: a.astype(np.int32) for i, a in zip(session.get_inputs(), inputs)}
@@ -726,11 +730,9 @@ def runtime_memory(ctx, name):
     rss = {"start_mb": _peak_rss_mb()}
     feeds = dict(zip(("input_ids", "input_mask", "segment_ids"),
                      (a.astype(np.int32) for a in random_inputs(1, ctx["max_seq_length"], 1000))))
-    if name in ("savedmodel", "savedmodel_xla"):
-        tf, loaded = _load_savedmodel(ctx, "export_dir_xla" if name == "savedmodel_xla" else "export_dir")
-        signature = loaded.signatures["serving_default"]
-        tensors = {k: tf.constant(v) for k, v in feeds.items()}
-        call = lambda: signature(**tensors)["probabilities"].numpy()  # noqa: E731
+    if name in SAVEDMODEL_DIRS:
+        tf, loaded = _load_savedmodel(ctx, SAVEDMODEL_DIRS[name])
+        call = _probabilities_call(loaded, [tf.constant(v) for v in feeds.values()])
     elif name.startswith("ort_"):
         session = _ort_session(ctx["ours_onnx"][name[4:]])
         call = lambda: session.run(["probabilities"], feeds)  # noqa: E731
@@ -960,7 +962,7 @@ def summarize_classifier(results, args, info):
               f"{text['peak_rss_mb']:.0f} MB")
 
 
-def summarize_interleaved(results, same_weights, encoder=False):
+def summarize_interleaved(results, encoder=False):
     """The tables of part onnx: per batch, ms a call of each runtime (median and min of the alternating rounds)."""
     prefix, first = ("interleaved_encoder:", "ours") if encoder else ("interleaved:", "savedmodel")
     rows = sorted((r for s, r in results.items() if s.startswith(prefix)), key=lambda r: r["batch"])
@@ -991,8 +993,7 @@ def summarize_interleaved(results, same_weights, encoder=False):
             line += f" {_ratio(r['median_ms']['ort_float32'], r['median_ms'][xla])}"
         if not encoder:
             line += f" {r['max_abs_diff']['ort_float32']:9.1e}" + "".join(
-                f" {r['max_abs_diff'][n]:17.1e}" for n in diffs) + (
-                "" if same_weights else " (untrained heads differ between the two exports)")
+                f" {r['max_abs_diff'][n]:17.1e}" for n in diffs)
         print(line)
 
 
@@ -1146,16 +1147,18 @@ def main():
         raise SystemExit("--classifier_checkpoint_dir needs --bert_config_file and --vocab_file")
     if args.rounds < 1:
         raise SystemExit("--rounds must be >= 1")
-    if args.export_dir and not any(os.path.isfile(os.path.join(args.export_dir, name))
-                                   for name in ("saved_model.pb", "saved_model.pbtxt")):
-        raise SystemExit(f"--export_dir={args.export_dir}: expected a SavedModel folder (saved_model.pb), as "
-                         "run_classifier.py --export_dir writes")
+    for flag, folder, writer in (("--export_dir", args.export_dir, "run_classifier.py --export_dir"),
+                                 ("--export_dir_xla", args.export_dir_xla,
+                                  "run_classifier.py --use_xla=true --export_dir")):
+        if folder and not any(os.path.isfile(os.path.join(folder, name))
+                              for name in ("saved_model.pb", "saved_model.pbtxt")):
+            raise SystemExit(f"{flag}={folder}: expected a SavedModel folder (saved_model.pb), as {writer} writes")
 
-    if args.export_dir_xla and not os.path.isfile(os.path.join(args.export_dir_xla, "saved_model.pb")):
-        raise SystemExit(f"--export_dir_xla={args.export_dir_xla}: expected a SavedModel folder (saved_model.pb), "
-                         "as run_classifier.py --use_xla=true --export_dir writes")
     if args.export_dir_xla and not args.xla:
         raise SystemExit("--export_dir_xla is timed with --xla: pass both")
+    if args.export_dir_xla and not args.export_dir:
+        raise SystemExit("--export_dir_xla is --export_dir's model exported with --use_xla=true: pass --export_dir "
+                         "too (without both, the benchmark exports the two itself)")
     if "onnx" in args.parts and args.export_dir and not args.export_onnx and not parts_given:
         print("part onnx skipped: --export_dir without --export_onnx (the ONNX model of the same checkpoint)")
         args.parts.remove("onnx")
@@ -1238,18 +1241,19 @@ def main():
             made = [os.path.join(ctx["export_dir"], "saved_model.pb"), ctx["ours_onnx"]["float32"]]
             if xla_dir:
                 made.append(os.path.join(xla_dir, "saved_model.pb"))
+            if checkpoint:
+                init, config, vocab = checkpoint, args.bert_config_file, args.vocab_file
+            else:
+                converted = os.path.join(work_dir, "minilm_original")
+                init, config, vocab = (os.path.join(converted, "bert_model.ckpt"),
+                                       os.path.join(converted, "bert_config.json"),
+                                       os.path.join(converted, "vocab.txt"))
+            ctx["export_vocab_file"] = vocab  # also when --work_dir holds the exports already
             if not all(os.path.exists(path) for path in made):
-                if checkpoint:
-                    init, config, vocab = checkpoint, args.bert_config_file, args.vocab_file
-                else:
-                    converted = os.path.join(work_dir, "minilm_original")
+                if not checkpoint:
                     runner.script("convert_checkpoint.py --mode=hf_to_original (MiniLM)",
                                   ["convert_checkpoint.py", "--mode=hf_to_original", f"--hf_dir={minilm}",
                                    f"--output_dir={converted}"])
-                    init, config, vocab = (os.path.join(converted, "bert_model.ckpt"),
-                                           os.path.join(converted, "bert_config.json"),
-                                           os.path.join(converted, "vocab.txt"))
-                ctx["export_vocab_file"] = vocab
                 export = ["run_classifier.py", "--task_name=MRPC", "--do_train=false", f"--init_checkpoint={init}",
                           f"--bert_config_file={config}", f"--vocab_file={vocab}",
                           f"--do_lower_case={args.do_lower_case}", f"--max_seq_length={args.max_seq_length}"]
@@ -1331,12 +1335,12 @@ def main():
                 for batch in args.batch_sizes:
                     runner.child(f"interleaved:{batch}", label=f"interleaved SavedModel / our ONNX b{batch}",
                                  quiet=True)
-                summarize_interleaved(runner.results, checkpoint is not None or bool(args.export_onnx))
+                summarize_interleaved(runner.results)
                 print("\nEach runtime alone in a process (batch 1, 20 calls): peak RSS MB at start, loaded, after the "
                       "calls; median ms")
                 for name in ("savedmodel", "savedmodel_xla", "ort_float32", "ort_int8", "litert_float32",
                              "litert_int8"):
-                    if name == "savedmodel_xla" and not ctx.get("export_dir_xla"):
+                    if name in SAVEDMODEL_DIRS and not ctx.get(SAVEDMODEL_DIRS[name]):
                         continue
                     r = runner.child(f"memory:{name}", label=f"memory {name}", quiet=True)
                     if r:
@@ -1347,7 +1351,7 @@ def main():
                     or runner.child("prep_encoder_onnx", quiet=True) is not None):
                 for batch in args.batch_sizes:
                     runner.child(f"interleaved_encoder:{batch}", label=f"interleaved encoder b{batch}", quiet=True)
-                summarize_interleaved(runner.results, False, encoder=True)
+                summarize_interleaved(runner.results, encoder=True)
         summarize_classifier(runner.results, args, info)
         if checkpoint and "int8" in args.parts and os.path.exists(ctx["features_npz"]):
             info["accuracy"] = summarize_accuracy(ctx["probabilities"], ctx["features_npz"],

@@ -212,7 +212,7 @@ def test_interleaved_times_the_xla_export_in_the_same_rounds(bench, monkeypatch,
     assert timed == ["savedmodel", "savedmodel_xla", "ort", "ort"] * 2
     assert result["median_ms"] == pytest.approx({"savedmodel": 4.0, "savedmodel_xla": 2.5, "ort_float32": 2.0,
                                                  "ort_int8": 2.0})
-    bench.summarize_interleaved({"interleaved:1": result}, True)
+    bench.summarize_interleaved({"interleaved:1": result})
     header, row = capsys.readouterr().out.strip().splitlines()[-2:]
     assert "SavedModel XLA" in header and "fp32/xla" in header
     assert "0.50x" in row and "0.80x" in row  # ORT / SavedModel and ORT / SavedModel XLA
@@ -222,4 +222,18 @@ def test_an_xla_export_needs_xla(tmp_path, monkeypatch):
     (tmp_path / "saved_model.pb").write_bytes(b"")
     monkeypatch.setattr("sys.argv", ["bench_inference.py", "--parts=onnx", f"--export_dir_xla={tmp_path}"])
     with pytest.raises(SystemExit, match="--export_dir_xla is timed with --xla"):
+        load_benchmark("bench_inference").main()
+
+
+def test_an_xla_export_needs_the_export_it_was_made_from(tmp_path, monkeypatch):
+    """Without --export_dir the benchmark exports both models itself; a given --export_dir_xla would be dropped."""
+    (tmp_path / "saved_model.pb").write_bytes(b"")
+    monkeypatch.setattr("sys.argv", ["bench_inference.py", "--parts=onnx", "--xla", f"--export_dir_xla={tmp_path}"])
+    with pytest.raises(SystemExit, match="--export_dir_xla is --export_dir's model exported with --use_xla=true"):
+        load_benchmark("bench_inference").main()
+
+
+def test_an_xla_export_folder_must_hold_a_savedmodel(tmp_path, monkeypatch):
+    monkeypatch.setattr("sys.argv", ["bench_inference.py", "--parts=onnx", "--xla", f"--export_dir_xla={tmp_path}"])
+    with pytest.raises(SystemExit, match=f"--export_dir_xla={tmp_path}: expected a SavedModel folder"):
         load_benchmark("bench_inference").main()
