@@ -33,6 +33,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+import cli
 import fast_tokenization
 import filesystem
 import litert_export
@@ -219,6 +220,10 @@ class LiteClassifier(tf.Module):
     def __init__(self, export_dir, model_options, is_pair):
         super().__init__(name="litert_classifier")
         self._loaded = tf.saved_model.load(export_dir)
+        if hasattr(self._loaded, "rows_per_step"):
+            raise cli.UserError(f"{export_dir} runs its model in steps of {int(self._loaded.rows_per_step.numpy())} "
+                                "rows (--export_rows_per_step), which LiteRT cannot convert: convert an export made "
+                                "with --export_rows_per_step=0")
         self._serve_ids = self._loaded.signatures["serving_default"]
         self.tokenizer = LiteTokenizer(model_options.vocab_file, model_options.do_lower_case)
         self.cls_id, self.sep_id = self.tokenizer.vocab["[CLS]"], self.tokenizer.vocab["[SEP]"]
@@ -239,7 +244,10 @@ class LiteClassifier(tf.Module):
         return self._serve_ids(input_ids=input_ids, input_mask=input_mask, segment_ids=segment_ids)
 
     def _pair(self, text_a, text_b):
-        return self._outputs(text_a, text_b)
+        # Each text_b goes with the text_a of its row (never broadcast): the interpreter refuses other requests.
+        refused = serving.refuse_unless(tf.equal(tf.shape(text_a)[0], tf.shape(text_b)[0]),
+                                        "text_b_must_have_as_many_rows_as_text_a")
+        return self._outputs(text_a, text_b[refused:])
 
     def _single(self, text_a):
         return self._outputs(text_a, None)

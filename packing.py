@@ -163,15 +163,42 @@ class _Windows:
         self.index = ranges.flat_values
         self.start = self.index * tf.gather(step, self.row)
         self.length = tf.minimum(tf.gather(max_tokens, self.row), tf.gather(num_tokens, self.row) - self.start)
+        # Per window, its row's tokens, window size, step and number of windows (has_max_context).
+        self._row = [tf.gather(values, self.row)[:, tf.newaxis]
+                     for values in (num_tokens, max_tokens, step, num_windows)]
 
     def has_max_context(self, doc_position):
         """[windows, slots] bool: the window is the first of its row's windows where the token at
-        `doc_position` [windows, slots] has the best min(left, right) + 0.01 * length (and holds it)."""
-        starts = tf.RaggedTensor.from_row_splits(self.start, self.row_splits).to_tensor(-1)
-        lengths = tf.RaggedTensor.from_row_splits(self.length, self.row_splits).to_tensor(0)
-        best = max_context_window(tf.gather(starts, self.row)[:, tf.newaxis, :],
-                                  tf.gather(lengths, self.row)[:, tf.newaxis, :], doc_position)
-        return best == self.index[:, tf.newaxis]
+        `doc_position` [windows, slots] has the best min(left, right) + 0.01 * length (and holds it).
+
+        In constant memory per slot, whatever the number of windows: every window but a row's last holds
+        max_tokens tokens, and among those that hold a token the score min(left, right) falls away on both sides
+        of the window centred on it, so the best full window is one of the two whose starts bracket that centre
+        (clamped to the windows that hold the token); the row's last window, maybe shorter, is the third
+        candidate. Equal to max_context_window over all the row's windows."""
+        position = tf.cast(doc_position, tf.int64)
+        tokens, size, step, count = self._row
+        # Full windows holding the token: k in [lowest, highest], k < count - 1 (the last is a candidate apart).
+        lowest = tf.maximum(-((size - 1 - position) // step), 0)  # ceil((position - size + 1) / step)
+        highest = tf.minimum(position // step, count - 2)
+        below = (2 * position - size + 1) // (2 * step)  # the window starting at or below the centred one
+        candidates = [tf.clip_by_value(below, lowest, tf.maximum(highest, lowest)),
+                      tf.clip_by_value(below + 1, lowest, tf.maximum(highest, lowest)),
+                      tf.broadcast_to(count - 1, tf.shape(position))]
+        best_score, best_window = None, None
+        for k in candidates:  # in window order: a later candidate wins only with a higher score
+            start = k * step
+            length = tf.where(k < count - 1, size, tf.minimum(size, tokens - start))
+            end = start + length - 1
+            holds = (k >= 0) & (position >= start) & (position <= end) & (length > 0)
+            score = tf.where(holds, tf.cast(tf.minimum(position - start, end - position), tf.float64)
+                             + 0.01 * tf.cast(length, tf.float64), -1.0)
+            if best_score is None:
+                best_score, best_window = score, tf.where(holds, k, -1)
+            else:
+                better = score > best_score
+                best_score, best_window = tf.where(better, score, best_score), tf.where(better, k, best_window)
+        return best_window == self.index[:, tf.newaxis]
 
 
 def max_context_span(spans, position):

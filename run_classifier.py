@@ -904,14 +904,16 @@ class Job(runner.Job):
 
     def export_tflite(self):
         """Writes the LiteRT model (litert_classifier.py) of the SavedModel in --export_dir (exported to a scratch
-        folder first when there is none, or when it is not a plain float32 one: --export_dtype, XLA)."""
+        folder first when there is none, or when it is not a plain float32 one of whole calls: --export_dtype, XLA,
+        --export_rows_per_step)."""
         options = self.options
         with tempfile.TemporaryDirectory() as scratch:
             export_dir = options.export_dir
-            if not export_dir or options.export_dtype != "float32" or self.config.use_xla:
+            if (not export_dir or options.export_dtype != "float32" or self.config.use_xla
+                    or options.export_rows_per_step):
                 export_dir = serving.export_saved_model(os.path.join(scratch, "saved_model"), self.task.build_model,
                                                         self.inference_checkpoint()[0], self.serving,
-                                                        labels=self.labels)
+                                                        labels=self.labels, rows_per_step=None)
             litert_classifier.export(options.export_tflite, export_dir, self.model, self.is_pair,
                                      options.tflite_quantize)
         logging.info("Wrote the LiteRT model %s%s", options.export_tflite,

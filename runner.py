@@ -62,6 +62,11 @@ class FinetuningOptions:
     export_dtype: str = cli.option("float32", "The precision the SavedModel serves in: float32, or mixed bfloat16 / "
                                    "float16 (matmuls in half precision; variables and outputs float32). Under XLA "
                                    "(--use_xla) its model is compiled at a few padded shapes.", serving.EXPORT_DTYPES)
+    export_rows_per_step: int = cli.option(
+        serving.ROWS_PER_STEP, "The most rows (SQuAD: windows of a context) the SavedModel's model runs at once: a "
+        "request of more rows runs in steps of this many, one after the other, so that a call's memory is bounded "
+        "by the export whatever the request (recorded in it as rows_per_step); 0: the model over every row of a "
+        "call at once (memory grows with the request).")
     export_onnx: str = cli.option(None, "Write an ONNX model of the token-ids signature (the SavedModel's "
                                   "serving_default: int32 input_ids, input_mask, segment_ids in, the task's outputs "
                                   "out; float32) here, for ONNX Runtime (see onnx_export.py); needs tf2onnx.")
@@ -180,6 +185,9 @@ class Job:
                 raise cli.UserError(f"--{flag}={path}: is a folder, expected a file name")
         if getattr(options, "export_onnx", None):
             onnx_export.require_converter(quantize=options.onnx_quantize)
+        if getattr(options, "export_rows_per_step", 0) < 0:
+            raise cli.UserError(f"--export_rows_per_step={options.export_rows_per_step}: expected a number of rows "
+                                "(0: whole calls)")
         self.strategy = self.inference_strategy = None
         self.chief = True
         self._checkpoint = None
@@ -306,7 +314,8 @@ class Job:
             widths = packing.bucket_widths(self.model.max_seq_length, self.bert_config.max_position_embeddings)
         return serving.export_saved_model(self.options.export_dir, self.task.build_model,
                                           self.inference_checkpoint()[0], self.serving, labels=self.labels,
-                                          dtype=self.options.export_dtype, xla_widths=widths)
+                                          dtype=self.options.export_dtype, xla_widths=widths,
+                                          rows_per_step=self.options.export_rows_per_step)
 
     def float32_module(self):
         """The SavedModel's module (self.serving) of the inference checkpoint in float32, without XLA: what the

@@ -61,6 +61,9 @@ EXPORT_DTYPES = ("float32", "bfloat16", "float16")
 _POLICIES = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
 # Row counts a batch is padded to under XLA (one compile per row count and width); a larger batch keeps its own.
 XLA_ROWS = [2 ** i for i in range(13)]
+# The most rows (SQuAD: windows) an exported model runs at once (--export_rows_per_step): a call of more rows
+# runs in steps of this many, so that its memory is bounded by the export whatever the request (see SPEED.md).
+ROWS_PER_STEP = 32
 
 
 @contextlib.contextmanager
@@ -81,10 +84,11 @@ def float32_policy():
 
 
 def export_saved_model(export_dir, build_model, checkpoint_path, make_module, labels=None, dtype="float32",
-                       xla_widths=None):
+                       xla_widths=None, rows_per_step=ROWS_PER_STEP):
     """Builds the model in `dtype` (an EXPORT_DTYPES policy) with the weights of checkpoint_path, wraps it with
-    make_module(model) (its model calls compiled with XLA at padded shapes when xla_widths are given) and saves it
-    with the module's signatures; writes assets.extra/labels.txt (one label per line) when given."""
+    make_module(model) (its model calls compiled with XLA at padded shapes when xla_widths are given; run over at
+    most rows_per_step rows at a time, _Serving.run_in_steps, unless None) and saves it with the module's
+    signatures; writes assets.extra/labels.txt (one label per line) when given."""
     if dtype not in EXPORT_DTYPES:
         raise cli.UserError(f"--export_dtype={dtype!r}: expected one of {EXPORT_DTYPES}")
     parent = os.path.dirname(export_dir.rstrip("/"))
@@ -94,14 +98,17 @@ def export_saved_model(export_dir, build_model, checkpoint_path, make_module, la
         module = build_module(build_model, checkpoint_path, make_module)
         if xla_widths:
             module.compile_with_xla(xla_widths)
+        if rows_per_step:
+            module.run_in_steps(rows_per_step)
         signatures = module.signatures()
         tf.saved_model.save(module, export_dir, signatures=signatures)
     if labels is not None:
         tf.io.gfile.makedirs(os.path.join(export_dir, "assets.extra"))
         with tf.io.gfile.GFile(os.path.join(export_dir, LABELS_FILE), "w") as f:
             f.write("".join("%s\n" % label for label in labels))
-    logging.info("Exported %s to %s (signatures: %s; %s%s)", checkpoint_path, export_dir, ", ".join(signatures),
-                 dtype, f", XLA at widths {xla_widths}" if xla_widths else "")
+    logging.info("Exported %s to %s (signatures: %s; %s%s; %s)", checkpoint_path, export_dir, ", ".join(signatures),
+                 dtype, f", XLA at widths {xla_widths}" if xla_widths else "",
+                 f"the model over at most {rows_per_step} rows at a time" if rows_per_step else "whole calls")
     return export_dir
 
 
@@ -131,10 +138,11 @@ def _setting(value, name):
     return tf.Variable(value, trainable=False, name=name)
 
 
-def check_ids(input_ids, input_mask, segment_ids, vocab_size, type_vocab_size,
+def check_ids(input_ids, input_mask, segment_ids, vocab_size, type_vocab_size, max_positions=None,
               names=("input_ids", "input_mask", "segment_ids")):
-    """The three model inputs [batch, seq] as a model needs them (one shape, ids inside vocab_size, segment ids
-    inside type_vocab_size), or an InvalidArgumentError saying what is wrong (the inputs called by `names`)."""
+    """The three model inputs [batch, seq] as a model needs them (one shape, ids inside vocab_size, mask 0 or 1,
+    segment ids inside type_vocab_size; with max_positions, rows of 1 to max_positions positions, unless there
+    are no rows), or an InvalidArgumentError naming the input (called by `names`) and the rule it breaks."""
     ids_name, mask_name, segments_name = names
     shape = tf.shape(input_ids)
     checks = [
@@ -144,10 +152,19 @@ def check_ids(input_ids, input_mask, segment_ids, vocab_size, type_vocab_size,
                                   message=f"{segments_name} must have the shape of {ids_name}"),
         tf.debugging.assert_non_negative(input_ids, message=f"{ids_name} must be >= 0"),
         tf.debugging.assert_less(input_ids, vocab_size, message=f"{ids_name} must be < vocab_size {vocab_size}"),
+        tf.debugging.assert_equal(input_mask, input_mask * input_mask,  # m == m * m (mod 2^32): m is 0 or 1
+                                  message=f"{mask_name} must be 0 (padding) or 1 (a token)"),
         tf.debugging.assert_non_negative(segment_ids, message=f"{segments_name} must be >= 0"),
         tf.debugging.assert_less(segment_ids, type_vocab_size,
                                  message=f"{segments_name} must be < type_vocab_size {type_vocab_size}"),
     ]
+    if max_positions:
+        width = tf.where(shape[0] > 0, shape[1], 1)  # a batch of no rows has any width
+        checks += [
+            tf.debugging.assert_positive(width, message=f"{ids_name} must have at least 1 position per row"),
+            tf.debugging.assert_less_equal(width, max_positions, message=f"{ids_name} must have at most "
+                                           f"max_position_embeddings {max_positions} positions per row"),
+        ]
     with tf.control_dependencies(checks):
         return tf.identity(input_ids), tf.identity(input_mask), tf.identity(segment_ids)
 
@@ -156,26 +173,31 @@ def check_ids(input_ids, input_mask, segment_ids, vocab_size, type_vocab_size,
 INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
 
 
-def _refuse_unless(holds, name):
+def refuse_unless(holds, name):
     """int32 0 when `holds`; else a Gather out of its one-element table's bounds, which ONNX Runtime and LiteRT
     refuse, naming the node `name` (the check) where the runtime names nodes."""
     return tf.gather(tf.zeros([1], tf.int32), tf.cast(tf.logical_not(holds), tf.int32), name=name)
 
 
-def gather_checked_ids(input_ids, input_mask, segment_ids, vocab_size, type_vocab_size):
+def gather_checked_ids(input_ids, input_mask, segment_ids, vocab_size, type_vocab_size, max_positions=None):
     """check_ids's checks in a form a model without asserts keeps (ONNX, LiteRT): the three inputs, made to depend
     on one Gather per check that goes out of bounds when the check fails (_refuse_unless)."""
     shape = tf.shape(input_ids)
     checks = [
-        _refuse_unless(tf.reduce_all(tf.equal(tf.shape(input_mask), shape)),
+        refuse_unless(tf.reduce_all(tf.equal(tf.shape(input_mask), shape)),
                        "input_mask_must_have_the_shape_of_input_ids"),
-        _refuse_unless(tf.reduce_all(tf.equal(tf.shape(segment_ids), shape)),
+        refuse_unless(tf.reduce_all(tf.equal(tf.shape(segment_ids), shape)),
                        "segment_ids_must_have_the_shape_of_input_ids"),
-        _refuse_unless(tf.reduce_all(input_ids >= 0), "input_ids_must_be_non_negative"),
-        _refuse_unless(tf.reduce_all(input_ids < vocab_size), "input_ids_must_be_below_vocab_size"),
-        _refuse_unless(tf.reduce_all(segment_ids >= 0), "segment_ids_must_be_non_negative"),
-        _refuse_unless(tf.reduce_all(segment_ids < type_vocab_size), "segment_ids_must_be_below_type_vocab_size"),
+        refuse_unless(tf.reduce_all(input_ids >= 0), "input_ids_must_be_non_negative"),
+        refuse_unless(tf.reduce_all(input_ids < vocab_size), "input_ids_must_be_below_vocab_size"),
+        refuse_unless(tf.reduce_all((input_mask >= 0) & (input_mask <= 1)), "input_mask_must_be_0_or_1"),
+        refuse_unless(tf.reduce_all(segment_ids >= 0), "segment_ids_must_be_non_negative"),
+        refuse_unless(tf.reduce_all(segment_ids < type_vocab_size), "segment_ids_must_be_below_type_vocab_size"),
     ]
+    if max_positions:
+        width = tf.where(shape[0] > 0, shape[1], 1)
+        checks += [refuse_unless(width > 0, "input_ids_must_have_at_least_1_position"),
+                   refuse_unless(width <= max_positions, "input_ids_must_have_at_most_max_position_embeddings")]
     passed = checks[0]  # 0 when every check holds (else the request has been refused); Add, which ONNX Runtime
     for check in checks[1:]:  # runs on int32 (its Sum, tf.add_n's, does not)
         passed += check
@@ -191,10 +213,22 @@ class _Serving(tf.Module):
         config = getattr(model, "bert", model).config  # a task model's encoder, or the encoder itself
         self.vocab_size = config.vocab_size
         self.type_vocab_size = config.type_vocab_size
+        self.max_positions = config.max_position_embeddings
         ids = tf.TensorSpec([None, None], tf.int32)
         self.serve_ids = tf.function(self._serve_ids, input_signature=[ids] * 3, autograph=False)
         self.xla_widths = None
         self._xla_model = None
+        self._rows_per_step = None
+
+    def run_in_steps(self, rows_per_step):
+        """From now on (before signatures()), the signatures run the model over at most rows_per_step rows of a
+        call at a time (a call of more rows in steps, one after the other: its peak memory is that of
+        rows_per_step rows, whatever the request), and answer a call of no rows without it; recorded in the
+        export (loaded.rows_per_step)."""
+        if int(rows_per_step) < 1:
+            raise cli.UserError(f"--export_rows_per_step={rows_per_step}: expected a positive number of rows")
+        self._rows_per_step = int(rows_per_step)
+        self.rows_per_step = _setting(self._rows_per_step, "rows_per_step")
 
     def compile_with_xla(self, widths):
         """From now on (before signatures()), the model's calls run compiled with XLA, padded to XLA_ROWS rows
@@ -209,8 +243,52 @@ class _Serving(tf.Module):
                           training=False)
 
     def _run_model(self, input_ids, input_mask, segment_ids):
-        """The model's outputs for the three inputs [batch, seq]; under XLA (compile_with_xla) computed at the
-        padded shape and cut back (a padded row or position is masked out: the others do not change)."""
+        """The model's outputs for the three inputs [batch, seq]: after run_in_steps, over at most rows_per_step
+        rows at a time (no model call for no rows); under XLA (compile_with_xla) computed at padded shapes."""
+        inputs = (input_ids, input_mask, segment_ids)
+        if self._rows_per_step is None:
+            return self._model_call(*inputs)
+        rows, step = tf.shape(input_ids)[0], self._rows_per_step
+        return tf.cond(rows == 0, lambda: self._no_rows(tf.shape(input_ids)[1]),
+                       lambda: tf.cond(rows <= step, lambda: self._model_call(*inputs),
+                                       lambda: self._in_steps(inputs, rows, step)))
+
+    def _in_steps(self, inputs, rows, step):
+        """The model's outputs over the rows of `inputs` in steps of `step` rows, one step after the other."""
+        structure = self._output_structure()
+        flat = tf.nest.flatten(structure)
+        steps = (rows + step - 1) // step
+
+        def one_step(i, parts):
+            outputs = tf.nest.flatten(self._model_call(*[tensor[i * step:(i + 1) * step] for tensor in inputs]))
+            return i + 1, [part.write(i, output) for part, output in zip(parts, outputs)]
+
+        parts = [tf.TensorArray(spec.dtype, size=steps, infer_shape=False, element_shape=spec.shape)
+                 for spec in flat]
+        # parallel_iterations=1: one step's activations at a time.
+        _, parts = tf.while_loop(lambda i, _: i < steps, one_step, (tf.constant(0), parts), parallel_iterations=1)
+        return tf.nest.pack_sequence_as(structure, [part.concat() for part in parts])
+
+    def _no_rows(self, width):
+        """The model's outputs for a call of no rows (and `width` positions), without calling it."""
+        def empty(spec):
+            dims = [0, width] if self.model.per_token else [0]
+            return tf.zeros(dims + spec.shape[len(dims):].as_list(), spec.dtype)
+        return tf.nest.map_structure(empty, self._output_structure())
+
+    def _output_structure(self):
+        """The TensorSpecs of the model's outputs (one trace of the model, kept)."""
+        if getattr(self, "_outputs_spec", None) is None:
+            ids = tf.TensorSpec([None, None], tf.int32)
+            traced = tf.function(self._model_outputs, autograph=False).get_concrete_function(ids, ids, ids)
+            self._outputs_spec = tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape, t.dtype),
+                                                       traced.structured_outputs)
+        return self._outputs_spec
+
+    def _model_call(self, input_ids, input_mask, segment_ids):
+        """The model's outputs for the three inputs [batch, seq] in one call; under XLA (compile_with_xla)
+        computed at the padded shape and cut back (a padded row or position is masked out: the others do not
+        change)."""
         if self._xla_model is None:
             return self._model_outputs(input_ids, input_mask, segment_ids)
         rows, width = tf.shape(input_ids)[0], tf.shape(input_ids)[1]
@@ -221,7 +299,8 @@ class _Serving(tf.Module):
 
     def _check_ids(self, input_ids, input_mask, segment_ids):
         """The three inputs as the model needs them, or an InvalidArgumentError saying what is wrong."""
-        return check_ids(input_ids, input_mask, segment_ids, self.vocab_size, self.type_vocab_size)
+        return check_ids(input_ids, input_mask, segment_ids, self.vocab_size, self.type_vocab_size,
+                         self.max_positions)
 
     def _serve_ids(self, input_ids, input_mask, segment_ids):
         return self._outputs(*self._check_ids(input_ids, input_mask, segment_ids))
@@ -238,7 +317,7 @@ class _Serving(tf.Module):
         runtime without asserts (onnx_export.py, litert_export.py)."""
         def serve(input_ids, input_mask, segment_ids):
             return self._outputs(*gather_checked_ids(input_ids, input_mask, segment_ids, self.vocab_size,
-                                                     self.type_vocab_size))
+                                                     self.type_vocab_size, self.max_positions))
         return tf.function(serve, autograph=False)
 
     def _text_input(self, model_options):
@@ -332,6 +411,7 @@ class ClassifierServing(_Serving):
         return self._outputs(*self._pack(text_a, None))
 
     def _serve_pair(self, text_a, text_b):
+        text_a, text_b = same_rows(text_a, text_b, "text_a", "text_b")
         return self._outputs(*self._pack(text_a, text_b))
 
 class NerServing(_Serving):
@@ -436,6 +516,7 @@ class SquadServing(_Serving):
         return {"start_logits": start_logits, "end_logits": end_logits}
 
     def _serve_text(self, question, context):
+        question, context = same_rows(question, context, "question", "context")
         question = bounded_text(question, "question", self.tokenizer, self.packing[2])
         context = bounded_text(context, "context")
         packed, words, pieces = squad_text_windows(self.tokenizer, question, context, self.packing,
@@ -571,6 +652,17 @@ def context_words_with_offsets(contexts):
 # What serving_text reads of a request (see the module docstring).
 # ----------------------------------------------------------------------------------------------------------
 MAX_REQUEST_BYTES = 1 << 22  # the most bytes one input of a serving_text request holds in all, after cutting
+
+
+def same_rows(first, second, first_name, second_name):
+    """The two inputs of a request (string [batch]), or an InvalidArgumentError unless they have as many rows:
+    each row of one goes with the same row of the other (never broadcast)."""
+    check = tf.debugging.assert_equal(
+        tf.shape(second)[0], tf.shape(first)[0],
+        message=f"serving_text: {second_name} must have as many rows as {first_name} (one {second_name} per "
+                f"{first_name})")
+    with tf.control_dependencies([check]):
+        return tf.identity(first), tf.identity(second)
 
 
 def text_cut_chars(max_tokens):

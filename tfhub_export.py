@@ -82,12 +82,8 @@ class _Encoder:
     def outputs(self, inputs, training):
         c = self.config
         input_ids, input_mask, type_ids = serving.check_ids(*(inputs[name] for name in INPUT_NAMES),
-                                                            c.vocab_size, c.type_vocab_size, names=INPUT_NAMES)
-        check = tf.debugging.assert_less_equal(
-            tf.shape(input_ids)[1], c.max_position_embeddings,
-            message=f"the sequence length must be <= max_position_embeddings {c.max_position_embeddings}")
-        with tf.control_dependencies([check]):
-            input_ids = tf.identity(input_ids)
+                                                            c.vocab_size, c.type_vocab_size,
+                                                            c.max_position_embeddings, names=INPUT_NAMES)
         if training:
             # Dropout from stateless ops seeded per call by one random op with a seed of its own: it runs where
             # the caller enabled op determinism (tf.config.experimental.enable_op_determinism), which refuses

@@ -135,7 +135,8 @@ def test_exports_in_half_precision_and_under_xla_answer_as_float32(tmp_path):
                                                     f"--export_tflite={tmp_path / 'model.tflite'}")
     assert (tmp_path / "model.tflite").stat().st_size > 0
     for dtype in ("float32", "bfloat16", "float16"):
-        assert f"serving_text; {dtype})" in _export(tmp_path, dtype, f"--export_dtype={dtype}")
+        assert f"serving_text; {dtype}; the model over at most 32 rows at a time)" in _export(
+            tmp_path, dtype, f"--export_dtype={dtype}")
     words = " ".join(_mrpc_dev()[0]).split()
     rng = random.Random(0)
     sizes = [rng.choice([1, 1, 2, 3, 5, 8, 13]) for _ in range(100)]
