@@ -440,7 +440,7 @@ class NerServing(_Serving):
         return {"probabilities": tf.nn.softmax(self._logits(input_ids, input_mask, segment_ids), axis=-1)}
 
     def _serve_text(self, sentence):
-        words = tf.strings.split(bounded_text(sentence, "sentence"))
+        words = dense_bounded(tf.strings.split(bounded_text(sentence, "sentence")))
         pieces = self.tokenizer.tokenize(words.flat_values)
         word_pieces = tf.RaggedTensor.from_row_splits(pieces, words.row_splits, validate=False)
         packed = packing.ner_windows(word_pieces, *self.windows, self.cls_id, self.sep_id, self.unk_id)
@@ -652,6 +652,22 @@ def context_words_with_offsets(contexts):
 # What serving_text reads of a request (see the module docstring).
 # ----------------------------------------------------------------------------------------------------------
 MAX_REQUEST_BYTES = 1 << 22  # the most bytes one input of a serving_text request holds in all, after cutting
+
+
+MAX_NER_TAGS = 1 << 21  # the most cells of NER's answer [rows, most words]: about 170 MB of words and tags
+
+
+def dense_bounded(words):
+    """NER's words (ragged [rows, (words)]), or an InvalidArgumentError when its dense answer (a tag for every
+    word of the longest sentence in every row) would hold more than MAX_NER_TAGS cells. A sentence alone always
+    fits (MAX_REQUEST_BYTES holds fewer words)."""
+    most = tf.reduce_max(tf.concat([words.row_lengths(), [0]], 0))
+    check = tf.debugging.assert_less_equal(
+        words.nrows() * most, tf.constant(MAX_NER_TAGS, tf.int64),
+        message=f"serving_text: sentence: the answer has a row per sentence and a column per word of the longest "
+                f"one, and these rows x words exceed {MAX_NER_TAGS}: send long sentences in requests of their own")
+    with tf.control_dependencies([check]):
+        return tf.identity(words)
 
 
 def same_rows(first, second, first_name, second_name):

@@ -5,19 +5,22 @@ intermediate 3072; vocab: ../shared's uncased 30,522) as the runners export them
 --task_name=MRPC --max_seq_length=128` and `run_squad.py --max_seq_length=384 --version_2_with_negative`, both
 `--do_train=false --init_checkpoint=... --export_dir=...`), once with `--export_rows_per_step` (the default, or
 --rows_per_step) and, for comparison, once with `--export_rows_per_step=0` (whole calls: the model over every
-row of a call at once, as exports were before the bound).
+row of a call at once, as exports were before the bound; memory part: the small model's only, --whole_sizes).
 
 Part `memory`: each request in a fresh process that loads the export and answers one small request first (the
 one-request baseline); the figure is the process's peak resident memory (VmHWM) during the big request over
 its resident memory just before it, and the request's seconds. Requests: classifier `serving_text` with 1,
 1,000 and 4,000 max-length pairs (each text over 128 tokens of Gutenberg prose: every pair packs to 128
 positions); SQuAD `serving_text` with one question over a context of 10 KB, 100 KB and 1 MB of Gutenberg prose.
+Part `steps` (how the default was chosen): classifier exports of --step_choices rows per step (0: whole calls),
+loaded in one process, `serving_default` with a request of --step_batch rows (256) timed in alternating rounds,
+and each one's peak memory growth for as many max-length pairs to `serving_text`.
 Part `speed`: the two classifier exports of a size loaded in one process, `serving_default` (random ids, all
 128 positions real) and `serving_text` (MRPC dev pairs) at batch 1, 8 and 32, timed in alternating rounds
 (sequences/s: the median over rounds; ratio bounded / whole calls).
 
-    .venv/bin/python benchmarks/bench_serving_memory.py [--sizes=small,base] [--parts=memory,speed]
-        [--work_dir=DIR (keeps and reuses the exports)] [--output_json=FILE]
+    .venv/bin/python benchmarks/bench_serving_memory.py [--sizes=small,base]
+        [--parts=memory,speed,steps] [--work_dir=DIR (keeps and reuses the exports)] [--output_json=FILE]
     .venv/bin/python benchmarks/bench_serving_memory.py --quick   # small model, small requests: a smoke run
 
 Reads ../shared ($BERT_SHARED_DIR): the uncased vocab, the Gutenberg books, MRPC dev. Run on an idle machine.
@@ -159,29 +162,32 @@ import json, sys, time
 import numpy as np
 import tensorflow as tf
 import tensorflow_text  # noqa: F401
-bounded, whole, rounds, min_round_s = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
-texts = json.loads(sys.argv[5])
-models = {"bounded": tf.saved_model.load(bounded), "whole": tf.saved_model.load(whole)}
+config = json.loads(sys.argv[1])
+models = {name: tf.saved_model.load(path) for name, path in config["exports"].items()}
 rng = np.random.default_rng(0)
 results = {}
-for batch in (1, 8, 32):
+for batch in config["batches"]:
     ids = {"input_ids": tf.constant(rng.integers(1000, 30000, [batch, 128]), tf.int32),
            "input_mask": tf.ones([batch, 128], tf.int32), "segment_ids": tf.zeros([batch, 128], tf.int32)}
-    text = {"text_a": tf.constant(texts["a"][:batch]), "text_b": tf.constant(texts["b"][:batch])}
+    texts = config["texts"]
+    repeat = (batch + len(texts["a"]) - 1) // len(texts["a"])
+    text = {"text_a": tf.constant((texts["a"] * repeat)[:batch]), "text_b": tf.constant((texts["b"] * repeat)[:batch])}
     for signature, inputs in (("serving_default", ids), ("serving_text", text)):
+        if signature not in config["signatures"]:
+            continue
         calls = {name: model.signatures[signature] for name, model in models.items()}
         for call in calls.values():
-            for _ in range(3):
+            for _ in range(2):
                 call(**inputs)
         times = {name: [] for name in calls}
-        for _ in range(rounds):
+        for _ in range(config["rounds"]):
             for name, call in calls.items():
                 n, start = 0, time.perf_counter()
                 while True:
                     call(**inputs)["probabilities"].numpy()
                     n += 1
                     elapsed = time.perf_counter() - start
-                    if elapsed >= min_round_s:
+                    if elapsed >= config["min_round_s"]:
                         break
                 times[name].append(batch * n / elapsed)
         results[f"{signature}:{batch}"] = {name: float(np.median(v)) for name, v in times.items()}
@@ -189,25 +195,32 @@ print(json.dumps(results))
 """
 
 
-def measure_speed(bounded, whole, rounds, min_round_s):
+def measure_speed(exports, batches, signatures, rounds, min_round_s):
+    """{signature:batch: {export name: sequences/s}}: the exports loaded in one process, timed in alternating
+    rounds (the median over rounds)."""
     import csv  # pylint: disable=import-outside-toplevel
     with open(os.path.join(MRPC, "dev.tsv"), encoding="utf-8-sig") as f:
-        rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))[1:33]
-    texts = {"a": [row[3] for row in rows], "b": [row[4] for row in rows]}
-    out = run([sys.executable, "-c", SPEED_CHILD, bounded, whole, str(rounds), str(min_round_s), json.dumps(texts)],
-              timeout=7200)
+        rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))[1:65]
+    config = {"exports": exports, "batches": batches, "signatures": signatures, "rounds": rounds,
+              "min_round_s": min_round_s, "texts": {"a": [row[3] for row in rows], "b": [row[4] for row in rows]}}
+    out = run([sys.executable, "-c", SPEED_CHILD, json.dumps(config)], timeout=7200)
     return json.loads(out.strip().splitlines()[-1])
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="small,base")
-    parser.add_argument("--parts", default="memory,speed")
+    parser.add_argument("--parts", default="memory,speed,steps")
     parser.add_argument("--rows_per_step", type=int, default=None,
                         help="--export_rows_per_step of the bounded exports (default: the runners' default)")
     parser.add_argument("--pairs", default="1,1000,4000")
     parser.add_argument("--context_kb", default="10,100,1000")
-    parser.add_argument("--whole", default="true", help="also measure the whole-call exports (memory part)")
+    parser.add_argument("--whole_sizes", default="small",
+                        help="the sizes whose whole-call exports are measured too (memory part; BERT-base's would "
+                             "need tens of GB for 4,000 pairs)")
+    parser.add_argument("--step_choices", default="8,16,32,64,128,0",
+                        help="part steps: the --export_rows_per_step values compared (0: whole calls)")
+    parser.add_argument("--step_batch", type=int, default=256, help="part steps: the rows of a request")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--min_round_s", type=float, default=2.0)
     parser.add_argument("--work_dir", default=None)
@@ -216,6 +229,7 @@ def main():
     args = parser.parse_args()
     if args.quick:
         args.sizes, args.pairs, args.context_kb, args.rounds, args.min_round_s = "small", "1,40", "10", 2, 0.3
+        args.step_choices, args.step_batch = "8,0", 40
     if args.rows_per_step is None:
         sys.path.insert(0, ROOT)
         import serving  # pylint: disable=import-outside-toplevel
@@ -224,24 +238,35 @@ def main():
     os.makedirs(work, exist_ok=True)
     text = prose()
     parts = args.parts.split(",")
-    steps = [args.rows_per_step] + ([0] if args.whole == "true" else [])
-    results = {"rows_per_step": args.rows_per_step, "memory": [], "speed": {}}
+    whole_sizes = args.whole_sizes.split(",")
+    results = {"rows_per_step": args.rows_per_step, "memory": [], "speed": {}, "steps": {}}
     for size in args.sizes.split(","):
         if "memory" in parts:
             for task, sizes, make in (("classifier", args.pairs, classifier_request),
                                       ("squad", args.context_kb, squad_request)):
                 for amount in [int(value) for value in sizes.split(",") if value]:
                     request = make(text, amount)
-                    for rows_per_step in steps:
+                    for rows_per_step in [args.rows_per_step] + ([0] if size in whole_sizes else []):
                         figure = measure_memory(export(work, size, task, rows_per_step), task, request, work)
                         figure.update(size=size, task=task, amount=amount, rows_per_step=rows_per_step)
                         results["memory"].append(figure)
                         log(json.dumps(figure))
         if "speed" in parts:
-            speed = measure_speed(export(work, size, "classifier", args.rows_per_step),
-                                  export(work, size, "classifier", 0), args.rounds, args.min_round_s)
+            speed = measure_speed({"bounded": export(work, size, "classifier", args.rows_per_step),
+                                   "whole": export(work, size, "classifier", 0)}, [1, 8, 32],
+                                  ["serving_default", "serving_text"], args.rounds, args.min_round_s)
             results["speed"][size] = speed
             log(json.dumps({size: speed}))
+        if "steps" in parts:
+            choices = [int(value) for value in args.step_choices.split(",")]
+            exports = {str(rows): export(work, size, "classifier", rows) for rows in choices}
+            steps = measure_speed(exports, [args.step_batch], ["serving_default"], args.rounds, args.min_round_s)
+            request = classifier_request(text, args.step_batch)
+            memory = {str(rows): measure_memory(exports[str(rows)], "classifier", request, work)["peak_increase_mb"]
+                      for rows in choices}
+            results["steps"][size] = {"speed": steps[f"serving_default:{args.step_batch}"], "memory": memory,
+                                      "batch": args.step_batch}
+            log(json.dumps({size: results["steps"][size]}))
     print_tables(results)
     if args.output_json:
         with open(args.output_json, "w", encoding="utf-8") as f:
@@ -269,6 +294,13 @@ def print_tables(results):
             print(f"| {size} | {request} | {shape:,} | {cell(bounded, 'peak_increase_mb', '{:,.0f}')} | "
                   f"{cell(bounded, 'seconds', '{:.2f}')} | {cell(whole, 'peak_increase_mb', '{:,.0f}')} | "
                   f"{cell(whole, 'seconds', '{:.2f}')} |")
+    for size, steps in results["steps"].items():
+        print(f"\n{size}: one request of {steps['batch']} rows (serving_default; memory: serving_text's max-length "
+              "pairs) by --export_rows_per_step (0: whole calls)")
+        print("| rows per step | sequences/s | peak RSS growth MB |")
+        print("|---|---|---|")
+        for rows, speed in steps["speed"].items():
+            print(f"| {rows} | {speed:.1f} | {steps['memory'][rows]:,.0f} |")
     for size, speed in results["speed"].items():
         print(f"\n{size}: sequences/s, median of alternating rounds, bounded / whole calls")
         print("| signature:batch | bounded | whole | ratio |")

@@ -128,6 +128,11 @@ class Probe:
             name = rng.choice(self.text_inputs)
             other = rng.choice([r for r in (0, 1, 2, rows + 1, rows + 3, max(rows - 1, 0)) if r != rows])
             inputs[name] = texts(rng, other)
+        elif len(self.text_inputs) == 1 and rng.random() < 0.1:
+            kind = "ragged"  # one long text and many empty ones: a dense answer [rows, words] would be huge
+            inputs[self.text_inputs[0]] = ([sentence(rng, rng.randint(20000, 60000)).encode()]
+                                           + [b""] * rng.randint(10, 120))
+            rows = len(inputs[self.text_inputs[0]])
         elif rng.random() < 0.15:
             kind = "long"
             name = rng.choice(self.text_inputs)

@@ -132,7 +132,8 @@ def test_a_call_in_steps_answers_as_a_whole_call(modules):
 @pytest.mark.slow
 def test_malformed_requests_are_refused_naming_the_input(modules):
     """One InvalidArgumentError naming the input and the rule: unequal rows of text inputs (never broadcast), rows
-    of no position or more than max_position_embeddings, an input_mask other than 0 and 1; an empty batch of any
+    of no position or more than max_position_embeddings, an input_mask other than 0 and 1, NER sentences whose
+    dense answer (rows x the longest sentence's words) would exceed serving.MAX_NER_TAGS; an empty batch of any
     width is answered with no rows."""
     classifier, squad = modules["classifier"][1], modules["squad"][1]
     strings = tf.constant(["the dog", "a cat"])
@@ -142,6 +143,11 @@ def test_malformed_requests_are_refused_naming_the_input(modules):
             with pytest.raises(tf.errors.InvalidArgumentError,
                                match=f"{names[1]} must have as many rows as {names[0]}"):
                 module.serve_text(first, second)
+    ner = modules["ner"][1]
+    long_sentence = " ".join(["dog"] * 5000)
+    assert ner.serve_text(tf.constant([long_sentence]))["tags"].shape == (1, 5000)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="sentence: the answer has a row per sentence"):
+        ner.serve_text(tf.constant([long_sentence] + [""] * 1000))  # 1,001 x 5,000 tags
     ones = tf.ones([2, 5], tf.int32)
     bad = [((tf.zeros([2, 0], tf.int32),) * 3, "input_ids must have at least 1 position per row"),
            ((tf.ones([1, 49], tf.int32),) * 3, "input_ids must have at most max_position_embeddings 48"),
@@ -216,8 +222,9 @@ def test_generated_requests_are_answered_or_refused_by_every_export(exports):
         print(name, summary)
         for signature in ("serving_default", "serving_text"):
             outcomes = {r["outcome"] for r in records if r["signature"] == signature}
-            refusable = signature == "serving_default" or name != "ner"  # NER's one text input has no pair
-            assert outcomes == ({"answered", "refused"} if refusable else {"answered"}), (name, signature, outcomes)
+            assert "answered" in outcomes, (name, signature, outcomes)
+            if signature == "serving_default" or name != "ner":  # NER's one text input has no pair to mismatch
+                assert "refused" in outcomes, (name, signature, outcomes)
         assert any(r["rows"] > 3 and r["outcome"] == "answered" for r in records), name  # calls in steps
 
 
