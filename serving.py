@@ -33,6 +33,18 @@ What serving_text reads of a request (bounded_text, before tokenizing):
     any window of a context (a shorter context could change it).
   * Each input of a request holds at most MAX_REQUEST_BYTES bytes in all (after cutting), else the request is
     refused (InvalidArgumentError): this bounds the tokenizer's memory (about 25 bytes per byte of text).
+
+What a call costs, and what is refused (every signature of an export_saved_model export):
+  * The model runs over at most rows_per_step rows of a call at a time (SQuAD's serving_text: windows;
+    --export_rows_per_step, ROWS_PER_STEP by default, recorded as loaded.rows_per_step): a call of more rows
+    runs in steps, one after the other, so its peak memory is that of rows_per_step rows plus the request's own
+    tokens and answers, whatever the number of rows or the length of a context; a call of no rows is answered
+    with no rows (of any width) without the model.
+  * Refused, each by one InvalidArgumentError naming the input and the rule: serving_default's inputs of
+    unequal shapes, ids outside the vocabulary, segment ids outside type_vocab_size, an input_mask other than 0
+    and 1, rows of no position or of more than max_position_embeddings (check_ids); serving_text's two inputs of
+    unequal rows (same_rows: never broadcast); NER sentences whose dense answer would exceed MAX_NER_TAGS
+    (dense_bounded); the bounds above.
 """
 import contextlib
 import dataclasses

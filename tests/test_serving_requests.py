@@ -1,11 +1,12 @@
-"""Served models that no request knocks over (serving.py): the model over at most --export_rows_per_step rows of a
-call at a time, with the answers of a whole call; every malformed request refused in one InvalidArgumentError
-naming its input; the exports of every task, made by the runners' command lines, against generated requests in a
-child process (tests/serving_probe.py); one big request in bounded memory."""
+"""Served models that no request knocks over (serving.py), on the exports of every task made by the runners'
+command lines: the model over at most --export_rows_per_step rows of a call at a time, in bounded memory; every
+malformed request refused in one InvalidArgumentError naming its input; generated requests in a child process
+(tests/serving_probe.py). That a call in steps answers as before: the export tests of each runner send more rows
+(SQuAD: windows) than a step holds and compare with the runner's predictions (test_classifier_export.py,
+test_ner.py, test_squad.py)."""
 import json
 import os
 import random
-import re
 import subprocess
 import sys
 
@@ -16,8 +17,6 @@ import tensorflow as tf
 import checkpoints
 import modeling
 import packing
-import serving
-from model_options import ModelOptions
 from tests.shared_data import shared_path
 from tests.test_faults import assert_user_error, run_script
 
@@ -46,121 +45,6 @@ def test_windows_max_context_is_the_original_rule_for_every_window_layout():
         for w in range(len(row)):
             expected = [packing.max_context_span(spans[row[w]], p) == index[w] for p in positions[w].numpy()]
             assert got[w].tolist() == expected, (rows[row[w]], index[w])
-
-
-def _config():
-    return modeling.BertConfig(vocab_size=60, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                               intermediate_size=32, max_position_embeddings=48, type_vocab_size=2)
-
-
-@pytest.fixture(scope="module")
-def vocab_file(tmp_path_factory):
-    words = "the a of and to in is was for on that with as by it he said new market year dog cat run ##s ##ed"
-    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + words.split() + list(".,!?")
-    path = tmp_path_factory.mktemp("vocab") / "vocab.txt"
-    path.write_text("\n".join(tokens + [f"w{i}" for i in range(60 - len(tokens))]) + "\n", encoding="utf-8")
-    return str(path)
-
-
-@pytest.fixture(scope="module")
-def modules(vocab_file):
-    """Classifier (pair), NER and SQuAD modules over one random model each: (whole calls, in steps of 3 rows)."""
-    return _modules(vocab_file, 3)
-
-
-def _modules(vocab_file, rows_per_step):
-    config = _config()
-    options = ModelOptions(vocab_file=str(vocab_file), max_seq_length=24)
-    out = {}
-    for name, build, make in (
-            ("classifier", lambda: modeling.ClassifierModel(config, 3),
-             lambda m: serving.ClassifierServing(m, options, False, True, ["x", "y", "z"])),
-            ("ner", lambda: modeling.ClassifierModel(config, 4, per_token=True),
-             lambda m: serving.NerServing(m, options, 8, ["O", "B", "I", "X"])),
-            ("squad", lambda: modeling.SquadModel(config),
-             lambda m: serving.SquadServing(m, options, serving.SquadAnswering(doc_stride=5, max_query_length=6)))):
-        tf.keras.utils.set_random_seed(11)
-        model = build()
-        whole, stepped = make(model), make(model)
-        stepped.run_in_steps(rows_per_step)
-        out[name] = (whole, stepped)
-    return out
-
-
-def _text_requests(rng, name, rows):
-    words = "the a of and to in is was for on that with as by it he said new market year dog cat runs".split()
-
-    def text(low, high):
-        return " ".join(rng.choice(words) for _ in range(rng.randint(low, high)))
-    if name == "classifier":
-        return [[text(0, 20) for _ in range(rows)], [text(0, 20) for _ in range(rows)]]
-    if name == "ner":
-        return [[text(0, 40) for _ in range(rows)]]
-    return [[text(1, 8) for _ in range(rows)], [text(0, 60) for _ in range(rows)]]
-
-
-@pytest.mark.slow
-def test_a_call_in_steps_answers_as_a_whole_call(modules):
-    """run_in_steps(3): calls of 0 to 11 rows (SQuAD: up to dozens of windows) answer serving_default and
-    serving_text as a whole call does, to float rounding; no rows: no rows."""
-    rng = random.Random(3)
-    np_rng = np.random.default_rng(3)
-    for name, (whole, stepped) in modules.items():
-        for rows in (0, 1, 3, 4, 7, 11):
-            width = int(np_rng.integers(1, 40))
-            ids = np_rng.integers(0, 60, [rows, width]).astype(np.int32)
-            mask = (np.arange(width)[None, :] < np_rng.integers(1, width + 1, [rows, 1])).astype(np.int32)
-            inputs = [tf.constant(ids), tf.constant(mask), tf.constant(np.zeros_like(ids))]
-            texts = [tf.constant(t, tf.string) for t in _text_requests(rng, name, rows)]
-            for call in ("serve_ids", "serve_text"):
-                args = inputs if call == "serve_ids" else texts
-                expected = getattr(whole, call)(*args) if rows else None
-                got = getattr(stepped, call)(*args)
-                windows = name == "squad" and call == "serve_text"  # its window outputs: a row per window
-                for key, value in got.items():
-                    if not windows or key in ("answer", "start", "end", "score", "null_score_diff"):
-                        assert value.shape[0] == rows, (name, call, key, value.shape)
-                    if expected is not None:
-                        want = expected[key].numpy()
-                        if value.dtype.is_floating:
-                            np.testing.assert_allclose(value.numpy(), want, rtol=1e-5, atol=1e-5,
-                                                       err_msg=f"{name} {call} {key}")
-                        else:
-                            np.testing.assert_array_equal(value.numpy(), want, err_msg=f"{name} {call} {key}")
-
-
-@pytest.mark.slow
-def test_malformed_requests_are_refused_naming_the_input(modules):
-    """One InvalidArgumentError naming the input and the rule: unequal rows of text inputs (never broadcast), rows
-    of no position or more than max_position_embeddings, an input_mask other than 0 and 1, NER sentences whose
-    dense answer (rows x the longest sentence's words) would exceed serving.MAX_NER_TAGS; an empty batch of any
-    width is answered with no rows."""
-    classifier, squad = modules["classifier"][1], modules["squad"][1]
-    strings = tf.constant(["the dog", "a cat"])
-    for module, names in ((classifier, ("text_a", "text_b")), (squad, ("question", "context"))):
-        for first, second in ((strings[:1], strings), (strings, strings[:1]), (strings, strings[:0]),
-                              (strings[:0], strings)):
-            with pytest.raises(tf.errors.InvalidArgumentError,
-                               match=f"{names[1]} must have as many rows as {names[0]}"):
-                module.serve_text(first, second)
-    ner = modules["ner"][1]
-    long_sentence = " ".join(["dog"] * 5000)
-    assert ner.serve_text(tf.constant([long_sentence]))["tags"].shape == (1, 5000)
-    with pytest.raises(tf.errors.InvalidArgumentError, match="sentence: the answer has a row per sentence"):
-        ner.serve_text(tf.constant([long_sentence] + [""] * 1000))  # 1,001 x 5,000 tags
-    ones = tf.ones([2, 5], tf.int32)
-    bad = [((tf.zeros([2, 0], tf.int32),) * 3, "input_ids must have at least 1 position per row"),
-           ((tf.ones([1, 49], tf.int32),) * 3, "input_ids must have at most max_position_embeddings 48"),
-           ((ones, ones * 2, ones * 0), "input_mask must be 0 \\(padding\\) or 1 \\(a token\\)"),
-           ((ones, -ones, ones * 0), "input_mask must be 0"),
-           ((ones, tf.ones([3, 5], tf.int32), ones), "input_mask must have the shape of input_ids")]
-    for module in (classifier, modules["ner"][1], squad):
-        for inputs, message in bad:
-            with pytest.raises(tf.errors.InvalidArgumentError, match=message):
-                module.serve_ids(*inputs)
-        for width in (0, 3, 100):
-            empty = tf.zeros([0, width], tf.int32)
-            assert all(value.shape[0] == 0 for value in module.serve_ids(empty, empty, empty).values())
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -259,3 +143,79 @@ def test_a_big_request_runs_in_bounded_memory(exports):
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["rows"] == 4000
     assert result["growth_mb"] < 150, result
+
+
+REFUSALS_CHILD = r"""
+import json, sys
+import tensorflow as tf
+import tensorflow_text  # noqa: F401
+
+exports = json.loads(sys.argv[1])
+out = {}
+
+def ask(key, function, **inputs):
+    try:
+        answer = function(**inputs)
+        out[key] = {name: list(value.shape) for name, value in answer.items()}
+    except tf.errors.InvalidArgumentError as err:
+        out[key] = err.message
+
+for name, path in exports.items():
+    loaded = tf.saved_model.load(path)
+    ids, text = loaded.signatures["serving_default"], loaded.signatures["serving_text"]
+    out[name + "/rows_per_step"] = int(loaded.rows_per_step.numpy())
+    ones = tf.ones([2, 5], tf.int32)
+    for case, inputs in {"no_position": [tf.zeros([2, 0], tf.int32)] * 3, "too_wide": [tf.ones([1, 513], tf.int32)] * 3,
+                         "mask_2": [ones, ones * 2, ones * 0], "mask_negative": [ones, -ones, ones * 0],
+                         "shapes": [ones, tf.ones([3, 5], tf.int32), ones]}.items():
+        ask(f"{name}/{case}", ids, **dict(zip(("input_ids", "input_mask", "segment_ids"), inputs)))
+    for width in (0, 3, 600):
+        empty = tf.zeros([0, width], tf.int32)
+        ask(f"{name}/empty_{width}", ids, input_ids=empty, input_mask=empty, segment_ids=empty)
+    names = [spec.name for spec in text.structured_input_signature[1].values()]
+    one, two = tf.constant(["the dog ran"]), tf.constant(["the dog ran", "a cat"])
+    if len(names) == 2:
+        first, second = sorted(text.structured_input_signature[1])
+        for case, (a, b) in {"1_and_2": (one, two), "2_and_1": (two, one), "2_and_0": (two, two[:0])}.items():
+            ask(f"{name}/text_{case}", text, **{first: a, second: b})
+        ask(f"{name}/text_empty", text, **{first: two[:0], second: two[:0]})
+    else:
+        ask(f"{name}/text_empty", text, sentence=two[:0])
+        ask(f"{name}/text_ragged", text, sentence=tf.constant([" ".join(["dog"] * 5000)] + [""] * 1000))
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+def test_malformed_requests_are_refused_naming_the_input(exports, tmp_path):
+    """In a fresh process, each export: one InvalidArgumentError naming the input and the rule for rows of no
+    position or of more than max_position_embeddings, an input_mask other than 0 and 1, unequal shapes, unequal
+    rows of serving_text's two inputs (never broadcast), NER sentences whose dense answer would exceed
+    serving.MAX_NER_TAGS; an empty batch of any width answered with no rows. --export_rows_per_step is recorded
+    (loaded.rows_per_step), and a negative one is one error line before anything is written."""
+    proc = subprocess.run([sys.executable, "-c", REFUSALS_CHILD, json.dumps(exports)], capture_output=True, text=True,
+                          timeout=900, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    for name in exports:
+        assert out[f"{name}/rows_per_step"] == 3
+        for case, message in (("no_position", "input_ids must have at least 1 position per row"),
+                              ("too_wide", "input_ids must have at most max_position_embeddings 512 positions"),
+                              ("mask_2", "input_mask must be 0 (padding) or 1 (a token)"),
+                              ("mask_negative", "input_mask must be 0 (padding) or 1 (a token)"),
+                              ("shapes", "input_mask must have the shape of input_ids")):
+            assert message in out[f"{name}/{case}"], (name, case, out[f"{name}/{case}"])
+        for width in (0, 3, 600):
+            assert all(shape[0] == 0 for shape in out[f"{name}/empty_{width}"].values()), (name, width)
+        assert all(shape[0] == 0 for shape in out[f"{name}/text_empty"].values()), (name, out[f"{name}/text_empty"])
+    for name, first, second in (("classifier", "text_a", "text_b"), ("squad", "question", "context")):
+        for case in ("1_and_2", "2_and_1", "2_and_0"):
+            assert f"{second} must have as many rows as {first}" in out[f"{name}/text_{case}"], (name, case)
+    assert "sentence: the answer has a row per sentence" in out["ner/text_ragged"]
+    assert_user_error(run_script("run_classifier.py", "--task_name=MRPC", f"--data_dir={tmp_path}",
+                                 f"--vocab_file={shared_path('vocab', 'uncased', 'vocab.txt')}",
+                                 f"--bert_config_file={os.path.join(os.path.dirname(exports['squad']), 'bert_config.json')}",
+                                 f"--output_dir={tmp_path / 'out'}", f"--export_dir={tmp_path / 'export'}",
+                                 "--export_rows_per_step=-1"),
+                      "--export_rows_per_step=-1: expected a number of rows (0: whole calls)")
+    assert not (tmp_path / "out").exists()
