@@ -171,10 +171,21 @@ def losses_of(output_dir):
     return [value for _, value in scalars]
 
 
+def onednn_on():
+    """Whether TensorFlow's oneDNN kernels are on in a process started with this environment: what
+    TF_ENABLE_ONEDNN_OPTS says, else TensorFlow's own default for this CPU (on for CPUs with AVX-512 VNNI, BF16 or
+    AMX, off for others: the same build runs either way)."""
+    setting = os.environ.get("TF_ENABLE_ONEDNN_OPTS")
+    if setting is not None:
+        return setting.strip().lower() not in ("0", "false")
+    from tensorflow.python.util import _pywrap_util_port
+    return bool(_pywrap_util_port.IsMklEnabled())
+
+
 def reference_variant(path="gather"):
     """The recorded run of the original to compare with here: path "gather" (CPU/GPU) or "one_hot" (TPU); the
-    oneDNN-off run of the gather path when this process turned oneDNN off (TF_ENABLE_ONEDNN_OPTS=0)."""
-    if path == "gather" and os.environ.get("TF_ENABLE_ONEDNN_OPTS") == "0":
+    oneDNN-off run of the gather path where a process started here runs without oneDNN (onednn_on)."""
+    if path == "gather" and not onednn_on():
         return "gather_onednn_off"
     return path
 
