@@ -843,8 +843,9 @@ class _ProgressLog:
         """Counts a loop of `steps` steps ending at `step` (`due`: it ended as the line's time came), then logs
         the line and writes the summaries due (`last`: the run's last step)."""
         first_loop = not self.run.steps
-        for interval in (self.since_line, self.since_summary, self.run):
+        for interval in (self.since_line, self.since_summary):
             interval.add(steps, seconds, logs, first_loop)
+        self.run.add(steps, seconds, {}, first_loop)
         now = time.time()
         if last or due or now >= self.line_due or step % self.line_steps == 0:
             self._line(step, lr, now)
