@@ -45,6 +45,7 @@ class ExtractFeaturesOptions:
                                      help_texts={"do_lower_case": "Whether to lower case the input text (True for "
                                                                   "uncased models)."})
     batch_size: int = cli.option(32, "Batch size for predictions.")
+    log_every_secs: float = cli.option(training.LOG_EVERY_SECS, training.LOG_EVERY_SECS_HELP)
     use_tpu: bool = cli.option(False, "Whether to use TPU or GPU/CPU.")
     master: str = cli.option(None, "If using a TPU, the address of the master.")
     num_tpu_cores: int = cli.option(8, "Only used if `use_tpu` is True. Total number of TPU cores to use.")
@@ -240,10 +241,11 @@ class Job(runner.Job):
         self.features = None
 
     def loop_config(self):
-        """The original's flags of the prediction loop: its batch size and TPU."""
+        """The original's flags of the prediction loop: its batch size and TPU (and how often it logs progress)."""
         options = self.options
         return training.TrainingConfig(predict_batch_size=options.batch_size, use_tpu=options.use_tpu,
-                                       master=options.master, num_tpu_cores=options.num_tpu_cores)
+                                       master=options.master, num_tpu_cores=options.num_tpu_cores,
+                                       log_every_secs=options.log_every_secs)
 
     def output_flag(self):
         return "--output_file", self.options.output_file

@@ -391,7 +391,8 @@ def small_bert_config(vocab_size, hidden_size, num_layers, num_heads, max_seq_le
 
 def pretraining_options(job, records, output_dir, **flags):
     """run_pretraining.py's options for the main job's pre-training stage (`job`: MainJobOptions): a checkpoint
-    every --eval_every steps, all kept; `flags` add or override run_pretraining.py's flags."""
+    every --eval_every steps, all kept, a progress line and summaries every 50 steps (at most --eval_every);
+    `flags` add or override run_pretraining.py's flags."""
     import run_pretraining
     steps = job.pretrain_steps
     values = dict(
@@ -400,7 +401,8 @@ def pretraining_options(job, records, output_dir, **flags):
         max_predictions_per_seq=job.max_predictions_per_seq, train_batch_size=job.pretrain_batch_size,
         eval_batch_size=job.pretrain_batch_size, learning_rate=job.pretrain_learning_rate, num_train_steps=steps,
         num_warmup_steps=min(job.pretrain_warmup_steps, steps), save_checkpoints_steps=job.eval_every,
-        iterations_per_loop=min(job.eval_every, 50), keep_checkpoint_max=steps // job.eval_every + 2, seed=job.seed)
+        log_step_count_steps=min(job.eval_every, 50), save_summary_steps=min(job.eval_every, 50),
+        keep_checkpoint_max=steps // job.eval_every + 2, seed=job.seed)
     values.update(flags)
     return cli.build_options(run_pretraining.PretrainingOptions, **values)
 
@@ -764,7 +766,7 @@ def finetune(job, row, seed, output_dir, export_dir=None):
         output_dir=output_dir, bert_config_file=row.bert_config_file, init_checkpoint=row.init_checkpoint,
         train_batch_size=job.classifier_batch_size, eval_batch_size=job.classifier_batch_size,
         predict_batch_size=job.classifier_batch_size, learning_rate=row.learning_rate, save_checkpoints_steps=1000,
-        iterations_per_loop=10, seed=seed)
+        log_step_count_steps=10, save_summary_steps=10, seed=seed)
     results = run_classifier.run(options)
     results["processor"] = options.processor()
     return results

@@ -7,7 +7,8 @@ loop reads the flags after every step, agreed between the workers by an all-redu
 the same step; the chief saves a checkpoint there and the run ends with `Preempted` (exit status 143, as a
 process ended by SIGTERM). A notice that comes after the last step's agreement ends the run too, once it is
 saved. No step is lost: the same command resumes from the saved step, and with --deterministic ends as an
-uninterrupted run would.
+uninterrupted run would. The same all-reduce agrees on the end of a loop that a due progress line cuts short
+(`agreed(strategy, also=...)`).
 
 A lost worker: under a multi-worker strategy TensorFlow's coordination service hears a heartbeat from every
 worker; one that sends none for its heartbeat timeout (10 s in TensorFlow 2.20 and 2.21), or whose connection
@@ -79,12 +80,20 @@ class PreemptionNotice:
     def none(self):
         return tf.zeros([self.num_workers])
 
-    def agreed(self, strategy):
-        """The flags as every worker sees them after a step (an all-reduce under a multi-worker strategy)."""
+    def agreed(self, strategy, also=None):
+        """The flags as every worker sees them after a step (an all-reduce under a multi-worker strategy). With
+        `also`, a float32 scalar of this worker's (the training loop's "a progress line is due"), returns (flags,
+        `also` summed over the replicas of every worker) from the same all-reduce: positive on every worker as soon
+        as it is on one, so that all end a loop after the same step."""
         if not self.multi_worker:
-            return self.flags.read_value()
-        per_replica = strategy.run(lambda: tf.identity(self.flags.read_value()))
-        return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+            flags = self.flags.read_value()
+            return flags if also is None else (flags, also)
+        if also is None:
+            per_replica = strategy.run(lambda: tf.identity(self.flags.read_value()))
+            return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+        per_replica = strategy.run(lambda: tf.concat([self.flags.read_value(), tf.reshape(also, [1])], 0))
+        summed = strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+        return summed[:self.num_workers], summed[self.num_workers]
 
     def _notice(self):
         if not self.received:

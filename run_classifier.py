@@ -823,7 +823,7 @@ class Job(runner.Job):
         logging.info("  Num examples = %d (%d actual, %d padding)", len(examples), num_actual,
                      len(examples) - num_actual)
         logging.info("  Batch size = %d", batch_size)
-        return arrays, self.predict_arrays(arrays, batch_size)
+        return arrays, self.predict_arrays(arrays, batch_size, what="evaluation" if name == "eval" else "prediction")
 
     def evaluate(self):
         """Writes eval_results.txt; returns the results."""

@@ -519,7 +519,8 @@ class Job(runner.Job):
             padding = -len(features) % batch_size
             arrays = {name: np.concatenate([a, np.zeros((padding,) + a.shape[1:], a.dtype)])
                       for name, a in arrays.items()}
-        tags, loss_sum = sentence_tags(sentences, features, self.predict_arrays(arrays, batch_size), self.labels)
+        outputs = self.predict_arrays(arrays, batch_size, what="evaluation" if set_name == "eval" else "prediction")
+        tags, loss_sum = sentence_tags(sentences, features, outputs, self.labels)
         triples = prediction_triples(sentences, tags)
         self.write_output("%s_predictions.txt" % set_name, format_predictions(triples))
         counts = conlleval.evaluate_sentences(triples)

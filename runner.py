@@ -275,10 +275,11 @@ class Job:
             self._checkpoint = (path, checkpoints.global_step_of(path) if path else 0)
         return self._checkpoint
 
-    def predict_arrays(self, arrays, batch_size, real_lengths=None):
-        """predict_arrays() of the task from the inference checkpoint, on the chief's own devices."""
+    def predict_arrays(self, arrays, batch_size, real_lengths=None, what="prediction"):
+        """predict_arrays() of the task from the inference checkpoint, on the chief's own devices (`what`: the
+        pass its progress lines name, "prediction" or "evaluation")."""
         return predict_arrays(self.task, arrays, dataclasses.replace(self.config, predict_batch_size=batch_size),
-                              self.inference_strategy, self.inference_checkpoint()[0], real_lengths)
+                              self.inference_strategy, self.inference_checkpoint()[0], real_lengths, what)
 
     def record_path(self, name):
         """Where the feature records `name` go: --output_dir on the chief (as the original); a local scratch
@@ -392,7 +393,7 @@ def uses_real_lengths(config):
     return not (config.use_xla or config.use_tpu)
 
 
-def predict_arrays(task, arrays, config, strategy=None, checkpoint_path=None, real_lengths=None):
+def predict_arrays(task, arrays, config, strategy=None, checkpoint_path=None, real_lengths=None, what="prediction"):
     """Runs task.predict_outputs over in-memory features ({name: array [n, ...]}, input_mask included) in batches
     of config.predict_batch_size; returns {output name: array [n, ...]} in input order.
 
@@ -400,7 +401,8 @@ def predict_arrays(task, arrays, config, strategy=None, checkpoint_path=None, re
     multiple of packing.LENGTH_MULTIPLE; under XLA, to a bucket of packing.bucket_widths, so that a few shapes
     are compiled); the task's sequence_outputs are padded back to full length with zeros. Padding is masked out
     of attention, so the results are those of full-length batches (up to float rounding, as between batch sizes),
-    with the work of the real lengths. real_lengths=False keeps full-length batches in input order.
+    with the work of the real lengths. real_lengths=False keeps full-length batches in input order. Progress lines
+    (training.predict) start with `what` and count the n examples.
     """
     n = len(arrays["input_ids"])
     if not n:
@@ -415,7 +417,8 @@ def predict_arrays(task, arrays, config, strategy=None, checkpoint_path=None, re
     buckets = packing.bucket_widths(full_width) if cut and config.use_xla else None
     input_fn = array_input_fn(ordered, is_training=False, trim=cut, buckets=buckets)
     columns = collections.defaultdict(list)
-    for example in training.predict(task, input_fn, config, strategy, checkpoint_path=checkpoint_path):
+    for example in training.predict(task, input_fn, config, strategy, checkpoint_path=checkpoint_path,
+                                    total_examples=n, what=what):
         for name, value in example.items():
             if name in task.sequence_outputs and value.shape[0] < full_width:
                 value = np.pad(value, [(0, full_width - value.shape[0])] + [(0, 0)] * (value.ndim - 1))

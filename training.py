@@ -3,7 +3,8 @@
 A runner describes its job with a `Task` and an input function, and this module does the rest: distribution
 strategy, XLA, mixed precision, gradient accumulation, original-format checkpoints (`model.ckpt-STEP` plus the
 `checkpoint` state file) every `save_checkpoints_steps`, automatic resume from `output_dir`, `init_checkpoint`
-when starting fresh, TensorBoard summaries and a log line per loop.
+when starting fresh, TensorBoard summaries every `save_summary_steps` and a progress line at least every
+`log_step_count_steps` steps and `log_every_secs` seconds (evaluation and prediction: every `log_every_secs`).
 
 Usage:
 
@@ -42,10 +43,12 @@ restarted with the same command ends with exactly the weights of an uninterrupte
 Stopping early: a SIGTERM during training saves a checkpoint after the step in progress and ends the run with
 preemption.Preempted; under a multi-worker strategy a lost worker ends the others with preemption.WorkerLost.
 """
+import collections
 import contextlib
 import dataclasses
 import math
 import os
+import threading
 import time
 
 import numpy as np
@@ -61,6 +64,10 @@ import preemption
 from cli import UserError
 
 DISTRIBUTION_STRATEGIES = ("default", "mirrored", "multi_worker_mirrored", "tpu")
+LOG_EVERY_SECS = 30.0
+LOG_EVERY_SECS_HELP = ("A progress line at least every this many seconds: in training (with "
+                       "--log_step_count_steps, whichever comes first), evaluation and prediction (examples done / "
+                       "total, ETA).")
 DTYPES = ("float32", "bfloat16", "float16")
 OPTIMIZERS = ("adamw", "lamb")
 
@@ -78,8 +85,14 @@ class TrainingConfig:
     num_train_steps: int = cli.option(100000, "Number of training steps.")
     num_warmup_steps: int = cli.option(10000, "Number of warmup steps.")
     save_checkpoints_steps: int = cli.option(1000, "How often to save the model checkpoint.")
-    iterations_per_loop: int = cli.option(1000, "How many steps to make in each estimator call (one log line "
-                                          "per loop).")
+    iterations_per_loop: int = cli.option(1000, "How many steps to make in each estimator call: the most steps "
+                                          "one device loop makes without returning to the host (a loop also "
+                                          "ends at each checkpoint, progress line and summary).")
+    log_step_count_steps: int = cli.option(100, "A progress line (global step / total, loss, learning rate, "
+                                           "examples/s, elapsed, ETA) at least every this many steps.")
+    log_every_secs: float = cli.option(LOG_EVERY_SECS, LOG_EVERY_SECS_HELP)
+    save_summary_steps: int = cli.option(100, "Save TensorBoard summaries (losses, learning rate, examples/s) "
+                                         "every this many steps.")
     use_tpu: bool = cli.option(False, "Whether to use TPU or GPU/CPU.")
     tpu_name: str = cli.option(None, "The Cloud TPU to use for training.")
     tpu_zone: str = cli.option(None, "GCE zone where the Cloud TPU is located in.")
@@ -107,9 +120,10 @@ class TrainingConfig:
     deterministic: bool = cli.option(False, "Enable TensorFlow op determinism (exactly reproducible runs and "
                                      "resumes on CPU).")
     seed: int = cli.option(12345, "Seed of initialisation, dropout, shuffling and dynamic masking.")
-    profile_loop: int = cli.option(0, "Trace the Nth training loop of this run (iterations_per_loop steps; 1 is "
-                                   "the first, with its tracing and compiling) with tf.profiler into "
-                                   "output_dir/plugins/profile, for TensorBoard's Profile tab; 0: off.")
+    profile_loop: int = cli.option(0, "Trace the Nth training loop of this run (up to the next progress line, "
+                                   "summary or checkpoint, at most iterations_per_loop steps; 1 is the first, with "
+                                   "its tracing and compiling) with tf.profiler into output_dir/plugins/profile, "
+                                   "for TensorBoard's Profile tab; 0: off.")
 
     def __post_init__(self):
         self.validate()
@@ -127,12 +141,15 @@ class TrainingConfig:
             raise UserError(f"--elementwise_dtype={self.elementwise_dtype!r}: expected auto or one of "
                             f"{modeling.ELEMENTWISE_DTYPES}")
         for name in ("train_batch_size", "eval_batch_size", "predict_batch_size", "save_checkpoints_steps",
-                     "iterations_per_loop", "gradient_accumulation_steps", "keep_checkpoint_max"):
+                     "iterations_per_loop", "log_step_count_steps", "save_summary_steps",
+                     "gradient_accumulation_steps", "keep_checkpoint_max"):
             if int(getattr(self, name)) < 1:
                 raise UserError(f"--{name}={getattr(self, name)}: expected a positive integer")
         for name in ("num_train_steps", "num_warmup_steps", "profile_loop"):
             if int(getattr(self, name)) < 0:
                 raise UserError(f"--{name}={getattr(self, name)}: expected a non-negative integer")
+        if not self.log_every_secs >= 0:
+            raise UserError(f"--log_every_secs={self.log_every_secs}: expected a non-negative number of seconds")
         if self.train_batch_size % self.gradient_accumulation_steps:
             raise UserError(f"--train_batch_size={self.train_batch_size} is not divisible by "
                             f"--gradient_accumulation_steps={self.gradient_accumulation_steps}")
@@ -355,7 +372,7 @@ def _checkpoint_manager(config):
     return checkpoints.CheckpointManager(config.output_dir, max_to_keep=config.keep_checkpoint_max)
 
 
-def _format_eta(seconds):
+def _format_duration(seconds):
     if not math.isfinite(seconds):
         return "?"
     seconds = int(round(seconds))
@@ -458,13 +475,62 @@ def _build_replica_step(task, model, optimizer, config, loss_scale, num_replicas
 _MIRRORED = (tf.distribute.MirroredStrategy, tf.distribute.MultiWorkerMirroredStrategy)
 
 
-def _make_train_loop(strategy, replica_step, use_xla, notice, autograph=False):
-    """tf.function running at most n steps from the iterator; returns (steps run, the mean of the logged values
-    over them, the preemption notice the workers agreed on).
+LoopResult = collections.namedtuple("LoopResult", "steps logs noticed due")
+LoopResult.__doc__ = """What one training loop returns: steps run, the mean of the logged values over them, the
+preemption notice the workers agreed on and whether the time of a progress line came (agreed too)."""
 
-    After every step the workers agree on the preemption notice (PreemptionNotice.agreed), and the loop ends after
-    the first step at which a worker has one: every worker stops at the same step. The loop starts from zeros
-    shaped by a trace of one step that never runs (the step function itself is traced once and reused).
+
+class LineClock:
+    """A flag (a float32 variable) that a thread of this process sets to 1 when the time of the next progress
+    line comes (`set(deadline)`, seconds since the epoch as time.time(), before each loop): the training loop
+    reads it after every step with no host round trip. A clock read in the graph (tf.timestamp) is refused under
+    op determinism (--deterministic); a variable read is not. Use as a context manager (the thread ends with it)."""
+
+    def __init__(self):
+        self.flag = tf.Variable(0.0, trainable=False, name="progress_line_due")
+        self._changed = threading.Condition()
+        self._deadline = math.inf
+        self._open = False
+        self._thread = None
+
+    def __enter__(self):
+        self._open = True
+        self._thread = threading.Thread(target=self._run, name="progress-line-clock", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        with self._changed:
+            self._open = False
+            self._changed.notify()
+        self._thread.join(timeout=5)
+
+    def set(self, deadline):
+        """Clears the flag (sets it at once if `deadline` has passed) and sets it again at `deadline`."""
+        with self._changed:
+            self._deadline = math.inf if deadline is None else deadline
+            self.flag.assign(1.0 if time.time() >= self._deadline else 0.0)
+            self._changed.notify()
+
+    def _run(self):
+        with self._changed:
+            while self._open:
+                left = self._deadline - time.time()
+                if left <= 0:
+                    self.flag.assign(1.0)  # the main thread may be inside a loop, which reads it after each step
+                    self._deadline = math.inf
+                else:
+                    self._changed.wait(timeout=min(left, 3600.0))
+
+
+def _make_train_loop(strategy, replica_step, use_xla, notice, autograph=False, clock=None):
+    """tf.function train_loop(iterator, n) running at most n steps from the iterator; returns a LoopResult.
+
+    After every step the workers agree, in one all-reduce (PreemptionNotice.agreed), on the preemption notice and
+    on whether the time of a progress line has come on any of them (`clock`, a LineClock; none: never): the loop
+    ends after the first step at which a worker has a notice or a line due, so every worker stops at the same
+    step. The loop starts from zeros shaped by a trace of one step that never runs (the step function itself is
+    traced once and reused); it runs outside the XLA-compiled step.
     """
     # Autograph is off (Task.autograph) as it triples the tracing time.
     if use_xla and isinstance(strategy, _MIRRORED):
@@ -481,28 +547,34 @@ def _make_train_loop(strategy, replica_step, use_xla, notice, autograph=False):
 
     def one_step(iterator):
         logs = strategy.run(step_fn, args=(next(iterator),))
-        return ({name: strategy.reduce(tf.distribute.ReduceOp.MEAN, value, axis=None) for name, value in logs.items()},
-                notice.agreed(strategy))
+        logs = {name: strategy.reduce(tf.distribute.ReduceOp.MEAN, value, axis=None) for name, value in logs.items()}
+        with tf.control_dependencies(list(logs.values())):
+            due = clock.flag.read_value() if clock is not None else tf.constant(0.0)
+        noticed, due = notice.agreed(strategy, also=due)
+        return logs, noticed, due
 
     def more_steps(i, total, iterator):
-        logs, noticed = one_step(iterator)
-        return i + 1, {name: total[name] + logs[name] for name in total}, noticed
+        logs, noticed, due = one_step(iterator)
+        return i + 1, {name: total[name] + logs[name] for name in total}, noticed, due
 
     log_specs = {}
 
     @tf.function(autograph=False)
     def loop(iterator, n):
         zeros = {name: tf.zeros(shape, dtype) for name, (shape, dtype) in log_specs.items()}
-        steps, total, noticed = tf.while_loop(
-            lambda i, _, noticed: tf.logical_and(i < n, tf.reduce_all(noticed == 0.0)),
-            lambda i, t, _: more_steps(i, t, iterator), (tf.constant(0), zeros, notice.none()))
-        return steps, {name: value / tf.cast(steps, tf.float32) for name, value in total.items()}, noticed
+        steps, total, noticed, due = tf.while_loop(
+            lambda i, _, noticed, due: tf.logical_and(tf.logical_and(i < n, tf.reduce_all(noticed == 0.0)),
+                                                      due <= 0.0),
+            lambda i, t, _, __: more_steps(i, t, iterator),
+            (tf.constant(0), zeros, notice.none(), tf.constant(0.0)))
+        return LoopResult(steps, {name: value / tf.cast(steps, tf.float32) for name, value in total.items()},
+                          noticed, due > 0.0)
 
     def train_loop(iterator, n):
         if not log_specs:
             probe = tf.function(one_step, autograph=False).get_concrete_function(iterator)
             log_specs.update({name: (t.shape, t.dtype) for name, t in probe.structured_outputs[0].items()})
-        return loop(iterator, n)
+        return loop(iterator, tf.convert_to_tensor(n, tf.int32))
 
     return train_loop
 
@@ -522,9 +594,14 @@ def train(task, input_fn, config, strategy=None, init_checkpoint=None, max_steps
     """Trains to config.num_train_steps (or max_steps if smaller, like Estimator.train(max_steps)) under
     `strategy` (the default one when None), resuming from output_dir, else starting from init_checkpoint; the
     learning-rate schedule always spans num_train_steps. Returns {"global_step", the logged means of the last
-    loop, "examples_per_sec" of the last loop, "compile_s": the first loop's tracing (and XLA compiling) time,
-    when a second loop ran}. --use_xla and --elementwise_dtype left to the device are decided here when the
-    caller did not (decide_for_device)."""
+    progress line, "examples_per_sec" of the loops after the first (tracing and compiling left out), "compile_s":
+    the first loop's tracing (and XLA compiling) time, when a later loop ran}. --use_xla and --elementwise_dtype
+    left to the device are decided here when the caller did not (decide_for_device).
+
+    Progress (_ProgressLog): a loop runs on the device without returning to the host until the next checkpoint,
+    multiple of --log_step_count_steps or --save_summary_steps, or --iterations_per_loop steps, and ends early
+    once the time of the next progress line (--log_every_secs after the last) has come (LineClock, agreed between
+    the workers: _make_train_loop); the host then logs a line and writes summaries where they are due."""
     if config.num_train_steps < 1:
         raise UserError(f"--num_train_steps={config.num_train_steps}: expected a positive number of steps")
     config = decide_for_device(config)
@@ -538,7 +615,7 @@ def train(task, input_fn, config, strategy=None, init_checkpoint=None, max_steps
     # From here on a SIGTERM is a preemption notice: even during the start (restore, the first save, the trace)
     # it ends the run with a checkpoint after one step.
     notice = preemption.PreemptionNotice(strategy)
-    with notice.watch():
+    with notice.watch(), LineClock() as clock:
         model, optimizer, loss_scale, state = build_training_state(task, config, strategy)
         global_step = _global_step_variable(optimizer, state)
         manager = _checkpoint_manager(config)
@@ -557,24 +634,22 @@ def train(task, input_fn, config, strategy=None, init_checkpoint=None, max_steps
             lambda input_context: _resumed_input(input_fn, per_replica_batch, input_context, start_step)))
         replica_step = _build_replica_step(task, model, optimizer, config, loss_scale, replicas)
         writer = tf.summary.create_file_writer(config.output_dir) if chief else tf.summary.create_noop_writer()
-        loop_log = _LoopLog(writer, total_steps, config.train_batch_size)
-
-        train_loop = _make_train_loop(strategy, replica_step, config.use_xla, notice, task.autograph)
+        train_loop = _make_train_loop(strategy, replica_step, config.use_xla, notice, task.autograph, clock)
         step = start_step
-        logs = {}
-        examples_per_sec = None
         loops = 0
         start_clock = _StartClock(config.use_xla)
         run_start = time.time()
+        progress = _ProgressLog(writer, config, total_steps, run_start)
         while step < total_steps:
             next_save = (step // config.save_checkpoints_steps + 1) * config.save_checkpoints_steps
-            n = min(config.iterations_per_loop, next_save - step, total_steps - step)
+            n = min(config.iterations_per_loop, next_save - step, total_steps - step, progress.steps_to_next(step))
             loops += 1
+            clock.set(progress.line_due)
             loop_start = time.time()
             try:
                 with _profiling(config, chief and loops == config.profile_loop, loops, step, n):
-                    ran, logs, noticed = train_loop(iterator, tf.constant(n, tf.int32))
-                logs = {name: float(value) for name, value in logs.items()}
+                    result = train_loop(iterator, n)
+                logs = {name: float(value) for name, value in result.logs.items()}
                 elapsed = time.time() - loop_start
             except tf.errors.OutOfRangeError:
                 logging.warning("Training input ended at global step %d before num_train_steps %d",
@@ -585,12 +660,14 @@ def train(task, input_fn, config, strategy=None, init_checkpoint=None, max_steps
                 newest = f"model.ckpt-{saved_step}" if chief and saved_step is not None else None
                 preemption.raise_lost_worker(err, strategy, f"after global step {step}", newest)
             step = int(global_step.numpy())
-            examples_per_sec = loop_log.write(step, logs, _learning_rate(optimizer, step), int(ran), elapsed)
-            start_clock.loop(elapsed, int(ran))
+            noticed = bool(result.noticed.numpy().any())
+            progress.loop(step, int(result.steps), logs, elapsed, bool(result.due), _learning_rate(optimizer, step),
+                          last=noticed or step >= total_steps)
+            start_clock.loop(elapsed, int(result.steps))
             if chief and (step % config.save_checkpoints_steps == 0 or step >= total_steps):
                 manager.save(state, step)
                 saved_step = step
-            if noticed.numpy().any():
+            if noticed:
                 break
         if chief and saved_step != step:
             manager.save(state, step)
@@ -603,10 +680,10 @@ def train(task, input_fn, config, strategy=None, init_checkpoint=None, max_steps
         logging.warning("--profile_loop=%d: this run made %d training loops; nothing was traced",
                         config.profile_loop, loops)
     logging.info("Training done at global step %d in %.1f s", step, time.time() - run_start)
-    result = dict(logs)
+    result = dict(progress.last_logs)
     result["global_step"] = step
-    if examples_per_sec is not None:
-        result["examples_per_sec"] = examples_per_sec
+    if progress.examples_per_sec() is not None:
+        result["examples_per_sec"] = progress.examples_per_sec()
     if start_clock.end() is not None:
         result["compile_s"] = start_clock.seconds
     return result
@@ -622,27 +699,45 @@ def decide_for_device(config):
 
 class _StartClock:
     """How long the first training loop spent tracing (and with XLA compiling) the step: its time less its steps
-    at the second loop's speed. Logged once; `seconds` is None until a second loop ran."""
+    at the speed of the loops after it (as many steps as it made, or 10 s of them, or all there are at the end).
+    Logged once; `seconds` is None until a later loop ran."""
+
+    MEASURE_S = 10.0
 
     def __init__(self, xla):
         self.what = "tracing and XLA compiling" if xla else "tracing"
         self.first = None
+        self.later = [0.0, 0]
         self.seconds = None
 
     def loop(self, elapsed, steps):
         if self.first is None:
             self.first = (elapsed, steps)
-        elif self.seconds is None:
-            first_elapsed, first_steps = self.first
-            self.seconds = max(0.0, first_elapsed - first_steps * elapsed / max(steps, 1))
-            logging.info("The first loop's %s took about %.1f s (the loop took %.1f s: less its %d steps at the "
-                         "second loop's speed)", self.what, self.seconds, first_elapsed, first_steps)
+            return
+        if self.seconds is not None:
+            return
+        self.later[0] += elapsed
+        self.later[1] += steps
+        if self.later[1] >= self.first[1] or self.later[0] >= self.MEASURE_S:
+            self._estimate()
+
+    def _estimate(self):
+        first_elapsed, first_steps = self.first
+        later_elapsed, later_steps = self.later
+        self.seconds = max(0.0, first_elapsed - first_steps * later_elapsed / max(later_steps, 1))
+        logging.info("The first loop's %s took about %.1f s (the loop took %.1f s: less its %d steps at the "
+                     "speed of the %d steps after it)", self.what, self.seconds, first_elapsed, first_steps,
+                     later_steps)
 
     def end(self):
-        """At the end of training: logs the first loop's time when it was the only one; returns `seconds`."""
+        """At the end of training: logs the first loop's time (estimated from the steps after it where there are
+        any); returns `seconds`."""
         if self.first is not None and self.seconds is None:
-            logging.info("The first loop (%s included, %d steps) took %.1f s", self.what, self.first[1],
-                         self.first[0])
+            if self.later[1]:
+                self._estimate()
+            else:
+                logging.info("The first loop (%s included, %d steps) took %.1f s", self.what, self.first[1],
+                             self.first[0])
         return self.seconds
 
 
@@ -698,26 +793,89 @@ def _profiling(config, enabled, loop, first_step, n):
                      first_step + n, os.path.join(config.output_dir, "plugins", "profile"))
 
 
-class _LoopLog:
-    """The log line and TensorBoard summaries of each training loop of a run."""
+class _Interval:
+    """The steps since a progress line or summary: how many, their loops' time and the sums of their logged
+    values; the run's first loop (tracing, maybe compiling) counted apart, so that the speed leaves it out where
+    later loops were measured."""
 
-    def __init__(self, writer, total_steps, batch_size):
-        self.writer, self.total_steps, self.batch_size = writer, total_steps, batch_size
+    def __init__(self):
+        self.steps, self.seconds, self.sums = 0, 0.0, {}
+        self.first_loop = None
 
-    def write(self, step, logs, lr, n, elapsed):
-        """Logs a loop of n steps ending at `step`; returns its examples/s."""
-        examples_per_sec = n * self.batch_size / max(elapsed, 1e-9)
-        logging.info("step %d/%d: %s, lr = %.3g, %.1f examples/s, ETA %s", step, self.total_steps,
-                     ", ".join(f"{name} = {value:.5g}" for name, value in sorted(logs.items())), lr,
-                     examples_per_sec, _format_eta((self.total_steps - step) * elapsed / n))
+    def add(self, steps, seconds, logs, first_loop=False):
+        self.steps += steps
+        self.seconds += seconds
+        for name, value in logs.items():
+            self.sums[name] = self.sums.get(name, 0.0) + value * steps
+        if first_loop:
+            self.first_loop = (steps, seconds)
+
+    def means(self):
+        return {name: value / self.steps for name, value in self.sums.items()}
+
+    def steps_per_sec(self):
+        steps, seconds = self.steps, self.seconds
+        if self.first_loop is not None and steps > self.first_loop[0]:
+            steps, seconds = steps - self.first_loop[0], seconds - self.first_loop[1]
+        return steps / max(seconds, 1e-9)
+
+
+class _ProgressLog:
+    """A training run's progress: a log line at least every --log_step_count_steps steps and every
+    --log_every_secs seconds (whichever comes first) and TensorBoard summaries every --save_summary_steps steps,
+    each over the steps since the one before (mean losses, examples/s), and both at the run's last step."""
+
+    def __init__(self, writer, config, total_steps, run_start):
+        self.writer, self.total_steps, self.run_start = writer, total_steps, run_start
+        self.batch_size = config.train_batch_size
+        self.line_steps, self.summary_steps = config.log_step_count_steps, config.save_summary_steps
+        self.every_secs = config.log_every_secs
+        self.line_due = run_start + self.every_secs
+        self.since_line, self.since_summary = _Interval(), _Interval()
+        self.run = _Interval()  # the run's speed: its loops after the first where there are any
+        self.last_logs = {}
+
+    def steps_to_next(self, step):
+        """Steps from `step` to the next multiple of --log_step_count_steps or --save_summary_steps."""
+        return min(every - step % every for every in (self.line_steps, self.summary_steps))
+
+    def loop(self, step, steps, logs, seconds, due, lr, last):
+        """Counts a loop of `steps` steps ending at `step` (`due`: it ended as the line's time came), then logs
+        the line and writes the summaries due (`last`: the run's last step)."""
+        first_loop = not self.run.steps
+        for interval in (self.since_line, self.since_summary):
+            interval.add(steps, seconds, logs, first_loop)
+        self.run.add(steps, seconds, {}, first_loop)
+        now = time.time()
+        if last or due or now >= self.line_due or step % self.line_steps == 0:
+            self._line(step, lr, now)
+        if last or step % self.summary_steps == 0:
+            self._summaries(step, lr)
+
+    def _line(self, step, lr, now):
+        interval, self.since_line = self.since_line, _Interval()
+        self.line_due = now + self.every_secs
+        self.last_logs = interval.means()
+        steps_per_sec = interval.steps_per_sec()
+        logging.info("step %d/%d: %s, lr = %.3g, %.1f examples/s, elapsed %s, ETA %s", step, self.total_steps,
+                     ", ".join(f"{name} = {value:.5g}" for name, value in sorted(self.last_logs.items())), lr,
+                     steps_per_sec * self.batch_size, _format_duration(now - self.run_start),
+                     _format_duration((self.total_steps - step) / steps_per_sec))
+
+    def _summaries(self, step, lr):
+        interval, self.since_summary = self.since_summary, _Interval()
+        steps_per_sec = interval.steps_per_sec()
         with self.writer.as_default(step=step):
-            for name, value in logs.items():
+            for name, value in interval.means().items():
                 tf.summary.scalar(name, value)
             tf.summary.scalar("learning_rate", lr)
-            tf.summary.scalar("examples_per_sec", examples_per_sec)
-            tf.summary.scalar("global_step/sec", n / max(elapsed, 1e-9))
+            tf.summary.scalar("examples_per_sec", steps_per_sec * self.batch_size)
+            tf.summary.scalar("global_step/sec", steps_per_sec)
         self.writer.flush()
-        return examples_per_sec
+
+    def examples_per_sec(self):
+        """The run's speed: that of its loops after the first, else of the first; None before a loop ran."""
+        return self.run.steps_per_sec() * self.batch_size if self.run.steps else None
 
 
 def _restore_for_inference(model, checkpoint_path):
@@ -738,10 +896,50 @@ def _replica_function(fn, config, task):
     return tf.function(fn, jit_compile=True, autograph=task.autograph, reduce_retracing=True)
 
 
-def evaluate(task, input_fn, config, strategy=None, checkpoint_path=None, max_steps=None):
+class _PassProgress:
+    """An evaluation or prediction pass's progress: a log line at least every --log_every_secs seconds with the
+    examples done (of `total` where known, with the ETA; `bound`: total is an upper bound, say why) and their
+    speed, and one at the end."""
+
+    def __init__(self, what, every_secs, total=None, bound=None):
+        self.what, self.every_secs, self.total, self.bound = what, every_secs, total, bound
+        self.start = time.time()
+        self.due = self.start + every_secs
+        self.done = 0
+
+    def add(self, examples):
+        self.done += examples
+        now = time.time()
+        if now >= self.due:
+            self.due = now + self.every_secs
+            elapsed = now - self.start
+            rate = self.done / max(elapsed, 1e-9)
+            if self.total:
+                done = f"{self.done:,}/{self.total:,} examples ({100.0 * self.done / self.total:.0f}%"
+                done += f"; {self.bound})" if self.bound else ")"
+                eta = f", ETA {_format_duration(max(self.total - self.done, 0) / max(rate, 1e-9))}"
+            else:
+                done, eta = f"{self.done:,} examples", ""
+            logging.info("%s: %s, %.1f examples/s, elapsed %s%s", self.what, done, rate, _format_duration(elapsed),
+                         eta)
+
+    def end(self):
+        elapsed = time.time() - self.start
+        logging.info("%s: %s examples in %s (%.1f examples/s)", self.what, f"{self.done:,}",
+                     _format_duration(elapsed), self.done / max(elapsed, 1e-9))
+
+
+def _batch_size(features, strategy):
+    """The examples of a (distributed) batch, over this worker's replicas."""
+    first = tf.nest.flatten(features, expand_composites=False)[0]
+    return sum(int(tf.shape(part)[0]) for part in strategy.experimental_local_results(first))
+
+
+def evaluate(task, input_fn, config, strategy=None, checkpoint_path=None, max_steps=None, total_examples=None):
     """One deterministic pass (at most max_steps batches) under `strategy` (the default one when None) with the
     weights of checkpoint_path; returns the results (the job writes them: runner.format_eval_results). Under XLA
-    each replica's batch is compiled (once per input shape)."""
+    each replica's batch is compiled (once per input shape). Progress lines (_PassProgress) count the examples
+    against total_examples, when the caller knows it, else against max_steps batches."""
     config = decide_for_device(config)
     set_precision_policy(config.dtype, config.elementwise_dtype)
     strategy = strategy or tf.distribute.get_strategy()
@@ -770,8 +968,13 @@ def evaluate(task, input_fn, config, strategy=None, checkpoint_path=None, max_st
         return loss, metrics
 
     loss_sum, batches, sums = 0.0, 0, {}
+    progress = _PassProgress("evaluation", config.log_every_secs, total_examples)
+    if total_examples is None and max_steps is not None:
+        progress = _PassProgress("evaluation", config.log_every_secs, max_steps * config.eval_batch_size,
+                                 bound=f"at most {max_steps} batches")
     for features in dist:
         loss, metrics = eval_step(features)
+        progress.add(_batch_size(features, strategy))
         loss_sum += float(loss)
         batches += 1
         for name, (num, den) in metrics.items():
@@ -780,6 +983,7 @@ def evaluate(task, input_fn, config, strategy=None, checkpoint_path=None, max_st
             acc[1] += float(den)
     if not batches:
         raise ValueError("evaluation input is empty")
+    progress.end()
     results = {name: (num / den if den else float("nan")) for name, (num, den) in sums.items()}
     results["loss"] = loss_sum / batches
     results["global_step"] = global_step
@@ -787,10 +991,11 @@ def evaluate(task, input_fn, config, strategy=None, checkpoint_path=None, max_st
     return results
 
 
-def predict(task, input_fn, config, strategy=None, checkpoint_path=None):
+def predict(task, input_fn, config, strategy=None, checkpoint_path=None, total_examples=None, what="prediction"):
     """Yields one {name: numpy value} per example, in input order, under `strategy` (the default one when None)
     with the weights of checkpoint_path. Under XLA each replica's batch is compiled (once per input shape:
-    runner.predict_arrays gives a few, bucketed)."""
+    runner.predict_arrays gives a few, bucketed). Progress lines (_PassProgress, starting with `what`) count the
+    examples against total_examples when the caller knows it."""
     config = decide_for_device(config)
     set_precision_policy(config.dtype, config.elementwise_dtype)
     strategy = strategy or tf.distribute.get_strategy()
@@ -804,6 +1009,7 @@ def predict(task, input_fn, config, strategy=None, checkpoint_path=None):
     def predict_step(features):
         return strategy.run(replica_step, args=(features,))
 
+    progress = _PassProgress(what, config.log_every_secs, total_examples)
     for features in dist:
         outputs = predict_step(features)
         columns = {}
@@ -811,5 +1017,7 @@ def predict(task, input_fn, config, strategy=None, checkpoint_path=None):
             parts = [np.asarray(v) for v in strategy.experimental_local_results(value)]
             columns[name] = np.concatenate(parts, axis=0) if len(parts) > 1 else parts[0]
         size = len(next(iter(columns.values()))) if columns else 0
+        progress.add(size)
         for i in range(size):
             yield {name: column[i] for name, column in columns.items()}
+    progress.end()

@@ -4,9 +4,10 @@ benchmarks/bench_finetuning.py measures the scores).
 
 Each configuration `impl:dtype:xla` runs in its own process:
 - `ours`: the script's run(options), what its command line runs, on the real data (--train_file / --data_dir):
-  --do_train for --num_train_epochs with loops of --steps steps (the original's --iterations_per_loop); examples/s
-  of its last loop (its log line), compile_s as training.train reports it (the first loop's time less its steps
-  at the second loop's speed); xla = --use_xla (the project's XLA options on a GPU, nothing set by hand).
+  --do_train for --num_train_epochs with loops of at most --steps steps (the original's --iterations_per_loop; a
+  loop also ends at a progress line, every 100 steps and 30 s); examples/s and compile_s as training.train
+  reports them (the speed of its loops after the first; the first loop's time less its steps at that speed);
+  xla = --use_xla (the project's XLA options on a GPU, nothing set by hand).
 - `hf`: transformers BertForSequenceClassification (2 labels) / BertForQuestionAnswering, trained as
   bench_pretraining.torch_train trains (torch AdamW fused, clipping 1.0, linear decay; bfloat16 / float16 under
   autocast, float16 with GradScaler; xla=1: torch.compile) for two loops of --steps steps on random token ids of

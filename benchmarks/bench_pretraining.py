@@ -23,10 +23,11 @@ beforehand (so TensorFlow is not resident in the torch process) and the hf loop 
 turning each batch into torch tensors (and moving it to the device) inside the timed loop; that leaves
 hf a little less input work per step than the others.
 Each process runs one warm-up loop of `--steps` steps and reports the examples/s of the second (steady,
-already compiled) loop, its peak resident memory (and peak GPU memory where there is a GPU), and compile_s: the
-first loop's time less its steps at the second loop's speed (tracing, compiling, autotuning), the same
-estimate for every side. model TFLOP/s counts the original's matmul work (train_flops); MFU is that over
---peak_tflops (gpu_run.sh passes the bf16 matmul peak it measured; none: no MFU).
+already compiled) loop (ours: progress lines and summaries at the loops' ends, so that none cuts a loop short),
+its peak resident memory (and peak GPU memory where there is a GPU), and compile_s: the first loop's time less
+its steps at the second loop's speed (tracing, compiling, autotuning), the same estimate for every side. model
+TFLOP/s counts the original's matmul work (train_flops); MFU is that over --peak_tflops (gpu_run.sh passes the
+bf16 matmul peak it measured; none: no MFU).
 
     .venv/bin/python benchmarks/bench_pretraining.py --steps=5 --configs=ours:float32:0,peer:float32:0,hf:float32:0
     # a smoke run of every side on a CPU: --model=tiny
@@ -203,6 +204,8 @@ def run_ours(args, dtype, xla):
         config = training.TrainingConfig(
             output_dir=output_dir, train_batch_size=args.batch_size, learning_rate=1e-4,
             num_train_steps=2 * args.steps, num_warmup_steps=0, iterations_per_loop=args.steps,
+            # Two loops of --steps steps, as the peers': no progress line or summary cuts one short.
+            log_step_count_steps=args.steps, save_summary_steps=args.steps, log_every_secs=10 ** 9,
             save_checkpoints_steps=10 ** 9, keep_checkpoint_max=1, dtype=dtype, use_xla=bool(xla),
             elementwise_dtype=args.elementwise_dtype)
         start = time.time()

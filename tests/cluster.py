@@ -27,18 +27,20 @@ def worker_env(tf_config=None, root=None):
     return env
 
 
-def start_workers(command, n=2, cwd=None):
+def start_workers(command, n=2, cwd=None, per_worker=None):
     """Starts `command --distribution_strategy=multi_worker_mirrored` as workers 0 (the chief) .. n-1 of a cluster
-    on 127.0.0.1, each with its own TF_CONFIG; returns the processes (stdout and stderr together, as text)."""
+    on 127.0.0.1, each with its own TF_CONFIG (and per_worker[index], flags of its own, when given); returns the
+    processes (stdout and stderr together, as text)."""
     cluster = {"worker": [f"127.0.0.1:{port}" for port in free_ports(n)]}
-    return [subprocess.Popen(list(command) + ["--distribution_strategy=multi_worker_mirrored"], cwd=cwd,
+    return [subprocess.Popen(list(command) + ["--distribution_strategy=multi_worker_mirrored"]
+                             + (list(per_worker[index]) if per_worker else []), cwd=cwd,
                              env=worker_env({"cluster": cluster, "task": {"type": "worker", "index": index}}, cwd),
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             for index in range(n)]
 
 
-def run_workers(command, n=2, cwd=None, timeout=600):
-    """Runs start_workers(command, n) to the end; returns (exit statuses, logs)."""
-    procs = start_workers(command, n, cwd)
+def run_workers(command, n=2, cwd=None, timeout=600, per_worker=None):
+    """Runs start_workers(command, n, per_worker=...) to the end; returns (exit statuses, logs)."""
+    procs = start_workers(command, n, cwd, per_worker)
     logs = [p.communicate(timeout=timeout)[0] for p in procs]
     return [p.returncode for p in procs], logs

@@ -6,7 +6,8 @@ import tensorflow as tf
 
 def summary_scalars(output_dir):
     """{tag: [(step, value), ...] in step order} of the scalars in output_dir's TensorBoard event files (what
-    training._LoopLog writes: the loss and other logs of each training loop, learning_rate, examples_per_sec)."""
+    training._ProgressLog writes every --save_summary_steps: the means of the loss and other logs since the last,
+    learning_rate, examples_per_sec, global_step/sec)."""
     out = {}
     for path in sorted(tf.io.gfile.glob(os.path.join(output_dir, "events.out.tfevents.*"))):
         for raw in tf.data.TFRecordDataset(path):

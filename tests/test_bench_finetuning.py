@@ -428,7 +428,7 @@ def test_run_squad_training_takes_the_matched_hf_rows_steps_on_the_same_batches(
     output_dir = str(tmp_path / "ours")
     training.train(run_squad.SquadTask(config), runner.array_input_fn(arrays, is_training=False, trim=False),
                    training.TrainingConfig(output_dir=output_dir, train_batch_size=batch_size, learning_rate=1e-4,
-                                           num_train_steps=60, num_warmup_steps=steps - 1, iterations_per_loop=1,
+                                           num_train_steps=60, num_warmup_steps=steps - 1, save_summary_steps=1,
                                            save_checkpoints_steps=1000), init_checkpoint=prefix)
     ours_losses = [value for _, value in summary_scalars(output_dir)["loss"]]
     start = checkpoints.load_checkpoint(os.path.join(output_dir, "model.ckpt-0"))

@@ -22,9 +22,11 @@ pytestmark = pytest.mark.gpu
 
 
 def _train(output_dir, steps, **kwargs):
-    """test_training's tiny pre-training run, one checkpoint at the end, loops of at most 50 steps."""
-    return test_training._train(output_dir, steps=steps, save_checkpoints_steps=steps,
-                                iterations_per_loop=min(steps, 50), **kwargs)
+    """test_training's tiny pre-training run, one checkpoint at the end, a progress line and summaries at least
+    every 50 steps."""
+    every = min(steps, 50)
+    return test_training._train(output_dir, steps=steps, save_checkpoints_steps=steps, iterations_per_loop=every,
+                                log_step_count_steps=every, save_summary_steps=every, **kwargs)
 
 
 def test_training_places_the_model_on_the_gpu(tmp_path):

@@ -13,6 +13,7 @@ import re
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 import checkpoints
@@ -134,3 +135,39 @@ def test_pretraining_two_workers_in_float16_with_xla(tmp_path):
         assert "step 3/3: loss = " in log and "loss_scale = 32768" in log, log[-3000:]
     saved = checkpoints.load_checkpoint(str(out / "model.ckpt-3"))
     assert int(saved["global_step"]) == 3 and int(saved["loss_scale_good_steps"]) == 3
+
+
+def _line_steps(log):
+    return [int(step) for step in re.findall(r"training\.py:\d+\] step (\d+)/\d+: loss = ", log)]
+
+
+@pytest.mark.both_tf
+@pytest.mark.slow
+def test_two_workers_end_the_loops_a_due_progress_line_cuts_short_together(tmp_path):
+    """run_pretraining.py on two workers whose progress lines come due at different times (--log_every_secs=0.3 on
+    the chief, 1000 on the other): every loop the chief's clock cuts short ends after the same step on both (agreed
+    in the preemption notice's all-reduce; a worker leaving its loop alone would wait in a collective the other
+    never joins), the other worker logs its line there too, and the weights equal those of the same two workers
+    without the cuts, bit for bit."""
+    config = tmp_path / "bert_config.json"
+    config.write_text(json.dumps(TINY_CONFIG))
+
+    def run(name, per_worker=None):
+        out = tmp_path / name
+        statuses, logs = run_workers([
+            sys.executable, os.path.join(ROOT, "run_pretraining.py"), "--do_train",
+            "--input_file=" + shared_path("reference", "pretraining_data", "sample_text_default.tfrecord"),
+            f"--output_dir={out}", f"--bert_config_file={config}", "--train_batch_size=8", "--max_seq_length=128",
+            "--max_predictions_per_seq=20", "--num_train_steps=30", "--num_warmup_steps=0", "--deterministic"],
+            2, cwd=ROOT, per_worker=per_worker)
+        assert statuses == [0, 0], [log[-3000:] for log in logs]
+        return logs, checkpoints.load_checkpoint(str(out / "model.ckpt-30"))
+
+    (chief, worker), cut = run("cut", [["--log_every_secs=0.3"], ["--log_every_secs=1000"]])
+    chief_steps, worker_steps = _line_steps(chief), _line_steps(worker)
+    assert len(worker_steps) >= 5 and worker_steps[-1] == 30, worker[-3000:]  # the chief's cuts, not its own
+    assert set(worker_steps) <= set(chief_steps), (chief_steps, worker_steps)
+    _, plain = run("plain")
+    assert sorted(cut) == sorted(plain) and int(cut["global_step"]) == 30
+    for name in cut:
+        np.testing.assert_array_equal(cut[name], plain[name], err_msg=name)

@@ -87,7 +87,7 @@ def test_both_elementwise_dtypes_train_alike_in_bfloat16(tmp_path):
     for elementwise in modeling.ELEMENTWISE_DTYPES:
         config = training.TrainingConfig(output_dir=str(tmp_path / elementwise), train_batch_size=16,
                                          learning_rate=1e-3, num_train_steps=30, num_warmup_steps=0,
-                                         iterations_per_loop=10, save_checkpoints_steps=100, dtype="bfloat16",
+                                         log_step_count_steps=10, save_checkpoints_steps=100, dtype="bfloat16",
                                          elementwise_dtype=elementwise)
         result = training.train(rp.PretrainingTask(_config(0.1)), pretraining_input_fn(), config,
                                 training.create_strategy(config), init)

@@ -18,9 +18,10 @@ def float32_policy():
 
 
 def _train(output_dir, profile_loop):
-    """4 steps of the tiny pretraining model in loops of 2."""
+    """4 steps of the tiny pretraining model in loops of 2 (however slow the machine: no loop cut by the time of a
+    progress line)."""
     return train_tiny_model(output_dir, steps=4, train_batch_size=8, iterations_per_loop=2,
-                            profile_loop=profile_loop)
+                            log_every_secs=3600, profile_loop=profile_loop)
 
 
 def traces(output_dir):

@@ -155,7 +155,7 @@ def test_gradient_accumulation_4x8_equals_batch_32(tmp_path):
 
 
 def _loss_falls(output_dir, **kwargs):
-    result = _train(output_dir, steps=30, iterations_per_loop=10, save_checkpoints_steps=30, **kwargs)
+    result = _train(output_dir, steps=30, save_summary_steps=10, save_checkpoints_steps=30, **kwargs)
     losses = [value for _, value in summary_scalars(output_dir)["loss"]]
     assert len(losses) == 3 and all(np.isfinite(losses))
     assert losses[0] > losses[1] > losses[2] and losses[2] < losses[0] - 0.2, losses
@@ -276,7 +276,7 @@ def test_run_pretraining_mirrored_with_xla_and_float16_equals_the_default_strate
 @pytest.mark.slow
 def test_summaries_checkpoints_resume_and_init(tmp_path):
     output_dir = str(tmp_path / "run")
-    _train(output_dir, steps=4, train_batch_size=8, save_checkpoints_steps=2, iterations_per_loop=1,
+    _train(output_dir, steps=4, train_batch_size=8, save_checkpoints_steps=2, save_summary_steps=1,
            keep_checkpoint_max=2)
     scalars = summary_scalars(output_dir)
     for tag in ("loss", "masked_lm_loss", "next_sentence_loss", "learning_rate", "examples_per_sec"):
@@ -426,7 +426,7 @@ def test_each_step_draws_its_own_dropout_masks_from_the_seed_and_the_step():
     assert modeling._dropout(x, 0.5, training=True).numpy().tobytes() not in first  # outside: stateful draws
 
 
-def test_the_loop_logs_means_and_a_preemption_notice_ends_it_after_the_step_in_progress():
+def test_the_loop_logs_means_and_a_due_line_or_a_preemption_notice_ends_it_after_the_step_in_progress():
     strategy = tf.distribute.get_strategy()
     counter = tf.Variable(0.0)
 
@@ -435,13 +435,31 @@ def test_the_loop_logs_means_and_a_preemption_notice_ends_it_after_the_step_in_p
         return {"count": tf.identity(counter)}
 
     notice = preemption.PreemptionNotice(strategy)
-    loop = training._make_train_loop(strategy, replica_step, False, notice)
-    iterator = iter(tf.data.Dataset.from_tensors(tf.ones([1])).repeat())
-    steps, logs, noticed = loop(iterator, tf.constant(4))
-    assert int(steps) == 4 and float(logs["count"]) == (1 + 2 + 3 + 4) / 4 and not noticed.numpy().any()
-    notice._notice()
-    steps, logs, noticed = loop(iterator, tf.constant(4))
-    assert int(steps) == 1 and float(logs["count"]) == 5 and noticed.numpy().tolist() == [1.0]
+    with training.LineClock() as clock:
+        loop = training._make_train_loop(strategy, replica_step, False, notice, clock=clock)
+        iterator = iter(tf.data.Dataset.from_tensors(tf.ones([1])).repeat())
+        clock.set(None)
+        result = loop(iterator, 4)
+        assert int(result.steps) == 4 and float(result.logs["count"]) == (1 + 2 + 3 + 4) / 4
+        assert not result.noticed.numpy().any() and not result.due
+        # The time of the next progress line has passed: the loop ends after the step in progress.
+        clock.set(time.time() - 1.0)
+        result = loop(iterator, 4)
+        assert int(result.steps) == 1 and float(result.logs["count"]) == 5 and result.due
+        clock.set(time.time() + 600.0)
+        result = loop(iterator, 4)
+        assert int(result.steps) == 4 and not result.due
+        # The clock's thread sets the flag when the time comes.
+        clock.set(time.time() + 0.2)
+        assert float(clock.flag) == 0.0
+        time.sleep(1.0)
+        assert float(clock.flag) == 1.0
+        clock.set(None)
+        notice._notice()
+        result = loop(iterator, 4)
+        assert int(result.steps) == 1 and float(result.logs["count"]) == 10
+        assert result.noticed.numpy().tolist() == [1.0] and not result.due
+    assert not clock._thread.is_alive()
 
 
 @pytest.mark.parametrize("when, stopped_at", [("while the model is built", 1), ("after the last step", 3)])
@@ -449,7 +467,7 @@ def test_a_sigterm_from_the_start_of_train_to_its_end_saves_and_stops(tmp_path, 
     """While building the model (no step run yet): one step, then the stop; after the last step's agreement:
     the run is done and saved, and still stops (a SIGTERM means the process should end)."""
     target, name = {"while the model is built": (training, "build_training_state"),
-                    "after the last step": (training._LoopLog, "write")}[when]
+                    "after the last step": (training._ProgressLog, "loop")}[when]
     original = getattr(target, name)
 
     def with_a_sigterm(*args, **kwargs):

@@ -4,7 +4,7 @@ made the original's curves, tests/reference/make_original_curves.py.
 Each runner trains as a user runs it (a subprocess of run_pretraining.py, run_classifier.py or run_squad.py with
 its flags) from the tiny original-format checkpoint of ../shared/reference/original_checkpoint_tiny, dropout off
 (the config's two probabilities 0, and --output_dropout_prob=0 for the classifier), batch 8, learning rate 1e-4,
-10 % warm-up then linear decay over 100 steps, --deterministic, one loss per step (--iterations_per_loop=1, read
+10 % warm-up then linear decay over 100 steps, --deterministic, one loss per step (--save_summary_steps=1, read
 back from the TensorBoard scalars). The fine-tuning runners start from an init checkpoint that holds the tiny
 checkpoint's encoder and an output layer drawn once here (write_init_checkpoint), so both sides start from the
 same head. tests/reference/original_curves.json holds the original's per-step losses for the same batches.
@@ -113,7 +113,7 @@ def command(runner, inputs, output_dir, root=ROOT, extra=()):
     """The command line of `runner` (one of RUNNERS) for the curve, run from the project at `root`."""
     common = [f"--bert_config_file={inputs['bert_config_file']}", f"--output_dir={output_dir}",
               f"--train_batch_size={BATCH_SIZE}", f"--learning_rate={LEARNING_RATE}",
-              f"--max_seq_length={MAX_SEQ_LENGTH}", "--iterations_per_loop=1", "--save_checkpoints_steps=1000",
+              f"--max_seq_length={MAX_SEQ_LENGTH}", "--save_summary_steps=1", "--save_checkpoints_steps=1000",
               "--deterministic", "--do_train"]
     vocab = f"--vocab_file={shared('vocab', 'uncased', 'vocab.txt')}"
     if runner == "run_pretraining":
@@ -161,7 +161,7 @@ def run(runner, inputs, output_dir, root=ROOT, extra=(), tpu_path=False, timeout
 
 
 def losses_of(output_dir):
-    """The per-step losses a run with --iterations_per_loop=1 wrote to its TensorBoard scalars."""
+    """The per-step losses a run with --save_summary_steps=1 wrote to its TensorBoard scalars."""
     sys.path.insert(0, ROOT)
     from tests.event_files import summary_scalars
     scalars = summary_scalars(output_dir)["loss"]
