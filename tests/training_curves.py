@@ -11,6 +11,7 @@ same head. tests/reference/original_curves.json holds the original's per-step lo
 """
 import json
 import os
+import platform
 import subprocess
 import sys
 
@@ -182,12 +183,48 @@ def onednn_on():
     return bool(_pywrap_util_port.IsMklEnabled())
 
 
+def cpu_kernels():
+    """The vector instructions TensorFlow's CPU kernels are built for here, which decide their float rounding:
+    "avx512" (x86 with AVX-512), "avx2" (other x86 with AVX2), else the machine's name."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        flags = []
+    if "avx512f" in flags:
+        return "avx512"
+    return "avx2" if "avx2" in flags else platform.machine()
+
+
+def variant_name(path, kernels, onednn):
+    """The name of a recorded run of the original: its path ("gather": CPU/GPU, "one_hot": TPU), the CPU kernels
+    it ran on (none named for "avx512", where the first runs were recorded) and "_onednn_off" when oneDNN was off:
+    "gather", "gather_onednn_off", "gather_avx2", "gather_avx2_onednn_off", "one_hot", ..."""
+    return path + ("" if kernels == "avx512" else f"_{kernels}") + ("" if onednn else "_onednn_off")
+
+
 def reference_variant(path="gather"):
-    """The recorded run of the original to compare with here: path "gather" (CPU/GPU) or "one_hot" (TPU); the
-    oneDNN-off run of the gather path where a process started here runs without oneDNN (onednn_on)."""
-    if path == "gather" and not onednn_on():
-        return "gather_onednn_off"
-    return path
+    """The recorded run of the original made with this machine's kernels: path "gather" (CPU/GPU) or "one_hot"
+    (TPU), this CPU's kernels (cpu_kernels), oneDNN on or off as a process started here runs (onednn_on; the
+    TPU path is recorded with oneDNN on only)."""
+    return variant_name(path, cpu_kernels(), onednn_on() or path == "one_hot")
+
+
+def reference_run(runs, path="gather"):
+    """The losses of the original's run made with this machine's kernels (reference_variant) among `runs`."""
+    name = reference_variant(path)
+    if name not in runs:
+        raise LookupError(f"no run of the original recorded as {name!r} (recorded: {', '.join(sorted(runs))}): "
+                          "record one on this machine with tests/reference/make_original_curves.py")
+    return runs[name]
+
+
+def original_spread(runs, steps=None):
+    """The original against itself: the largest difference between two of its recorded gather-path runs (other
+    CPUs' kernels, oneDNN on and off) over the first `steps` steps: (difference, 1-based step)."""
+    names = sorted(name for name in runs if name.startswith("gather"))
+    pairs = [(a, b) for i, a in enumerate(names) for b in names[i + 1:]]
+    return max(largest_difference(runs[a], runs[b], steps) for a, b in pairs)
 
 
 def load_reference():

@@ -30,10 +30,13 @@ step + 1 for the update that makes global step step + 1, the rate this project's
 lr_step_offset=1). The original's own increment reads that tensor too and stores step + 2; nothing else in the
 step reads global_step.
 
-Recorded runs, each of the original on CPU: "gather" (use_one_hot_embeddings=False, its default off TPU, oneDNN
-kernels on: TF_ENABLE_ONEDNN_OPTS=1, TensorFlow's default on x86), "gather_onednn_off" (the same with
-TF_ENABLE_ONEDNN_OPTS=0: the original against itself with other CPU kernels), and for the fine-tuning runners
-"one_hot" (use_one_hot_embeddings=True, its TPU path).
+Recorded runs, each of the original on this machine's CPU, named by tests/training_curves.py's variant_name:
+"gather" (use_one_hot_embeddings=False, its default off TPU, oneDNN kernels on: TF_ENABLE_ONEDNN_OPTS=1),
+"gather_onednn_off" (the same with TF_ENABLE_ONEDNN_OPTS=0: the original against itself with other CPU kernels),
+and for the fine-tuning runners "one_hot" (use_one_hot_embeddings=True, its TPU path); on a CPU without AVX-512
+the names carry its kernels ("gather_avx2", "gather_avx2_onednn_off", "one_hot_avx2"). Runs recorded on other CPUs
+stay in the file: the tests compare ours with the run made on kernels like their machine's, within the original's
+spread over all of them. Each variant's description says which TensorFlow and CPU made it.
 """
 import argparse
 import importlib
@@ -46,9 +49,11 @@ import types
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-VARIANTS = {"run_pretraining": ("gather", "gather_onednn_off"),
-            "run_classifier": ("gather", "gather_onednn_off", "one_hot"),
-            "run_squad": ("gather", "gather_onednn_off", "one_hot")}
+# Per runner, the original's runs recorded on this machine: (path, oneDNN on). Each is named by
+# tests/training_curves.py's variant_name with this CPU's kernels; runs recorded on other CPUs are kept.
+VARIANTS = {"run_pretraining": (("gather", True), ("gather", False)),
+            "run_classifier": (("gather", True), ("gather", False), ("one_hot", True)),
+            "run_squad": (("gather", True), ("gather", False), ("one_hot", True))}
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -209,7 +214,7 @@ def training_batches(runner, output_dir, steps):
     return {name: np.stack([batch[name].numpy() for batch in batches]) for name in batches[0]}
 
 
-def run_original(args, runner, variant, inputs, batches_file, workdir):
+def run_original(args, runner, variant, path, onednn, inputs, batches_file, workdir):
     from tests import training_curves as tc
     recipe = {"steps": tc.STEPS, "learning_rate": tc.LEARNING_RATE, "batch_size": tc.BATCH_SIZE,
               "num_warmup_steps": int(tc.STEPS * tc.WARMUP_PROPORTION), "num_labels": tc.CLASSIFIER_HEAD[1]}
@@ -217,17 +222,28 @@ def run_original(args, runner, variant, inputs, batches_file, workdir):
             else inputs["init_checkpoint"])
     output = os.path.join(workdir, f"original_{variant}.json")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
-    env["TF_ENABLE_ONEDNN_OPTS"] = "0" if variant.endswith("onednn_off") else "1"
+    env["TF_ENABLE_ONEDNN_OPTS"] = "1" if onednn else "0"
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     command = [sys.executable, os.path.abspath(__file__), "--worker", f"--runner={runner}",
                f"--original_dir={args.original_dir}", f"--batches={batches_file}",
                f"--bert_config_file={inputs['bert_config_file']}", f"--init_checkpoint={init}",
-               f"--recipe={json.dumps(recipe)}", f"--output={output}"] + (["--one_hot"] if variant == "one_hot" else [])
+               f"--recipe={json.dumps(recipe)}", f"--output={output}"] + (["--one_hot"] if path == "one_hot" else [])
     proc = subprocess.run(command, capture_output=True, text=True, env=env, cwd=HERE)
     if proc.returncode != 0:
         raise RuntimeError(f"original {runner} {variant} failed:\n{proc.stderr[-5000:]}")
     with open(output) as f:
         return json.load(f)["losses"]
+
+
+def cpu_model():
+    """This CPU's model name and the vector instructions its kernels use, for the record."""
+    from tests import training_curves as tc
+    try:
+        with open("/proc/cpuinfo") as f:
+            name = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
+    except OSError:
+        name = ""
+    return f"{name or 'an unnamed CPU'} ({tc.cpu_kernels()})"
 
 
 def main(args):
@@ -239,6 +255,8 @@ def main(args):
     inputs = tc.prepare(os.path.join(args.workdir, "inputs"))
     previous = tc.load_reference() if os.path.exists(tc.REFERENCE_FILE) else {"runs": {}}
     runs = dict(previous.get("runs", {}))
+    described = dict(previous.get("variants", {}))
+    kernels, cpu = tc.cpu_kernels(), cpu_model()
     for runner in args.runners:
         workdir = os.path.join(args.workdir, runner)
         ours_dir = os.path.join(workdir, "ours")
@@ -249,27 +267,28 @@ def main(args):
         print(f"{runner}: ours ran in {time.time() - start:.0f} s", flush=True)
         batches_file = os.path.join(workdir, "batches.npz")
         np.savez(batches_file, **training_batches(runner, ours_dir, tc.STEPS))
-        runs[runner] = {}
-        for variant in VARIANTS[runner]:
+        runs[runner] = dict(runs.get(runner, {}))
+        for path, onednn in VARIANTS[runner]:
+            variant = tc.variant_name(path, kernels, onednn)
             start = time.time()
-            runs[runner][variant] = run_original(args, runner, variant, inputs, batches_file, workdir)
+            runs[runner][variant] = run_original(args, runner, variant, path, onednn, inputs, batches_file, workdir)
+            described[variant] = (f"use_one_hot_embeddings={path == 'one_hot'}"
+                                  f"{' (the original' + chr(39) + 's TPU path)' if path == 'one_hot' else ' (CPU/GPU)'}, "
+                                  f"TF_ENABLE_ONEDNN_OPTS={int(onednn)}; TensorFlow {tf.__version__} on {cpu}")
             worst, step = tc.largest_difference(ours, runs[runner][variant])
             print(f"{runner} {variant}: original ran in {time.time() - start:.0f} s; ours against it: largest "
                   f"difference {worst:.3g} at step {step}", flush=True)
-        if "gather_onednn_off" in runs[runner]:
-            spread, step = tc.largest_difference(runs[runner]["gather"], runs[runner]["gather_onednn_off"])
-            print(f"{runner}: the original, oneDNN on against off: largest difference {spread:.3g} at step {step}")
+        spread, step = tc.original_spread(runs[runner])
+        print(f"{runner}: the original against itself (its gather runs on every recorded CPU, oneDNN on and off): "
+              f"largest difference {spread:.3g} at step {step}")
     recipe = {name: getattr(tc, name) for name in ("STEPS", "BATCH_SIZE", "LEARNING_RATE", "WARMUP_PROPORTION",
                                                      "SEED", "HEAD_SEED", "MAX_SEQ_LENGTH",
                                                      "MAX_PREDICTIONS_PER_SEQ", "CLASSIFIER_EPOCHS", "SQUAD_EPOCHS")}
     result = {"made_by": "tests/reference/make_original_curves.py",
               "original": {"repository": "https://github.com/google-research/bert",
                            "revision": args.original_revision},
-              "tensorflow": tf.__version__, "recipe": recipe,
-              "variants": {"gather": "use_one_hot_embeddings=False (CPU/GPU), TF_ENABLE_ONEDNN_OPTS=1",
-                           "gather_onednn_off": "use_one_hot_embeddings=False, TF_ENABLE_ONEDNN_OPTS=0",
-                           "one_hot": "use_one_hot_embeddings=True (the original's TPU path), "
-                                      "TF_ENABLE_ONEDNN_OPTS=1"},
+              "recipe": recipe,
+              "variants": {name: described[name] for name in sorted(described)},
               "runs": {runner: runs[runner] for runner in sorted(runs)}}
     with open(tc.REFERENCE_FILE, "w") as f:
         json.dump(result, f, indent=1)
