@@ -77,7 +77,8 @@ class Segmenter:
         cased = any(c.isupper() for c in text)
         out = []
         for piece in pieces:
-            if out and (_LIST_MARKER.match(out[-1]) or (cased and _starts_lower(piece))):
+            if out and ((len(out[-1]) <= 8 and _LIST_MARKER.match(out[-1])) or
+                        (cased and (piece[0].islower() or piece[0] in _OPENERS) and _starts_lower(piece))):
                 out[-1] = out[-1] + " " + piece
             else:
                 out.append(piece)

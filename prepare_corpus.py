@@ -10,6 +10,7 @@ The formats, what a document is and the segmenter are corpus_text.py's (its docs
 its first line falls to) and worker k writes PATH-0000k-of-0000N: the same flags give the same files. The counts
 (documents, sentences, what was dropped and why) are logged.
 """
+import contextlib
 import dataclasses
 import multiprocessing
 import time
@@ -93,11 +94,9 @@ def run(options):
     filesystem.make_parent_dir(options.output_file, "--output_file")
     logging.info("%d input files, %.1f MB, %d worker(s)", len(input_files), sum(sizes) / 1e6, num)
     try:
-        if num == 1:
-            results = [_worker(jobs[0])]
-        else:
-            with multiprocessing.get_context("fork").Pool(num) as pool:
-                results = pool.map(_worker, jobs, chunksize=1)
+        with contextlib.ExitStack() as stack:  # one worker runs in this process
+            pool = stack.enter_context(multiprocessing.get_context("fork").Pool(num)) if num > 1 else None
+            results = pool.map(_worker, jobs, chunksize=1) if pool else [_worker(jobs[0])]
     except BaseException:
         for path in paths:
             filesystem.remove_file(path)

@@ -27,6 +27,7 @@ joined; wikitext-2 valid, one paragraph per line) in one process, in interleaved
 as MB of UTF-8 text per second on one core. The machine is shared: compare the ratios of one run.
 
     python benchmarks/bench_sentence_segmentation.py [--rounds=3] [--speed_bytes=400000] [--only=sentencex,...]
+    python benchmarks/bench_sentence_segmentation.py --prepare_corpus=5 [--workers=2]   # the script's own rate
 
 The candidates are in requirements-bench.txt (benchmark only); NLTK's punkt model has no
 package that installs it offline (nltk downloads it at run time): its row is NLTK's Punkt algorithm with default
@@ -340,15 +341,80 @@ def speed_paragraphs(shared, limit):
     return out
 
 
+def prepare_corpus_speed(shared, repeat, workers):
+    """prepare_corpus.py's own rate (its log's "MB/s of input": reading, segmenting, writing; not the imports) on
+    the shared corpora, each repeated `repeat` times, with 1 and `workers` workers: [(corpus, MB, workers, MB/s)]."""
+    import subprocess
+    import tempfile
+    text = os.path.join(shared, "data", "text")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        inputs = {}
+        books = []
+        for name in sorted(os.listdir(os.path.join(text, "gutenberg"))):
+            with open(os.path.join(text, "gutenberg", name), "rb") as f:
+                try:
+                    f.read().decode("utf-8")
+                except UnicodeDecodeError:  # chesterton-ball.txt has a Latin-1 byte: prepare_corpus.py stops on it
+                    print("left out (not UTF-8): gutenberg/%s" % name)
+                    continue
+            if name.endswith(".txt"):
+                books.append(os.path.join(text, "gutenberg", name))
+        inputs["gutenberg books (text, a book per document)"] = (books, ["--text_document=file"])
+        wiki = [os.path.join(text, "wikitext-2", n) for n in ("valid.txt", "test.txt")]
+        inputs["wikitext-2 (text, heading documents)"] = (wiki, ["--text_document=heading"])
+        extract = os.path.join(tmp, "wiki_00")
+        with open(extract, "w", encoding="utf-8") as out:
+            for path in wiki:
+                with open(path, encoding="utf-8") as f:
+                    body = f.read()
+                for k, article in enumerate(re.split(r"\n \= (?=[^=])", body)):
+                    lines = [l.strip() for l in article.split("\n")]
+                    title = lines[0].strip(" =")
+                    paragraphs = [l for l in lines[1:] if l and not l.startswith("=")]
+                    out.write('<doc id="%d" url="u" title="%s">\n%s\n\n%s\n</doc>\n' % (
+                        k, title.replace("<", "&lt;").replace(">", "&gt;"), title, "\n".join(paragraphs)))
+        inputs["wikitext-2 as WikiExtractor <doc> output"] = ([extract], [])
+        for name, (paths, flags) in inputs.items():
+            big = os.path.join(tmp, "big_%d" % len(rows))
+            os.makedirs(big)
+            copies = []
+            for k in range(repeat):
+                for path in paths:
+                    copy = os.path.join(big, "%03d_%s" % (k, os.path.basename(path)))
+                    with open(path, "rb") as f, open(copy, "wb") as g:
+                        g.write(f.read())
+                    copies.append(copy)
+            size = sum(os.path.getsize(p) for p in copies) / 1e6
+            for n in (1, workers):
+                log = subprocess.run([sys.executable, os.path.join(ROOT, "prepare_corpus.py"),
+                                      "--input_file=" + ",".join(copies), "--output_file=" + os.path.join(tmp, "out.txt"),
+                                      "--num_workers=%d" % n] + flags, capture_output=True, text=True, check=True).stderr
+                rate = float(re.search(r"\(([\d.]+) MB/s of input\)", log).group(1))
+                rows.append((name, size, n, rate))
+    return rows
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--speed_bytes", type=int, default=400_000, help="bytes of each speed corpus")
     parser.add_argument("--only", default="", help="comma-separated candidate names (default: all installed)")
     parser.add_argument("--errors", type=int, default=0, help="print up to N wrong paragraphs per candidate and set")
+    parser.add_argument("--prepare_corpus", type=int, default=0, metavar="REPEAT",
+                        help="also time prepare_corpus.py on the shared corpora repeated REPEAT times, with 1 and "
+                             "--workers workers")
+    parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
     if not os.path.isdir(SHARED):
         sys.exit("shared data not found at %s (set BERT_SHARED_DIR)" % SHARED)
+    if args.prepare_corpus:
+        print("prepare_corpus.py, MB/s of input after imports (shared machine of %d cores):" % os.cpu_count())
+        print("| input | MB | workers | MB/s | MB/s per worker |")
+        print("|---|---|---|---|---|")
+        for name, size, n, rate in prepare_corpus_speed(SHARED, args.prepare_corpus, args.workers):
+            print("| %s | %.1f | %d | %.2f | %.2f |" % (name, size, n, rate, rate / n))
+        return
     wanted = [n.strip() for n in args.only.split(",") if n.strip()] or list(CANDIDATES)
     sets = gold_sets(SHARED)
     splitters = {}
