@@ -351,7 +351,7 @@ class Reader:
                 record = json.loads(text)
             except ValueError as err:
                 raise lines.error(offset, f"not valid JSON ({err.msg} at column {err.colno}): expected one JSON "
-                                          "object per line") from None
+                                          "object per line (plain text? give --input_format=text)") from None
             if not isinstance(record, dict):
                 raise lines.error(offset, f"expected a JSON object, got {type(record).__name__}")
             if field not in record:

@@ -88,6 +88,9 @@ def run(options):
     num = options.num_workers
     paths = [options.output_file] if num == 1 else [filesystem.shard_path(options.output_file, k, num)
                                                      for k in range(num)]
+    clash = sorted(set(map(filesystem.normpath, paths)) & set(map(filesystem.normpath, input_files)))
+    if clash:
+        raise cli.UserError(f"--output_file={options.output_file}: would overwrite the input file {clash[0]}")
     jobs = [{"worker": k, "options": options, "path": paths[k],
              "parts": filesystem.range_parts(input_files, sizes, lo, hi)}
             for k, (lo, hi) in enumerate(filesystem.byte_ranges(sizes, num))]

@@ -306,6 +306,8 @@ def test_flags_and_helpfull():
                  "--min_words_per_sentence", "--min_sentences_per_document"):
         assert flag in result.stdout
     assert "heading" in result.stdout and "CHAPTER IV" in result.stdout
+    same = _run("prepare_corpus.py", f"--input_file={ROOT}/README.md", f"--output_file={ROOT}/./README.md")
+    assert same.returncode == cli.EXIT_USER_ERROR and "would overwrite the input file" in same.stderr
     missing = _run("prepare_corpus.py", "--input_file=/nonexistent/*.txt", "--output_file=/tmp/x.txt")
     assert missing.returncode == cli.EXIT_USER_ERROR
     assert missing.stderr.strip().splitlines()[-1].startswith("error: --input_file pattern")
