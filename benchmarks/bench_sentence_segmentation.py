@@ -172,6 +172,8 @@ def gold_sets(shared):
         "zh": ("zh", "", [(None, p) for p in chinese_paragraphs(
             os.path.join(shared, "reference", "tokenization", "chinese.jsonl"))]),
         "zh tricky": ("zh", "", read_cases(os.path.join(HERE, "segmentation_tricky_zh.txt"))),
+        "en tricky 2": ("en", " ", read_cases(os.path.join(HERE, "segmentation_tricky2_en.txt"))),
+        "zh tricky 2": ("zh", "", read_cases(os.path.join(HERE, "segmentation_tricky2_zh.txt"))),
     }
     return sets
 
