@@ -174,6 +174,8 @@ def gold_sets(shared):
         "zh tricky": ("zh", "", read_cases(os.path.join(HERE, "segmentation_tricky_zh.txt"))),
         "en tricky 2": ("en", " ", read_cases(os.path.join(HERE, "segmentation_tricky2_en.txt"))),
         "zh tricky 2": ("zh", "", read_cases(os.path.join(HERE, "segmentation_tricky2_zh.txt"))),
+        "en tricky 3": ("en", " ", read_cases(os.path.join(HERE, "segmentation_tricky3_en.txt"))),
+        "zh tricky 3": ("zh", "", read_cases(os.path.join(HERE, "segmentation_tricky3_zh.txt"))),
     }
     return sets
 
