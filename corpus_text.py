@@ -11,8 +11,9 @@ tests/test_prepare_corpus.py):
     Japanese that sentencex's English rules keep whole ("Dr. | Smith提出"); a quotation's 。！？ followed by a
     particle that cannot begin a sentence (「行きます。」と言った, “为什么？”的时候); a piece beginning with a
     lower-case letter or a digit after an abbreviation ("approx. three", "vol. 12"), after a quotation's own
-    terminator or after ? ! ('"Why?" he asked'). After an ordinary word and a full stop a lower-case word begins a
-    sentence ("... home. then I slept", "... sales. iPhone sales fell").
+    terminator or after ? ! ('"Why?" he asked'); a title's ？ before more text (《为什么要读书？》这本书). After an
+    ordinary word and a full stop a lower-case word begins a sentence ("... home. then I slept", "... sales. iPhone
+    sales fell").
   * moved: a list marker left at the end of the item before ("1. Go left 2. | Go right"); closing quotes that
     begin a piece ("『没关系。| 』然后").
   * added: list items run together ("1) Check the oil 2) Check the tyres"); a sentence closed inside brackets ("(It
@@ -84,11 +85,11 @@ _CJK = re.compile(r"[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\ufe30-\ufe4f\uff01-
 # many more (the months and a few others are repeated here). Only consulted for a piece that sentencex begins with a
 # lower-case letter or a digit; words that are also common English words ("max", "lab", "long") are left out.
 _ABBREVIATIONS = frozenset("""
-    abbr abt acad admin amt anon appt approx appx assoc attn atty avg bldgs cca chap chaps chg cmte contd corr cpt
+    abbr abt acad admin amt anon appt approx appx assoc attn atty avg bldgs cca ch chap chaps chg chs cmte contd corr cpt
     ctr dept depts deriv dz eds edn encl eqn eqns eqs equiv esp excl exh figs govt hrs hwy illus incl incr intl
     kgs lbs mfr mgmt mgr mgt misc mkt mln mos mph mths natl orig oz pct perh pkg pls pp pt pts publ qtr qty recd
     refs repr resp rpt secs sect sects seq sqq suppl tbl tbsp tsp usu viz vol vols vs wkly wks yds yr yrs
-    jan feb apr jun jul aug sept oct nov dec tues thurs
+    jan feb apr jun jul aug sept oct nov dec mon tue tues wed thu thur thurs fri
 """.split())
 # A word made of letters and inner full stops ("a.m", "U.S", "e.g", "Ph.D"): an abbreviation, never a sentence end
 # before a lower-case word.
@@ -253,6 +254,10 @@ def _continues(text, start, left_end, cut, end, cased, ascii_only):
             window = " ".join((text[left_end - len(latin_left):cut] + (right[:cjk.start()] if cjk else right)).split())
             if len(split_sentences(window, "en")) == 1:
                 return True
+    # A title's own ？ or ！ never ends the sentence around it (《为什么要读书？》这本书): sentencex treats 《》 as
+    # quotes.
+    if last in "》〉" and text[left_end - 2] in "？！?!" and _CJK.match(first):
+        return True
     # A quotation whose own 。！？ does not end the sentence: the Japanese quotation particle と or って after it
     # (「行きます。」と言った), a Chinese particle that never begins a sentence (“为什么？”的时候, “好吗？”吗).
     if last in "」』”\"" and (first in "と吗呢吧" or text.startswith("って", cut) or

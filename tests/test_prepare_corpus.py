@@ -74,6 +74,7 @@ def test_segmenter_splits_tricky_boundaries(text, expected):
     # lower case or a number after an abbreviation sentencex does not know; after an ordinary word: a new sentence
     ("Bring approx. twelve cups, incl. spares. Thanks.", ["Bring approx. twelve cups, incl. spares.", "Thanks."]),
     ("See vol. 3 of the series.", ["See vol. 3 of the series."]),
+    ("Read Ch. 2 on Tue. and Thu. evenings.", ["Read Ch. 2 on Tue. and Thu. evenings."]),
     ("It ended at 4 p.m. on the dot.", ["It ended at 4 p.m. on the dot."]),
     ("I went to bed. then the phone rang.", ["I went to bed.", "then the phone rang."]),
     ("We sold the old one. iPads are popular now.", ["We sold the old one.", "iPads are popular now."]),
@@ -111,6 +112,7 @@ def test_segmenter_splits_tricky_boundaries(text, expected):
     # quotes and particles: closing quotes stay with their sentence, a particle after a quotation goes on with it
     ("他说：『我走了。』然后关上了门。", ["他说：『我走了。』", "然后关上了门。"]),
     ("她问“几点了？”的时候，钟停了。", ["她问“几点了？”的时候，钟停了。"]),
+    ("《谁动了我的奶酪？》是一本畅销书。", ["《谁动了我的奶酪？》是一本畅销书。"]),
     ("彼女は「わかりました。」と答えた。", ["彼女は「わかりました。」と答えた。"]),
     ("1. 关闭窗口。2. 保存文件。", ["1. 关闭窗口。", "2. 保存文件。"]),
     ("（那是很久以前的事。）现在没人记得。", ["（那是很久以前的事。）", "现在没人记得。"]),
