@@ -7,7 +7,7 @@ benchmarks/SEGMENTATION.md) splits each paragraph, then a thin layer of ours mov
 pieces where the library has a habit our gold sets caught (each rule is commented where it is written and tested in
 tests/test_prepare_corpus.py):
   * joined: a piece that is only a list marker ("1.", "b)", "•") and the item it numbers; a piece that begins with
-    a comma or a semicolon; a word cut at its inner full stop ("U.|K.", "１２．|５"); Latin text inside Chinese or
+    a comma or a semicolon, or ends with one; a word cut at its inner full stop ("U.|K.", "１２．|５"); Latin text inside Chinese or
     Japanese that sentencex's English rules keep whole ("Dr. | Smith提出"); a quotation's 。！？ followed by a
     particle that cannot begin a sentence (「行きます。」と言った, “为什么？”的时候); a piece beginning with a
     lower-case letter or a digit after an abbreviation ("approx. three", "vol. 12"), after a quotation's own
@@ -233,8 +233,9 @@ def _continues(text, start, left_end, cut, end, cased, ascii_only):
     # A piece that is only a list marker ("1.", "b)", "•") numbers the item after it.
     if left_end - start <= 8 and _LIST_MARKER.match(text[start:left_end]):
         return True
-    # A sentence never begins with a comma, semicolon or colon (sentencex cuts before "，" after "M.I.T.").
-    if first in ",;:，、；：":
+    # A sentence never begins with a comma, semicolon or colon (sentencex cuts before "，" after "M.I.T."), nor ends
+    # with a comma or a semicolon (it cuts "(Zhu et al., | 2015)" in a long Chinese paragraph).
+    if first in ",;:，、；：" or last in ",;，、；":
         return True
     # A word or number cut at a full stop inside it, without a space: an initialism ("U.|K.", "M.|I.T."), a
     # decimal with a full-width point ("１２．|５").
