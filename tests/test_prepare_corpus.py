@@ -124,6 +124,19 @@ def test_segmenter_layer_rules(text, expected):
     assert corpus_text.Segmenter(language).split(text) == expected
 
 
+def test_no_sentence_ends_with_a_comma():
+    """sentencex cuts this paragraph (the BERT paper in Chinese, ../shared/reference/tokenization/chinese.jsonl)
+    after "et al.," and "等,"; the layer joins the pieces."""
+    text = ("**预训练数据** 预训练过程在很大程度上遵循了现有语言模型的文献。我们使用了BooksCorpus (800M words) (Zhu et al., "
+            "2015) 和英文维基百科 (2,500M words)作为预训练的语料库。对于维基百科，我们仅抽取了文本段落，去除了列表、表格和标题。"
+            "使用文档级语料库而不是像Billion Word Benchmark (Chelba等, 2013) 这样的句级语料库非常重要，这是为了提取长的连续序列。")
+    import sentencex  # pylint: disable=import-outside-toplevel
+    assert any(p.strip().endswith(",") for p in sentencex.segment("zh", text))  # the library's habit, still there
+    sentences = corpus_text.Segmenter("zh").split(text)
+    assert sentences[0].endswith("文献。") and not any(s.endswith(",") for s in sentences)
+    assert "".join(sentences).replace(" ", "") == text.replace(" ", "")
+
+
 @pytest.mark.parametrize("language", ["en", "de", "fr", "zh", "ja", "ru"])
 def test_chinese_full_stops_end_sentences_in_every_language(language):
     assert corpus_text.Segmenter(language).split("第一句。第二句！第三句？Fourth one.") == [
