@@ -7,13 +7,13 @@ benchmarks/SEGMENTATION.md) splits each paragraph, then a thin layer of ours mov
 pieces where the library has a habit our gold sets caught (each rule is commented where it is written and tested in
 tests/test_prepare_corpus.py):
   * joined: a piece that is only a list marker ("1.", "b)", "•") and the item it numbers; a piece that begins with
-    a comma or a semicolon, or ends with one; a word cut at its inner full stop ("U.|K.", "１２．|５"); Latin text inside Chinese or
-    Japanese that sentencex's English rules keep whole ("Dr. | Smith提出"); a quotation's 。！？ followed by a
-    particle that cannot begin a sentence (「行きます。」と言った, “为什么？”的时候); a piece beginning with a
-    lower-case letter or a digit after an abbreviation ("approx. three", "vol. 12"), after a quotation's own
-    terminator or after ? ! ('"Why?" he asked'); a title's ？ before more text (《为什么要读书？》这本书). After an
-    ordinary word and a full stop a lower-case word begins a sentence ("... home. then I slept", "... sales. iPhone
-    sales fell").
+    a comma or a semicolon, or ends with one; a word cut at its inner full stop ("U.|K.", "１２．|５"); Latin text
+    inside Chinese or Japanese that sentencex's English rules keep whole ("Dr. | Smith提出"); a quotation's 。！？
+    followed by a particle that cannot begin a sentence (「行きます。」と言った, “为什么？”的时候); a title's ？
+    before more text (《为什么要读书？》这本书); a piece beginning with a lower-case letter or a digit after an
+    abbreviation ("approx. three", "vol. 12"), after a quotation's own terminator or after ? ! ('"Why?" he
+    asked'). After an ordinary word and a full stop a lower-case word begins a sentence ("... home. then I slept",
+    "... sales. iPhone sales fell").
   * moved: a list marker left at the end of the item before ("1. Go left 2. | Go right"); closing quotes that
     begin a piece ("『没关系。| 』然后").
   * added: list items run together ("1) Check the oil 2) Check the tyres"); a sentence closed inside brackets ("(It
@@ -46,6 +46,7 @@ a cli.UserError naming the file and line.
 import collections
 import html
 import itertools
+import operator
 import json
 import re
 
@@ -61,8 +62,10 @@ TEXT_DOCUMENTS = ("file", "paragraph", "heading")
 # Sentence segmentation.
 #
 # sentencex gives a paragraph's pieces; the layer below moves, removes or adds cuts between them, each rule for one
-# habit of the library measured on benchmarks/segmentation_tricky_en.txt and segmentation_tricky_zh.txt (the rules'
-# tests: tests/test_prepare_corpus.py). A cut is an offset into the paragraph, where a sentence's first character is.
+# habit of the library found on the tricky gold sets of benchmarks/ (segmentation_tricky*_en.txt, *_zh.txt; the
+# rules' tests: tests/test_prepare_corpus.py). A cut is an offset into the paragraph where a sentence begins. The
+# layer's cost is kept to a few passes over a paragraph: the patterns begin with a literal character or run only
+# where their characters are (benchmarks/SEGMENTATION.md has its rate).
 
 # A list marker: "1.", "2)", "3.)", "(4)", "b.", "c)", "iv.", "(ii)"; bullets.
 _MARKER = r"[(\[]?(?:\d{1,3}|[A-Za-z]|[ivxlcdmIVXLCDM]{1,6})(?:\.\)|[.)\]])"
@@ -85,8 +88,8 @@ _CJK = re.compile(r"[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\ufe30-\ufe4f\uff01-
 # many more (the months and a few others are repeated here). Only consulted for a piece that sentencex begins with a
 # lower-case letter or a digit; words that are also common English words ("max", "lab", "long") are left out.
 _ABBREVIATIONS = frozenset("""
-    abbr abt acad admin amt anon appt approx appx assoc attn atty avg bldgs cca ch chap chaps chg chs cmte contd corr cpt
-    ctr dept depts deriv dz eds edn encl eqn eqns eqs equiv esp excl exh figs govt hrs hwy illus incl incr intl
+    abbr abt acad admin amt anon appt approx appx assoc attn atty avg bldgs cca ch chap chaps chg chs cmte contd corr
+    cpt ctr dept depts deriv dz eds edn encl eqn eqns eqs equiv esp excl exh figs govt hrs hwy illus incl incr intl
     kgs lbs mfr mgmt mgr mgt misc mkt mln mos mph mths natl orig oz pct perh pkg pls pp pt pts publ qtr qty recd
     refs repr resp rpt secs sect sects seq sqq suppl tbl tbsp tsp usu viz vol vols vs wkly wks yds yr yrs
     jan feb apr jun jul aug sept oct nov dec mon tue tues wed thu thur thurs fri
@@ -94,21 +97,25 @@ _ABBREVIATIONS = frozenset("""
 # A word made of letters and inner full stops ("a.m", "U.S", "e.g", "Ph.D"): an abbreviation, never a sentence end
 # before a lower-case word.
 _DOTTED = re.compile(r"^(?:[A-Za-z]{1,3}\.)+[A-Za-z]{1,3}$")
-# Where the library missed a sentence end (Segmenter._split):
+# Where the library missed a sentence end (_add_cuts):
 # A run of two or more ! and ? before English "I" ("Really?! I had no idea."): sentencex reads the run as an ellipsis,
 # after which it continues before "I".
 _EMPHATIC_I = re.compile(r"[!?][!?]+ (?=I[ '’])")
 # A sentence closed inside brackets ("(It reopens in May.) Tickets ...", "（这是后来才知道的。）当时..."): sentencex
-# does not split inside brackets, and a bracket is not a terminator.
-_CLOSED_BRACKET = re.compile(r"[.!?。！？][)\]）】]+(?: (?=[\"“‘']?[A-Z])|(?=[\u3040-\u30ff\u3400-\u9fff]))")
+# does not split inside brackets, and a bracket is not a terminator. One pattern per bracket, each beginning with
+# it (a pattern that begins with one character is searched for fast).
+_CLOSED_BRACKET = {b: re.compile(re.escape(b) + r"(?<=[.!?。！？]" + re.escape(b) + r")[)\]）】]*"
+                                 r"(?: (?=[\"“‘']?[A-Z])|(?=[\u3040-\u30ff\u3400-\u9fff]))") for b in ")]）】"}
 # An ellipsis written as one character before a capitalized word ("She waited… Nobody came."): sentencex cuts
 # after "..." there but not after "…" (and, as after "...", not before English "I").
 _ELLIPSIS_CAPITAL = re.compile(r"… (?=[\"“‘']?[A-Z])(?!I[ '’])")
 # A Chinese or Japanese quotation that ends in an ellipsis, before more Chinese or Japanese text (“我不知道……”然后
 # ...): a sentence end, as sentencex cuts after “...。” and “...？” (it does not after an ellipsis).
 _ELLIPSIS_QUOTE = re.compile(r"…[”」』]+(?=[\u3040-\u30ff\u3400-\u9fff])")
-# A single lower-case letter ending a sentence before a capitalized word (_piece_cuts says why).
-_LOWER_LETTER_END = re.compile(r"[ (][a-uw-z]\. [\"“]?[A-Z][a-z]")
+# A single lower-case letter ending a sentence ("the letter x. Then", "option a. The"): sentencex takes every single
+# letter for an initial ("v." is the one lower-case single-letter abbreviation before a capital: "Roe v. Wade").
+# (The pattern begins with ". ", the lookbehind after it: searched for fast.)
+_LOWER_LETTER_END = re.compile(r"\. (?<=[ (][a-uw-z]\. )(?=[\"“]?[A-Z][a-z])")
 # The first characters of list markers (_LEADING_MARKER) but capitals ("A)", "IV)"), looked for by their ")".
 _MARKER_FIRST = frozenset("0123456789([abcdefghijklmnopqrstuvwxyz")
 
@@ -126,31 +133,30 @@ class Segmenter:
 
     def split(self, text):
         """The sentences of `text` (a paragraph; its line breaks are spaces), whitespace runs made single spaces."""
-        text = " ".join(text.split())
+        if not text.isprintable() or "  " in text or text[:1] == " " or text[-1:] == " ":
+            text = " ".join(text.split())  # (isprintable: no whitespace but " ", tested faster than split)
         if not text:
             return []
         pieces = self._segment(self.language, text)
         cuts = [0]  # sentencex's pieces as offsets of their first characters (a space after a piece stays with it)
         if len(pieces) > 1:
             cuts.extend(itertools.accumulate(map(len, pieces[:-1])))
-            if " " in (text[c] for c in cuts):
+            if " " in operator.itemgetter(*cuts)(text):  # (a piece that begins with a space: rare)
                 cuts = sorted({c + 1 if text[c] == " " else c for c in cuts} - {len(text)})
         cased = text != text.lower()
         if len(cuts) > 1:
             cuts = _join(text, cuts, cased)
         cuts = _add_cuts(text, cuts, cased)
-        sentences = []
-        for start, end in zip(cuts, cuts[1:] + [len(text)]):
-            sentence = text[start:end].rstrip()
-            # Cuts inside a piece (rare: _piece_cuts is called for pieces that may begin with a list marker or hold
-            # a full stop before a space).
-            if sentence[0] in _MARKER_FIRST or (cased and ". " in sentence) or ")" in sentence[1:4]:
-                inner = _piece_cuts(text, cuts, start, start + len(sentence), cased)
-                if inner:
-                    sentences.extend(text[a:b].rstrip() for a, b in zip([start] + inner, inner + [end]))
-                    continue
-            sentences.append(sentence)
-        return sentences
+        ends = cuts[1:]
+        ends.append(len(text))
+        # Pieces that may begin with a list marker (the first characters tested at once: operator.itemgetter).
+        if ")" in text or not _MARKER_FIRST.isdisjoint(operator.itemgetter(*cuts)(text)):
+            inner = _inline_item_cuts(text, cuts, ends)
+            if inner:
+                cuts = sorted(set(cuts).union(inner))
+                ends = cuts[1:]
+                ends.append(len(text))
+        return [text[a:b].rstrip() for a, b in zip(cuts, ends)]
 
 
 def _join(text, cuts, cased):
@@ -160,6 +166,9 @@ def _join(text, cuts, cased):
     for k in range(1, len(cuts)):
         cut, start = cuts[k], out[-1]
         left_end = cut - 1 if text[cut - 1] == " " else cut
+        # The common case, a capital after a space and a sentence of more than a list marker in Latin text, needs
+        # only the marker rule below.
+        plain = ascii_only and left_end != cut and left_end - start > 8 and text[cut].isupper()
         # A numbered item's marker left at the end of the item before ("1. Go left 2. | Go right", "1. 打开电源。2. |
         # 按下按钮。"): the cut moves before it.
         marker = _LEADING_MARKER.match(text, start, left_end)
@@ -180,8 +189,8 @@ def _join(text, cuts, cased):
             if after < next_cut:
                 out.append(after)
             continue
-        if not _continues(text, start, left_end, cut, cuts[k + 1] if k + 1 < len(cuts) else len(text), cased,
-                          ascii_only):
+        if plain or not _continues(text, start, left_end, cut, cuts[k + 1] if k + 1 < len(cuts) else len(text),
+                                   cased, ascii_only):
             out.append(cut)
     return out
 
@@ -196,34 +205,36 @@ def _add_cuts(text, cuts, cased):
         added.extend(m.end() for m in _ELLIPSIS_CAPITAL.finditer(text) if _outside_brackets(text, cuts, m.start()))
     if "…”" in text or "…」" in text or "…』" in text:
         added.extend(m.end() for m in _ELLIPSIS_QUOTE.finditer(text))
-    if ")" in text or "）" in text or "]" in text or "】" in text:
-        added.extend(m.end() for m in _CLOSED_BRACKET.finditer(text)
-                     if (cased or _CJK.match(text, m.end())) and _bracketed_sentence(text, m.start() + 1) and
-                     not _abbreviation_before(text, m.start()))
+    for bracket, pattern in _CLOSED_BRACKET.items():
+        if bracket in text:
+            added.extend(m.end() for m in pattern.finditer(text)
+                         if (cased or _CJK.match(text, m.end())) and _bracketed_sentence(text, m.start()) and
+                         not _abbreviation_before(text, m.start() - 1))
+    if cased:
+        added.extend(m.end() for m in _LOWER_LETTER_END.finditer(text)
+                     if m.start() - 1 not in cuts and _outside_brackets(text, cuts, m.start()) and
+                     not _in_lettered_list(text, cuts, m.start()))
     if not added:
         return cuts
     return sorted(set(cuts).union(a for a in added if 0 < a < len(text)))
 
 
-def _piece_cuts(text, cuts, start, end, cased):
-    """Cuts inside the piece text[start:end]: list items run together, a sentence ending in a lower-case letter."""
-    inner = []
-    # List items run together in one paragraph ("1) Check the oil 2) Check the tyres", "a. Red b. Blue"): a piece
-    # that begins with a marker is cut before each next marker of the same sequence.
-    marker = _LEADING_MARKER.match(text, start, end)
-    if marker:
-        inner.extend(start + p for p in _inline_items(text[start:end], marker))
-    items = set(inner)
-    # A single lower-case letter ending a sentence ("the letter x. Then", "option a. The"): sentencex takes every
-    # single letter for an initial ("v." is the one lower-case single-letter abbreviation before a capital: "Roe v.
-    # Wade").
-    period = text.find(". ", start, end) if cased else -1
-    while period >= 0:
-        if period - 2 >= start and period - 1 not in items and _LOWER_LETTER_END.match(text, period - 2) and \
-                _outside_brackets(text, cuts, period):
-            inner.append(period + 2)
-        period = text.find(". ", period + 2, end)
-    return sorted(set(inner))
+def _inline_item_cuts(text, cuts, ends):
+    """List items run together in one paragraph ("1) Check the oil 2) Check the tyres", "a. Red b. Blue"): a piece
+    that begins with a marker is cut before each next marker of the same sequence."""
+    added = []
+    for start, end in zip(cuts, ends):
+        marker = _LEADING_MARKER.match(text, start, end)
+        if marker:
+            added.extend(start + p for p in _inline_items(text[start:end], marker))
+    return added
+
+
+def _in_lettered_list(text, cuts, position):
+    """Whether `position` is in a piece that begins with a lower-case letter's list marker ("a. Red b. Green")."""
+    start = max((c for c in cuts if c <= position), default=0)
+    marker = _LEADING_MARKER.match(text, start)
+    return bool(marker) and marker.group(2) is not None and marker.group(2).isalpha()
 
 
 def _continues(text, start, left_end, cut, end, cased, ascii_only):
