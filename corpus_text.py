@@ -149,8 +149,12 @@ class Segmenter:
         cuts = _add_cuts(text, cuts, cased)
         ends = cuts[1:]
         ends.append(len(text))
-        # Pieces that may begin with a list marker (the first characters tested at once: operator.itemgetter).
-        if ")" in text or not _MARKER_FIRST.isdisjoint(operator.itemgetter(*cuts)(text)):
+        # Pieces that may begin with a list marker: the first characters tested at once (operator.itemgetter), a
+        # capital's marker ("A)", "IV)") by a bracket near a piece's start.
+        may_begin_list = not _MARKER_FIRST.isdisjoint(operator.itemgetter(*cuts)(text))
+        if not may_begin_list and ")" in text:
+            may_begin_list = any(")" in text[c:c + 6] for c in cuts)
+        if may_begin_list:
             inner = _inline_item_cuts(text, cuts, ends)
             if inner:
                 cuts = sorted(set(cuts).union(inner))
@@ -166,9 +170,12 @@ def _join(text, cuts, cased):
     for k in range(1, len(cuts)):
         cut, start = cuts[k], out[-1]
         left_end = cut - 1 if text[cut - 1] == " " else cut
-        # The common case, a capital after a space and a sentence of more than a list marker in Latin text, needs
-        # only the marker rule below.
+        # The common case, a capital after a space and a sentence of more than a list marker in Latin text, that
+        # does not begin with a marker: the cut stays.
         plain = ascii_only and left_end != cut and left_end - start > 8 and text[cut].isupper()
+        if plain and text[start] not in _MARKER_FIRST and ")" not in text[start:start + 6]:
+            out.append(cut)
+            continue
         # A numbered item's marker left at the end of the item before ("1. Go left 2. | Go right", "1. 打开电源。2. |
         # 按下按钮。"): the cut moves before it.
         marker = _LEADING_MARKER.match(text, start, left_end)
@@ -244,9 +251,10 @@ def _continues(text, start, left_end, cut, end, cased, ascii_only):
     # A piece that is only a list marker ("1.", "b)", "•") numbers the item after it.
     if left_end - start <= 8 and _LIST_MARKER.match(text[start:left_end]):
         return True
-    # A sentence never begins with a comma, semicolon or colon (sentencex cuts before "，" after "M.I.T."), nor ends
-    # with a comma or a semicolon (it cuts "(Zhu et al., | 2015)" in a long Chinese paragraph).
-    if first in ",;:，、；：" or last in ",;，、；":
+    # A sentence never begins with a comma or a semicolon (sentencex cuts before "，" after "M.I.T."), nor ends with
+    # one (it cuts "(Zhu et al., | 2015)" in a long Chinese paragraph). (Not the ASCII colon: ":param x:" in a
+    # docstring begins a field of its own.)
+    if first in ",;，、；：" or last in ",;，、；":
         return True
     # A word or number cut at a full stop inside it, without a space: an initialism ("U.|K.", "M.|I.T."), a
     # decimal with a full-width point ("１２．|５").
