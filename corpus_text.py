@@ -92,7 +92,7 @@ _ABBREVIATIONS = frozenset("""
     cpt ctr dept depts deriv dz eds edn encl eqn eqns eqs equiv esp excl exh figs govt hrs hwy illus incl incr intl
     kgs lbs mfr mgmt mgr mgt misc mkt mln mos mph mths natl orig oz pct perh pkg pls pp pt pts publ qtr qty recd
     refs repr resp rpt secs sect sects seq sqq suppl tbl tbsp tsp usu viz vol vols vs wkly wks yds yr yrs
-    jan feb apr jun jul aug sept oct nov dec mon tue tues wed thu thur thurs fri
+    jan feb apr jun jul aug sept oct nov dec mon tue tues wed thu thur thurs fri &c
 """.split())
 # A word made of letters and inner full stops ("a.m", "U.S", "e.g", "Ph.D"): an abbreviation, never a sentence end
 # before a lower-case word.

@@ -75,6 +75,7 @@ def test_segmenter_splits_tricky_boundaries(text, expected):
     ("Bring approx. twelve cups, incl. spares. Thanks.", ["Bring approx. twelve cups, incl. spares.", "Thanks."]),
     ("See vol. 3 of the series.", ["See vol. 3 of the series."]),
     ("Read Ch. 2 on Tue. and Thu. evenings.", ["Read Ch. 2 on Tue. and Thu. evenings."]),
+    ("They spoke of the rooms, the garden, &c. and left.", ["They spoke of the rooms, the garden, &c. and left."]),
     ("It ended at 4 p.m. on the dot.", ["It ended at 4 p.m. on the dot."]),
     ("I went to bed. then the phone rang.", ["I went to bed.", "then the phone rang."]),
     ("We sold the old one. iPads are popular now.", ["We sold the old one.", "iPads are popular now."]),
