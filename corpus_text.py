@@ -3,7 +3,7 @@ readers of the formats text comes in, and the writer of one sentence per line wi
 prepare_corpus.py runs them over files; main_job.py segments its docstrings with the same segmenter.
 
 Segmentation: sentencex (Wikimedia's rule-based segmenter for ~300 languages, chosen by measurement:
-benchmarks/SEGMENTATION.md) splits each paragraph, then a thin layer of ours moves, removes or adds cuts between its
+benchmarks/SEGMENTATION.md) splits each paragraph, then a layer of ours moves, removes or adds cuts between its
 pieces where the library has a habit our gold sets caught (each rule is commented where it is written and tested in
 tests/test_prepare_corpus.py):
   * joined: a piece that is only a list marker ("1.", "b)", "•") and the item it numbers; a piece that begins with
@@ -121,7 +121,7 @@ _MARKER_FIRST = frozenset("0123456789([abcdefghijklmnopqrstuvwxyz")
 
 
 class Segmenter:
-    """Splits text into sentences (see the module docstring): sentencex with our thin layer. `language`: an ISO
+    """Splits text into sentences (see the module docstring): sentencex with our layer. `language`: an ISO
     639 code (sentencex's rules for it: abbreviations, its full stops; unknown codes fall back to its defaults)."""
 
     def __init__(self, language="en"):

@@ -25,7 +25,8 @@ Gold sets (each a list of paragraphs, each paragraph a list of its sentences):
               ellipses, full-width digits, Latin abbreviations).
   en tricky 3, zh tricky 3
               benchmarks/segmentation_tricky3_en.txt and _zh.txt, written after the rules were settled on the first
-              two sets: their held-out check (SEGMENTATION.md gives its first run).
+              two sets: their held-out check (SEGMENTATION.md gives its first run; the rules were then revised
+              on its false splits).
 A paragraph is the sentences joined by one space (Chinese: by nothing); a segmenter's output is mapped back to
 boundaries by counting non-whitespace characters, so whitespace it drops or keeps does not matter. A boundary is
 the start of every sentence but the first; precision = right boundaries / boundaries found, recall = right
