@@ -88,7 +88,7 @@ _ROOT = os.path.dirname(os.path.abspath(__file__))
 # module of the project (a user's own script, even one in this folder; pytest) keeps its stderr and logging as
 # they are, unless it calls run() or main() itself.
 SCRIPTS = ("run_classifier.py", "run_squad.py", "run_ner.py", "run_pretraining.py", "extract_features.py",
-           "create_pretraining_data.py", "build_vocab.py", "convert_checkpoint.py", "main_job.py")
+           "create_pretraining_data.py", "prepare_corpus.py", "build_vocab.py", "convert_checkpoint.py", "main_job.py")
 _BENCHMARKS = os.path.join(_ROOT, "benchmarks")
 
 

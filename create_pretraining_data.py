@@ -224,33 +224,14 @@ class CachedTokenizer:
 # ----------------------------------------------------------------------------------------------------------
 # Files.
 
-def _read_lines(path, start=0):
-    """Yields (byte offset, raw line) for the lines of `path` from byte `start` on (snapped forward to the next
-    line start): the one reader of the corpus, for both modes."""
-    with filesystem.open_file(path, "rb") as reader:
-        pos = 0
-        if start > 0:
-            reader.seek(start - 1)
-            pos = start - 1
-            previous = reader.read(1)
-            pos += len(previous)
-            if previous != b"\n":
-                pos += len(reader.readline())
-        for raw in reader:
-            yield pos, raw
-            pos += len(raw)
-
-
 def _text(raw, path, offset):
     """A corpus line as text; invalid UTF-8 is an error naming the file, line and byte (the line's number is
     counted only then: a fast-mode worker starts in the middle of a file)."""
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as err:
-        with filesystem.open_file(path, "rb") as reader:
-            line_number = reader.read(offset).count(b"\n") + 1
-        raise cli.UserError(f"{path} line {line_number}: not valid UTF-8 ({err.reason} at byte {offset + err.start}); "
-                            f"input files must be UTF-8 text") from None
+        raise cli.UserError(f"{path} line {filesystem.line_number(path, offset)}: not valid UTF-8 ({err.reason} at "
+                            f"byte {offset + err.start}); input files must be UTF-8 text") from None
 
 
 class Corpus:
@@ -299,7 +280,7 @@ def _sentences(path, tokenizer, stats, start=0, end=None):
     """The corpus reader of both modes: yields the token ids of each line of `path` that gives some (the others
     are counted in stats) and _BLANK for each blank line. With a byte range (fast mode) it begins after the first
     blank line at or after `start` (start > 0) and ends after the first blank line at or after `end`."""
-    lines = _read_lines(path, start)
+    lines = filesystem.read_lines(path, start)
     if start > 0:
         for pos, raw in lines:
             stats.bytes += len(raw)
@@ -1056,30 +1037,11 @@ def run_exact(input_files, output_files, options):
 # ----------------------------------------------------------------------------------------------------------
 # Fast mode.
 
-def byte_ranges(sizes, num_parts):
-    """Splits the concatenation of files of `sizes` bytes into `num_parts` ranges: [(start, end)]."""
-    total = sum(sizes)
-    return [(total * k // num_parts, total * (k + 1) // num_parts) for k in range(num_parts)]
-
-
-def range_parts(input_files, sizes, start, end):
-    """The (path, local start, local end) pieces of files that global byte range [start, end) covers."""
-    parts = []
-    offset = 0
-    for path, size in zip(input_files, sizes):
-        lo = max(start - offset, 0)
-        hi = min(end - offset, size)
-        if lo < hi:
-            parts.append((path, lo, hi))
-        offset += size
-    return parts
-
-
 def fast_output_paths(output_files, num_workers, num_tasks, task_index):
     """Output paths of each local worker (see the module docstring)."""
     total_workers = num_workers * num_tasks
     if len(output_files) == 1 and total_workers > 1:
-        return [["%s-%05d-of-%05d" % (output_files[0], task_index * num_workers + w, total_workers)]
+        return [[filesystem.shard_path(output_files[0], task_index * num_workers + w, total_workers)]
                 for w in range(num_workers)]
     if len(output_files) % num_workers:
         raise cli.UserError("--output_file has %d paths and --num_workers=%d: give one path (shards are named "
@@ -1223,13 +1185,13 @@ def run_fast(input_files, output_files, options):
     sizes = [filesystem.file_size(path) for path in input_files]
     total_workers = num_workers * num_tasks
     paths = fast_output_paths(output_files, num_workers, num_tasks, task_index)
-    ranges = byte_ranges(sizes, total_workers)
+    ranges = filesystem.byte_ranges(sizes, total_workers)
     jobs = []
     for w in range(num_workers):
         worker = task_index * num_workers + w
         start, end = ranges[worker]
         jobs.append({"worker": worker, "total_workers": total_workers, "settings": options.settings,
-                     "parts": range_parts(input_files, sizes, start, end), "paths": paths[w],
+                     "parts": filesystem.range_parts(input_files, sizes, start, end), "paths": paths[w],
                      "do_lower_case": options.do_lower_case, "cache_size": options.tokenizer_cache_size,
                      "window_tokens": window_tokens,
                      "log_examples": NUM_EXAMPLES_TO_LOG if w == 0 else 0})

@@ -167,6 +167,53 @@ def input_files(value, flag="--input_file"):
     return files
 
 
+def byte_ranges(sizes, num_parts):
+    """Splits the concatenation of files of `sizes` bytes into `num_parts` ranges: [(start, end)]."""
+    total = sum(sizes)
+    return [(total * k // num_parts, total * (k + 1) // num_parts) for k in range(num_parts)]
+
+
+def range_parts(paths, sizes, start, end):
+    """The (path, local start, local end) pieces of files that global byte range [start, end) covers."""
+    parts = []
+    offset = 0
+    for path, size in zip(paths, sizes):
+        lo = max(start - offset, 0)
+        hi = min(end - offset, size)
+        if lo < hi:
+            parts.append((path, lo, hi))
+        offset += size
+    return parts
+
+
+def shard_path(path, index, count):
+    """The name of output shard `index` of `count` written for --output_file=path: PATH-0000k-of-0000n."""
+    return "%s-%05d-of-%05d" % (path, index, count)
+
+
+def read_lines(path, start=0):
+    """Yields (byte offset, raw line) for the lines of `path` from byte `start` on (snapped forward to the next line
+    start: a line that begins before `start` is left to whoever reads the range before it)."""
+    with open_file(path, "rb") as reader:
+        pos = 0
+        if start > 0:
+            reader.seek(start - 1)
+            pos = start - 1
+            previous = reader.read(1)
+            pos += len(previous)
+            if previous != b"\n":
+                pos += len(reader.readline())
+        for raw in reader:
+            yield pos, raw
+            pos += len(raw)
+
+
+def line_number(path, offset):
+    """The 1-based number of the line holding byte `offset` of `path` (reads the file up to there)."""
+    with open_file(path, "rb") as reader:
+        return reader.read(offset).count(b"\n") + 1
+
+
 def make_dir(path, flag):
     """Creates the folder `path` (and its parents) if needed; a clear error naming the flag otherwise."""
     if not path:

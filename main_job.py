@@ -31,6 +31,7 @@ import types
 
 from absl import logging
 
+import corpus_text
 import filesystem
 
 # Packages whose docstring sentences form the built-in classification task (all pure Python, always shipped).
@@ -39,9 +40,6 @@ DEFAULT_LABELS = ("asyncio", "email", "importlib", "logging", "unittest")
 # Parts of the standard library tree that are not library documentation.
 _SKIPPED_DIRS = frozenset(["test", "tests", "idle_test", "__pycache__", "site-packages", "dist-packages",
                            "_bundled", "turtledemo"])
-
-_ABBREVIATIONS = frozenset(["e.g.", "i.e.", "etc.", "vs.", "cf.", "resp.", "approx.", "Mr.", "Dr.", "No.",
-                            "ca.", "al.", "Ph.D."])
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -118,19 +116,8 @@ def _prose_paragraphs(doc):
 
 
 def split_sentences(text):
-    """Splits running text after ., ! or ? followed by a space and an upper-case letter (abbreviations kept)."""
-    sentences, start = [], 0
-    for m in re.finditer(r"[.!?][\"')\]]*\s+(?=[A-Z\"'(])", text):
-        words = text[start:m.start() + 1].split()
-        last_word = words[-1].lstrip("(\"'[") if words else ""
-        if last_word in _ABBREVIATIONS or re.fullmatch(r"[A-Z]\.", last_word):
-            continue
-        sentences.append(text[start:m.end()].strip())
-        start = m.end()
-    tail = text[start:].strip()
-    if tail:
-        sentences.append(tail)
-    return sentences
+    """The sentences of a paragraph of running text, by the segmenter of prepare_corpus.py (corpus_text.py)."""
+    return corpus_text.split_sentences(text)
 
 
 def is_prose_sentence(sentence, min_words=4, max_words=80):

@@ -12,6 +12,7 @@ import pytest
 import tensorflow as tf
 
 import cli
+import filesystem
 import create_pretraining_data as cpd
 import records
 import tokenization
@@ -266,8 +267,8 @@ def test_fast_mode_reads_every_document_once(tmp_path):
     sizes = [os.path.getsize(p) for p in files]
     for parts in range(1, 40, 3):
         got = []
-        for start, end in cpd.byte_ranges(sizes, parts):
-            for path, lo, hi in cpd.range_parts(files, sizes, start, end):
+        for start, end in filesystem.byte_ranges(sizes, parts):
+            for path, lo, hi in filesystem.range_parts(files, sizes, start, end):
                 got.extend(cpd.read_documents_in_range(path, lo, hi, tokenizer, cpd.ReadStats()))
         assert got == whole, parts
 

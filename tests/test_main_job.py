@@ -33,9 +33,10 @@ def test_stdlib_corpus_is_real_prose(documents):
 def test_split_sentences_and_filters():
     text = ("Return the value, e.g. a number (i.e. an int). The second sentence ends here! Is it a question? "
             "See Mr. Smith for details. x = f(y) + 2;")
-    assert main_job.split_sentences(text) == [
+    assert main_job.split_sentences(text) == [  # the code after a full stop is a piece of its own (not prose)
         "Return the value, e.g. a number (i.e. an int).", "The second sentence ends here!", "Is it a question?",
-        "See Mr. Smith for details. x = f(y) + 2;"]
+        "See Mr. Smith for details.", "x = f(y) + 2;"]
+    assert not main_job.is_prose_sentence("x = f(y) + 2;")
     doc = ("Summary line of the function.\n\nA longer paragraph that explains\nwhat the function does.\n\n"
            "    indented_code(block)\n\n>>> doctest_line()\n42\n\nArgs:\n    x: the input value.")
     assert main_job.docstring_sentences(doc) == [
