@@ -38,8 +38,9 @@ What a call costs, and what is refused (every signature of an export_saved_model
   * The model runs over at most rows_per_step rows of a call at a time (SQuAD's serving_text: windows;
     --export_rows_per_step, ROWS_PER_STEP by default, recorded as loaded.rows_per_step): a call of more rows
     runs in steps, one after the other, so its peak memory is that of rows_per_step rows plus the request's own
-    tokens and answers, whatever the number of rows or the length of a context; a call of no rows is answered
-    with no rows (of any width) without the model.
+    tokens and answers, whatever the number of rows or the length of a context; the first step runs outside any control flow (a
+    call of up to rows_per_step rows is as fast as a whole call); a call of no rows is answered with no rows (of
+    any width).
   * Refused, each by one InvalidArgumentError naming the input and the rule: serving_default's inputs of
     unequal shapes, ids outside the vocabulary, segment ids outside type_vocab_size, an input_mask other than 0
     and 1, rows of no position or of more than max_position_embeddings (check_ids); serving_text's two inputs of
@@ -235,8 +236,7 @@ class _Serving(tf.Module):
     def run_in_steps(self, rows_per_step):
         """From now on (before signatures()), the signatures run the model over at most rows_per_step rows of a
         call at a time (a call of more rows in steps, one after the other: its peak memory is that of
-        rows_per_step rows, whatever the request), and answer a call of no rows without it; recorded in the
-        export (loaded.rows_per_step)."""
+        rows_per_step rows, whatever the request); recorded in the export (loaded.rows_per_step)."""
         if int(rows_per_step) < 1:
             raise cli.UserError(f"--export_rows_per_step={rows_per_step}: expected a positive number of rows")
         self._rows_per_step = int(rows_per_step)
@@ -256,14 +256,27 @@ class _Serving(tf.Module):
 
     def _run_model(self, input_ids, input_mask, segment_ids):
         """The model's outputs for the three inputs [batch, seq]: after run_in_steps, over at most rows_per_step
-        rows at a time (no model call for no rows); under XLA (compile_with_xla) computed at padded shapes."""
+        rows at a time; under XLA (compile_with_xla) computed at padded shapes."""
         inputs = (input_ids, input_mask, segment_ids)
         if self._rows_per_step is None:
             return self._model_call(*inputs)
-        rows, step = tf.shape(input_ids)[0], self._rows_per_step
-        return tf.cond(rows == 0, lambda: self._no_rows(tf.shape(input_ids)[1]),
-                       lambda: tf.cond(rows <= step, lambda: self._model_call(*inputs),
-                                       lambda: self._in_steps(inputs, rows, step)))
+        rows, width = tf.shape(input_ids)[0], tf.shape(input_ids)[1]
+        step = self._rows_per_step
+        # The first step's rows outside any control flow (a call of up to rows_per_step rows runs as fast as a
+        # whole call), at one position at least: a call of no rows may have none, which the model cannot take.
+        some_width = tf.where(rows > 0, width, 1)
+        inputs = [tf.pad(tensor, [[0, 0], [0, 1]])[:, :some_width] for tensor in inputs]
+        first = self._model_call(*[tensor[:step] for tensor in inputs])
+        if self.model.per_token:  # [0, 1, ...] back to [0, width, ...] for no rows (no change otherwise)
+            first = tf.nest.map_structure(
+                lambda t: tf.reshape(t, tf.concat([tf.shape(t)[:1], [width], tf.shape(t)[2:]], 0)), first)
+
+        def no_more():
+            return tf.nest.map_structure(lambda t: tf.zeros(tf.concat([[0], tf.shape(t)[1:]], 0), t.dtype), first)
+
+        more = tf.cond(rows > step, lambda: self._in_steps([tensor[step:] for tensor in inputs], rows - step, step),
+                       no_more)
+        return tf.nest.map_structure(lambda a, b: tf.concat([a, b], 0), first, more)
 
     def _in_steps(self, inputs, rows, step):
         """The model's outputs over the rows of `inputs` in steps of `step` rows, one step after the other."""
@@ -280,13 +293,6 @@ class _Serving(tf.Module):
         # parallel_iterations=1: one step's activations at a time.
         _, parts = tf.while_loop(lambda i, _: i < steps, one_step, (tf.constant(0), parts), parallel_iterations=1)
         return tf.nest.pack_sequence_as(structure, [part.concat() for part in parts])
-
-    def _no_rows(self, width):
-        """The model's outputs for a call of no rows (and `width` positions), without calling it."""
-        def empty(spec):
-            dims = [0, width] if self.model.per_token else [0]
-            return tf.zeros(dims + spec.shape[len(dims):].as_list(), spec.dtype)
-        return tf.nest.map_structure(empty, self._output_structure())
 
     def _output_structure(self):
         """The TensorSpecs of the model's outputs (one trace of the model, kept)."""
