@@ -56,6 +56,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 from absl import logging
+from tensorflow.core.framework import attr_value_pb2
 
 import checkpoints
 import cli
@@ -217,6 +218,19 @@ def gather_checked_ids(input_ids, input_mask, segment_ids, vocab_size, type_voca
     return input_ids + passed, input_mask + passed, segment_ids + passed
 
 
+def _cond_unlowered(pred, true_fn, false_fn):
+    """tf.cond whose branches stay functions when the graph runs: only the branch taken is touched. Lowered to
+    Switch/Merge, TensorFlow's default, the branch not taken (here a whole model in a loop) is walked on every
+    call by dead tensors: about half a millisecond, 6-9 % of a call of one row of the small model (benchmarks/SPEED.md)."""
+    graph = tf.compat.v1.get_default_graph()
+    known = {op.name for op in graph.get_operations()}
+    outputs = tf.cond(pred, true_fn, false_fn)
+    for op in graph.get_operations():
+        if op.name not in known and op.type in ("If", "StatelessIf"):
+            op._set_attr("_lower_using_switch_merge", attr_value_pb2.AttrValue(b=False))
+    return outputs
+
+
 class _Serving(tf.Module):
     """A model with serving_default on token ids whose inputs are checked in the graph."""
 
@@ -274,8 +288,9 @@ class _Serving(tf.Module):
         def no_more():
             return tf.nest.map_structure(lambda t: tf.zeros(tf.concat([[0], tf.shape(t)[1:]], 0), t.dtype), first)
 
-        more = tf.cond(rows > step, lambda: self._in_steps([tensor[step:] for tensor in inputs], rows - step, step),
-                       no_more)
+        more = _cond_unlowered(rows > step,
+                               lambda: self._in_steps([tensor[step:] for tensor in inputs], rows - step, step),
+                               no_more)
         return tf.nest.map_structure(lambda a, b: tf.concat([a, b], 0), first, more)
 
     def _in_steps(self, inputs, rows, step):
