@@ -1,8 +1,11 @@
-"""Multi-worker tests: a cluster of worker processes of a script's command line on this machine."""
+"""Processes of a script's command line on this machine: a cluster of workers (multi-worker tests), and a run
+killed once it has saved a checkpoint."""
 import json
 import os
+import signal
 import socket
 import subprocess
+import time
 
 
 def free_ports(n):
@@ -44,3 +47,17 @@ def run_workers(command, n=2, cwd=None, timeout=600, per_worker=None):
     procs = start_workers(command, n, cwd, per_worker)
     logs = [p.communicate(timeout=timeout)[0] for p in procs]
     return [p.returncode for p in procs], logs
+
+
+def kill_at_checkpoint(proc, output_dir, step, timeout):
+    """SIGKILLs the running `proc` once output_dir's checkpoint state names model.ckpt-`step` (within timeout
+    seconds); fails if the run ended first."""
+    state = os.path.join(output_dir, "checkpoint")
+    deadline = time.time() + timeout
+    while time.time() < deadline and proc.poll() is None:
+        if os.path.exists(state) and f"model.ckpt-{step}" in open(state).read():
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run ended before it could be killed"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()

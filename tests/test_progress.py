@@ -6,16 +6,15 @@ weights, bit for bit under --deterministic, whatever the flags and across a kill
 import datetime
 import os
 import re
-import signal
 import statistics
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
 
 import checkpoints
+from tests.cluster import kill_at_checkpoint
 from tests.event_files import summary_scalars
 from tests.shared_data import shared_path
 
@@ -113,15 +112,7 @@ def test_training_progress_at_the_step_and_time_cadence_changes_no_result(tmp_pa
     killed_log = tmp_path / "killed.log"
     with open(killed_log, "w") as log_file:
         proc = subprocess.Popen(command, env=_env(), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log_file)
-        state = os.path.join(stepped_dir, "checkpoint")
-        deadline = time.time() + 600
-        while time.time() < deadline and proc.poll() is None:
-            if os.path.exists(state) and "model.ckpt-100" in open(state).read():
-                break
-            time.sleep(0.05)
-        assert proc.poll() is None, "the run ended before it could be killed"
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+        kill_at_checkpoint(proc, stepped_dir, 100, timeout=600)
     log = _run(command)
     resumed_at = int(re.search(r"Resumed from .*model\.ckpt-(\d+) ", log).group(1))
     assert resumed_at >= 100

@@ -2,10 +2,8 @@
 import dataclasses
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -17,7 +15,7 @@ import filesystem
 import modeling
 import run_pretraining as rp
 import training
-from tests.cluster import run_workers
+from tests.cluster import kill_at_checkpoint, run_workers
 from tests.shared_data import shared_path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -247,15 +245,7 @@ def test_killed_run_resumes_to_the_same_weights(tmp_path):
     killed = str(tmp_path / "killed")
     proc = subprocess.Popen(_pretraining_command(config_file, killed), env=_env(),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 240
-    state = os.path.join(killed, "checkpoint")
-    while time.time() < deadline and proc.poll() is None:
-        if os.path.exists(state) and "model.ckpt-10" in open(state).read():
-            break
-        time.sleep(0.05)
-    assert proc.poll() is None, "run ended before it could be killed"
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    kill_at_checkpoint(proc, killed, 10, timeout=240)
     killed_at = checkpoints.CheckpointManager(killed).latest_checkpoint()
     assert killed_at.endswith("model.ckpt-10"), killed_at
     resumed = subprocess.run(_pretraining_command(config_file, killed), env=_env(), capture_output=True,
