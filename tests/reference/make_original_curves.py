@@ -272,8 +272,8 @@ def main(args):
             variant = tc.variant_name(path, kernels, onednn)
             start = time.time()
             runs[runner][variant] = run_original(args, runner, variant, path, onednn, inputs, batches_file, workdir)
-            described[variant] = (f"use_one_hot_embeddings={path == 'one_hot'}"
-                                  f"{' (the original' + chr(39) + 's TPU path)' if path == 'one_hot' else ' (CPU/GPU)'}, "
+            where = "the original's TPU path" if path == "one_hot" else "CPU/GPU"
+            described[variant] = (f"use_one_hot_embeddings={path == 'one_hot'} ({where}), "
                                   f"TF_ENABLE_ONEDNN_OPTS={int(onednn)}; TensorFlow {tf.__version__} on {cpu}")
             worst, step = tc.largest_difference(ours, runs[runner][variant])
             print(f"{runner} {variant}: original ran in {time.time() - start:.0f} s; ours against it: largest "
