@@ -20,6 +20,21 @@ tests/test_prepare_corpus.py):
     reopens in May.) Tickets"); ?! runs and "…" before a capital ("Really?! I had no idea."); a Chinese quotation
     closed after an ellipsis (“我不知道……”然后); a sentence ending in a single lower-case letter ("the letter x.
     Then").
+  * classes of words before a full stop, each deciding whether a sentence ends there (sentencex knows some words
+    of a class and not others): a label before a number or a single capital goes on ("Eq. (7)", "Fig. 4", "App.
+    B"), as does a capitalized abbreviation or a unit before a lower-case word ("Mass. this year", "a 9-in. pan"),
+    a label and its number alone ("Step 1. Unplug it.") and the hours before a time zone or a day ("4:45 p.m.
+    Eastern"); a company's suffix or a generation before a capitalized word ends one ("Sons Ltd. Nobody"), as do a
+    state's abbreviation, a single capital or a roman numeral before a word that begins sentences ("Portland, Ore.
+    That's", "group C. The", "World War I. A").
+  * lists: after a colon, the first marker or bullet and each next one of its sequence begin items ("parts: a) a
+    written test b) an oral interview", "步骤：1．打开电源。2．…", "Pros: - fast - cheap Cons: - heavy"), unless a
+    comma, a semicolon, "and" or "or" runs them into the sentence ("steps: (1) stop it and (2) restart it",
+    "然而：(a)…；(b)…"); bullets ("•", "⁃9."), capitals' and roman numerals' markers ("A. Scope B. Terms", "I. Aims
+    II. Methods") and Chinese numerals ("一、背景二、方法") run together.
+  * Chinese and Japanese quotations: one that opens its sentence and ends in its own 。！？ goes on before a short
+    clause saying who spoke (“快跑！”他大喊一声。); a Latin quotation's own full stop before Chinese text does not end
+    the sentence (他说了一句“Thank you.”就走了。). Text without capitals: ? and ! end a sentence before any word.
 Chinese and Japanese full stops (。！？) end sentences in every language (sentencex splits them whatever the
 language code; tests keep that checked). A sentence's whitespace runs (newlines included) become single spaces.
 
@@ -67,13 +82,21 @@ TEXT_DOCUMENTS = ("file", "paragraph", "heading")
 # layer's cost is kept to a few passes over a paragraph: the patterns begin with a literal character or run only
 # where their characters are (benchmarks/SEGMENTATION.md has its rate).
 
-# A list marker: "1.", "2)", "3.)", "(4)", "b.", "c)", "iv.", "(ii)"; bullets.
-_MARKER = r"[(\[]?(?:\d{1,3}|[A-Za-z]|[ivxlcdmIVXLCDM]{1,6})(?:\.\)|[.)\]])"
-_LIST_MARKER = re.compile(r"^" + _MARKER + r"$|^[•◦▪‣∙·*-]$")
-# A marker that begins a list item: numbers, lower-case letters and roman numerals; capitals only in brackets
-# ("A)", "(B)"): "A. B. Smith" begins with initials.
-_LEADING_MARKER = re.compile(r"([(\[]?)(\d{1,3}|[a-z]|[ivxlcdm]{1,6})(\.\)|[.)\]])(?=\s)|"
-                             r"([(\[]?)([A-Z]|[IVXLCDM]{1,6})(\.\)|[)\]])(?=\s)")
+# Bullets that mark nothing but a list item ("•", "▪", "⁃"), and those that are also dashes in prose ("-", "–", "*").
+_BULLETS = "•◦▪‣∙⁃●○■□►➢✓✔"
+_DASH_BULLETS = "-–*"
+# A list marker: "1.", "2)", "3.)", "(4)", "b.", "c)", "iv.", "(ii)", "1．" (a full-width point: Chinese and
+# Japanese lists); bullets, alone or before a marker ("⁃9.").
+_MARKER = r"[(\[]?(?:\d{1,3}|[A-Za-z]|[ivxlcdmIVXLCDM]{1,6})(?:\.\)|[.．)\]])"
+_LIST_MARKER = re.compile(r"^[" + _BULLETS + r"]?" + _MARKER + r"$|^[" + _BULLETS + r"·*-]$")
+# A marker that begins a list item: numbers, lower-case letters and roman numerals (a space after them, or nothing
+# after a full-width point: "1．收集数据"); capitals in brackets ("A)", "(B)"), and "A." or a capital roman numeral
+# but V and X before a capitalized word ("A. Background B. Proposal", "II. Methods"; "A. B. Smith" begins with
+# initials, "B. Smith" and "V. Smith" are one).
+_LEADING_MARKER = re.compile(r"([(\[（]?)(\d{1,3}|[a-z]|[ivxlcdm]{1,6})(\.\)|[.．)\]）])(?=\s|(?<=[．）])|[\u3040-\u30ff"
+                             r"\u3400-\u9fff])|"
+                             r"([(\[]?)([A-Z]|[IVXLCDM]{1,6})(\.\)|[)\]])(?=\s)|"
+                             r"()(A|I{1,3}|IV|VI{1,3}|IX|XI{1,3})(\.)(?= [A-Z][a-z])")
 # Opening quotes and brackets before a piece's first letter; closing ones after a sentence's last terminator.
 _OPENERS = "\"'“‘«‹([{¿¡"
 _CLOSERS = "\"'”’»›)]}」』）】》"
@@ -117,7 +140,70 @@ _ELLIPSIS_QUOTE = re.compile(r"…[”」』]+(?=[\u3040-\u30ff\u3400-\u9fff])")
 # (The pattern begins with ". ", the lookbehind after it: searched for fast.)
 _LOWER_LETTER_END = re.compile(r"\. (?<=[ (][a-uw-z]\. )(?=[\"“]?[A-Z][a-z])")
 # The first characters of list markers (_LEADING_MARKER) but capitals ("A)", "IV)"), looked for by their ")".
-_MARKER_FIRST = frozenset("0123456789([abcdefghijklmnopqrstuvwxyz")
+_MARKER_FIRST = frozenset("0123456789０１２３４５６７８９([abcdefghijklmnopqrstuvwxyz")
+# The first two characters of the capitals' markers without a bracket ("A.", "II.", "IV."; _LEADING_MARKER).
+_CAPITAL_MARKER_STARTS = frozenset(("A.", "I.", "II", "IV", "VI", "IX", "XI"))
+_CAPITAL_MARKER_FIRST = frozenset("AIVX")
+# Classes of words before a full stop, each of which says whether a sentence ends there; sentencex knows some of the
+# words and not others, and decides some of the classes otherwise.
+# - Labels that go before a number or a letter ("Ch. 5", "Eq. (7)", "Fig. 4", "No. 12", "Jan. 15", "App. B"): a
+#   capitalized word of one or two letters, or a label's or a month's abbreviation, and a full stop before a digit
+#   (or a bracket and a digit) or a single capital go on with their sentence ("... in World War Two. 1948 saw ..."
+#   ends one).
+_NUMBER_LABEL = re.compile(r"(?<![A-Za-z])(?:[A-Z][A-Za-z]?|Abb|Alg|Apps?|Arts?|Bd|Chap|Chs|Cols?|Cor|Def|Eqn?s?|Exs|"
+                           r"Figs?|Fn|"
+                           r"Lem|Nos?|Nr|Paras?|Pts|Prop|Refs?|Sch|Secs?|Sects?|Ser|Suppl|Tab|Tbl|Thm|Vols?|"
+                           r"Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sept?|Oct|Nov|Dec)$")
+# - A capitalized abbreviation before a lower-case word ("Cambridge, Mass. this year", "Calif. and"): a capitalized
+#   word of at most five letters; a lower-case word after an ordinary word begins a sentence (sloppy text).
+_CAPITAL_ABBREVIATION = re.compile(r"[A-Z][a-z]{0,4}$")
+# - A label and its number alone ("Step 1. Unplug the device.", "Part II. The return"): not a sentence.
+_LABEL = re.compile(r"(?:Act|Appendix|Article|Book|Case|Chapter|Day|Example|Exercise|Figure|Item|Lesson|Level|Method|"
+                    r"Note|Option|Part|Phase|Point|Problem|Question|Round|Rule|Scene|Section|Stage|Step|Table|Task|"
+                    r"Tip|Unit|Volume|Week) (?:\d{1,3}|[IVX]{1,5})\.")
+# - A list's first marker after a colon ("Requirements: 1.", "Steps: (a)").
+_FIRST_MARKER_AFTER_COLON = re.compile(r"[:：] ?([(\[（]?(?:1|１|a|i|A|I)(?:\.\)|[.．)\]）]))$")
+# - A list after a colon ("The exam has two parts: a) a written test b) an oral interview", "步骤：1．打开电源。2．...",
+#   "注意事项：• 请勿…；• 请放…"): its first marker, then the next ones of its sequence (_colon_list_cuts).
+_COLON_LIST = re.compile(r"(?:: |：) ?(?=[(\[（]?(?:1|１|a|i|A|I)(?:\.\)|[.．)\]）])|一、|[" + _BULLETS + r"]|[-–*] )")
+# - A label and a colon after the last item of a list begins one more sentence ("- bright screen Cons: - heavy").
+_LIST_LABEL = re.compile(r"(?<= )[A-Z][\w-]*(?: [\w-]+){0,2} ?[:：]$")
+# - A clause after a quotation that says who spoke: short, with a verb of speaking.
+_SPEECH_ATTRIBUTION = re.compile(r"[^。！？“”「」]{0,10}?[说问道喊答叫笑想言]")
+# - The hours' abbreviations before a time zone or a day ("4:45 p.m. Eastern time", "2 a.m. Saturday").
+_HOURS = frozenset(("a.m.", "p.m.", "A.M.", "P.M."))
+_AFTER_HOURS = re.compile(r"(?:Eastern|Pacific|Central|Mountain|Atlantic|Alaska|Hawaii|Greenwich|[ECMPA][SD]?T|GMT|"
+                          r"UTC|BST|CES?T|IST|JST|AES?T|Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday)\b")
+# - A company's suffix, a generation or a title after a name ("Ltd.", "Inc.", "Jr.") before a capitalized word: the
+#   end of a sentence ("... Varga & Sons Ltd. Nobody else had bid."; sentencex lists them as titles).
+_NAME_SUFFIX_HINT = re.compile(r"\. (?<=(?:nc|td|rp|Co|os|LC|lc|Jr|Sr|sq)\. )")  # (fast: begins with ". ")
+_NAME_SUFFIX_END = re.compile(r"(?<![^ (])(?:Inc|Ltd|Corp|Co|Bros|LLC|PLC|Plc|plc|Jr|Sr|Esq)\. (?=[\"“‘']?[A-Z][a-z]+)"
+                              r"(?!(?:Inc|Ltd|Corp|Co|Bros|Jr|Sr|Esq)\b)")
+# - The abbreviation of a state or a province ending a sentence before a word that begins sentences ("... moved to
+#   Portland, Ore. That's where"; sentencex never ends a sentence after those it lists).
+_STATE_END = re.compile(r"\. (?:"
+                        r"(?<=[ (](?:Ga|Ky|La|Md|Mo|Pa|Va|Vt)\. )|"
+                        r"(?<=[ (](?:Ala|Ark|Del|Fla|Ill|Ind|Kan|Neb|Nev|Ore|Tex|Wis|Wyo|Man|Ont|Que)\. )|"
+                        r"(?<=[ (](?:Ariz|Colo|Conn|Kans|Mass|Mich|Minn|Miss|Mont|Nebr|Okla|Oreg|Penn|Tenn|Wash|"
+                        r"Wisc|Alta|Sask)\. )|"
+                        r"(?<=[ (]Calif\. ))"
+                        r"(?=[\"“‘']?([A-Z][a-z]*)\b)")
+# - A single capital ending a sentence ("in group C. The other teams", "an A. I was proud"; "you and I. Did you
+#   see"), which sentencex takes for an initial: after a lower-case word, before a word that begins sentences and is
+#   no name (an initial's name: "governor C. Rangarajan said", "Albert I. Jones"); a roman numeral likewise ("World
+#   War II. The", "Henry VIII. His son"), unless it numbers a list ("I. Aims II. Methods").
+_LETTER_END = re.compile(r"\. (?<=[ IVX][A-Z]\. )(?=[\"“‘']?([A-Z][a-z]*)\b)")
+_UNCASED_END = re.compile(r"[!?][!?\"'”’)]* (?=[\"“‘']?\w)")
+_LETTER_TOKEN = re.compile(r"[A-Z]|[IVX]{2,5}")
+_SENTENCE_STARTERS = frozenset("""
+    A An The This That These Those There Then It Its He His Him She Her They Their Them We Our Us You Your I My
+    But And Or So Yet If When While After Before As At In On For From With By To Of Since Because Although Though
+    However Still Now Today Here What Who Why How Where Which Is Are Was Were Do Does Did Can Could Will Would
+    Should Has Have Had No Not Nobody Nothing Everyone Some Many Most All Each Both One
+""".split())
+# - Chinese numbered lists run together ("一、背景二、方法三、结果"): each next numeral and "、" begins an item.
+_CHINESE_NUMERALS = "一二三四五六七八九十"
+_CHINESE_ITEM = re.compile(r"([一二三四五六七八九十])、")
 
 
 class Segmenter:
@@ -151,7 +237,9 @@ class Segmenter:
         ends.append(len(text))
         # Pieces that may begin with a list marker: the first characters tested at once (operator.itemgetter), a
         # capital's marker ("A)", "IV)") by a bracket near a piece's start.
-        may_begin_list = not _MARKER_FIRST.isdisjoint(operator.itemgetter(*cuts)(text))
+        firsts = operator.itemgetter(*cuts)(text)
+        may_begin_list = not _MARKER_FIRST.isdisjoint(firsts) or (
+            not _CAPITAL_MARKER_FIRST.isdisjoint(firsts) and any(text[c:c + 2] in _CAPITAL_MARKER_STARTS for c in cuts))
         if not may_begin_list and ")" in text:
             may_begin_list = any(")" in text[c:c + 6] for c in cuts)
         if may_begin_list:
@@ -160,7 +248,15 @@ class Segmenter:
                 cuts = sorted(set(cuts).union(inner))
                 ends = cuts[1:]
                 ends.append(len(text))
-        return [text[a:b].rstrip() for a, b in zip(cuts, ends)]
+        # A marker alone before a cut that a later rule made ("parts: | I. Origins II. | Expansion", the cut after
+        # "II." sentencex's): the cut after the marker goes.
+        kept = [cuts[0]]
+        for cut in cuts[1:]:
+            if cut - kept[-1] > 9 or not _LIST_MARKER.match(text[kept[-1]:cut].rstrip()):
+                kept.append(cut)
+        ends = kept[1:]
+        ends.append(len(text))
+        return [text[a:b].rstrip() for a, b in zip(kept, ends)]
 
 
 def _join(text, cuts, cased):
@@ -170,18 +266,39 @@ def _join(text, cuts, cased):
     for k in range(1, len(cuts)):
         cut, start = cuts[k], out[-1]
         left_end = cut - 1 if text[cut - 1] == " " else cut
+        # A label and its number alone ("Step 1."); the hours before a time zone or a day ("4:45 p.m. Eastern"); a
+        # label before a number or a single capital ("App. B").
+        if text[left_end - 1] == "." and (
+                (left_end - start <= 16 and _LABEL.fullmatch(text, start, left_end)) or
+                (text[left_end - 4:left_end] in _HOURS and _AFTER_HOURS.match(text, cut)) or
+                (not text[cut + 1:cut + 2].isalpha() and text[cut].isupper() and
+                 _NUMBER_LABEL.search(text, max(start, left_end - 7), left_end - 1))):
+            continue
+        # A list's first marker after a colon, left at the end of the piece ("Requirements: 1. | Python 3.9"): the
+        # cut moves before it.
+        tail = text[max(start, left_end - 7):left_end]
+        colon_marker = tail[-1:] in (".", ")", "．", "）") and (":" in tail or "：" in tail) and \
+            _FIRST_MARKER_AFTER_COLON.search(text, max(start, left_end - 7), left_end)
+        if colon_marker:
+            out.append(colon_marker.start(1))
+            continue
         # The common case, a capital after a space and a sentence of more than a list marker in Latin text, that
         # does not begin with a marker: the cut stays.
         plain = ascii_only and left_end != cut and left_end - start > 8 and text[cut].isupper()
-        if plain and text[start] not in _MARKER_FIRST and ")" not in text[start:start + 6]:
+        if plain and text[start] not in _MARKER_FIRST and ")" not in text[start:start + 6] and \
+                text[start:start + 2] not in _CAPITAL_MARKER_STARTS:
             out.append(cut)
             continue
         # A numbered item's marker left at the end of the item before ("1. Go left 2. | Go right", "1. 打开电源。2. |
         # 按下按钮。"): the cut moves before it.
-        marker = _LEADING_MARKER.match(text, start, left_end)
+        # (After a bullet, the bullet and the marker: "⁃9. The first item ⁃10. | The second".)
+        bullet = text[start] in _BULLETS
+        marker = _LEADING_MARKER.match(text, start + bullet, left_end)
         if marker:
-            moved = [left_end - len(m) for m in _next_markers(marker) if text.endswith(m, start, left_end) and
-                     left_end - len(m) > marker.end() and text[left_end - len(m) - 1] in " 。！？"]
+            moved = [left_end - len(m) - bullet for count in range(1, 6) for m in _next_markers(marker, count)
+                     if text.endswith(m, start, left_end) and
+                     left_end - len(m) > marker.end() and text[left_end - len(m) - 1 - bullet] in " 。！？" and
+                     (not bullet or text[left_end - len(m) - 1] == text[start])]
             if moved:
                 out.append(moved[0])
                 continue
@@ -221,9 +338,144 @@ def _add_cuts(text, cuts, cased):
         added.extend(m.end() for m in _LOWER_LETTER_END.finditer(text)
                      if m.start() - 1 not in cuts and _outside_brackets(text, cuts, m.start()) and
                      not _in_lettered_list(text, cuts, m.start()))
+    if cased and ". " in text:
+        if _NAME_SUFFIX_HINT.search(text):
+            added.extend(m.end() for m in _NAME_SUFFIX_END.finditer(text) if _outside_brackets(text, cuts, m.start()))
+        if _LETTER_END.search(text):
+            added.extend(_letter_ends(text, cuts))
+        added.extend(m.end() for m in _STATE_END.finditer(text)
+                     if m.group(1) in _SENTENCE_STARTERS and _outside_brackets(text, cuts, m.start()))
+    elif not cased and ("! " in text or "? " in text):
+        # Text without capitals: ? and ! before a word end a sentence ("lol that's hilarious!! did u see it?").
+        added.extend(m.end() for m in _UNCASED_END.finditer(text) if _outside_brackets(text, cuts, m.start()))
+    if _BULLET.search(text) or text[:2] in ("- ", "– ", "* "):
+        added.extend(_bullet_cuts(text))
+    if "一、" in text and "二、" in text:
+        added.extend(_chinese_item_cuts(text, cuts))
+    if (": " in text or "：" in text) and _COLON_LIST.search(text):
+        added.extend(_colon_list_cuts(text))
     if not added:
         return cuts
     return sorted(set(cuts).union(a for a in added if 0 < a < len(text)))
+
+
+_ROMAN_BEFORE = {"II": "I", "III": "II", "IV": "III", "V": "IV", "VI": "V", "VII": "VI", "VIII": "VII", "IX": "VIII",
+                 "X": "IX", "XI": "X", "XII": "XI"}
+
+
+def _letter_ends(text, cuts):
+    """Sentence ends after a single capital or a roman numeral (_LETTER_END), not in a list of them ("I. Aims II.
+    Methods")."""
+    for m in _LETTER_END.finditer(text):
+        if m.group(1) not in _SENTENCE_STARTERS:
+            continue
+        at = text.rfind(" ", 0, m.start()) + 1  # the letter or the numeral
+        token = text[at:m.start()]
+        if not at or not _LETTER_TOKEN.fullmatch(token):
+            continue
+        if len(token) > 1 or token == "I":
+            previous = _ROMAN_BEFORE.get(token)
+            if (" II. " in text if token == "I" else previous is not None and (
+                    text.startswith(previous + ". ") or text.find(" " + previous + ". ", 0, at) >= 0)):
+                continue
+        elif not text[text.rfind(" ", 0, at - 1) + 1:at - 1].isalpha() or not text[at - 2].islower():
+            continue
+        if m.end() not in cuts and _outside_brackets(text, cuts, at):
+            yield m.end()
+
+
+def _bullet_cuts(text):
+    """List items run together after bullets: before each bullet that follows a space ("• Red • Green", "⁃9. The
+    first item ⁃10. The second"); before each dash or asterisk between spaces when the paragraph begins with one
+    and holds no sentence end ("* Fix the bug * Update the docs"; not "- Brokers reported the sales. Iron Gippsland
+    - (built 1989) ..."). (Dashes after a colon: _colon_list_cuts.)"""
+    cuts = [m.start() for m in _BULLET.finditer(text) if text[m.start() - 1:m.start()] == " "]
+    if text[:2] in ("- ", "– ", "* ") and not _SENTENCE_END_INSIDE.search(text):
+        cuts.extend(m.start() + 1 for m in re.finditer(" " + re.escape(text[0]) + " ", text))
+    return cuts
+
+
+_BULLET = re.compile(r"[" + _BULLETS + r"](?= ?\S)")
+_SENTENCE_END_INSIDE = re.compile(r"[.!?][\"'”’)]* ")
+
+
+def _chinese_item_cuts(text, cuts):
+    """Chinese numbered items run together ("一、背景二、方法"): from a "一、" that begins a piece (after a colon:
+    _colon_list_cuts), a cut before each next numeral of the sequence with text between."""
+    first = text.find("一、")
+    return _chinese_items(text, first) if first in cuts else []
+
+
+def _chinese_items(text, first):
+    """The offsets of the numerals that follow the "一、" at `first` in their sequence, each after some text."""
+    found, expected, after = [], 2, first + 2
+    for m in _CHINESE_ITEM.finditer(text, first + 2):
+        value = _CHINESE_NUMERALS.index(m.group(1)) + 1
+        if value == expected and m.start() > after:
+            found.append(m.start())
+            expected, after = expected + 1, m.end()
+    return found
+
+
+def _colon_list_cuts(text):
+    """Lists after a colon (_COLON_LIST): a cut before the first marker and before each next one of its sequence;
+    none for markers run into a sentence ("two steps: (1) stop the server and (2) restart it", _RUN_IN). A label and
+    colon after an item of a list found before begins a sentence too ("Pros: - fast - cheap Cons: - heavy")."""
+    found, listed = [], False
+    for m in _COLON_LIST.finditer(text):
+        items = _list_items(text, m.end())
+        if not items:
+            continue
+        if listed:
+            label = _LIST_LABEL.search(text, max(0, m.start() - 40), m.start() + 1)
+            if label:
+                found.append(label.start())
+        found.append(m.end())
+        found.extend(items)
+        listed = True
+    return found
+
+
+_ITEM_BEFORE = " ；;。，、！？"
+# Items that a semicolon or a comma ends are run into their sentence ("然而：(a)这将比双向模型成本增加一倍；(b)这也不符合
+# 直觉"; "The steps are: 1) wash, 2) dry, 3) fold.").
+_RUN_IN = "；;，,"
+
+
+def _list_items(text, at):
+    """The offsets of the items after the first one of a list whose first marker or bullet is at `at`."""
+    bullet = text[at]
+    if bullet in _BULLETS or bullet in _DASH_BULLETS:
+        items, k = [], text.find(bullet, at + 1)
+        while k >= 0:
+            if text[k - 1] in _ITEM_BEFORE and (bullet in _BULLETS or text[k + 1:k + 2] == " "):
+                items.append(k)
+            k = text.find(bullet, k + 1)
+        return items
+    if text.startswith("一、", at):
+        items = _chinese_items(text, at)
+        return [] if any(text[:k].rstrip()[-1:] in _RUN_IN for k in items) else items
+    marker = _LEADING_MARKER.match(text, at)
+    if not marker:
+        return []
+    items, position, step = [], marker.end(), 1
+    while True:
+        best = None
+        for following in _next_markers(marker, step):
+            k = text.find(following, position)
+            while k >= 0:
+                after = text[k + len(following):k + len(following) + 1]
+                if text[k - 1] in _ITEM_BEFORE and (after == " " or following[-1] in "．）" or _CJK.match(after)):
+                    break
+                k = text.find(following, k + 1)
+            if k >= 0 and (best is None or k < best):
+                best = k
+        if best is None:
+            return items
+        if text[:best].rstrip().endswith((" and", " or", "和", "或", "及", *_RUN_IN)):
+            return []
+        items.append(best)
+        position, step = best + 1, step + 1
 
 
 def _inline_item_cuts(text, cuts, ends):
@@ -266,7 +518,7 @@ def _continues(text, start, left_end, cut, end, cased, ascii_only):
             return True
     # Latin text inside Chinese or Japanese is judged by sentencex's English rules ("Prof. | Wang的书",
     # "Dr. | Smith提出"): the Latin words on both sides of the cut, segmented as English, are one sentence.
-    if not ascii_only and last == "." and first.isascii() and first.isalpha():
+    if not ascii_only and last == "." and first.isascii() and first.isalnum():
         latin_left = _latin_tail(text[start:left_end])
         if latin_left is not None:
             right = text[cut:end]
@@ -278,6 +530,18 @@ def _continues(text, start, left_end, cut, end, cased, ascii_only):
     # quotes.
     if last in "》〉" and text[left_end - 2] in "？！?!" and _CJK.match(first):
         return True
+    # A quotation that opens its sentence and ends in its own 。！？, before a short clause that says who spoke (“快跑！”
+    # 他大喊一声。, “我不同意。”他说。; not “我们走吧。”大家都站了起来。); a quotation of Latin text that ends in its
+    # own . ! ? before Chinese or Japanese text (他说了一句“Thank you.”就走了。).
+    if last in "”」』" and _CJK.match(first) and first not in "“‘「『《〈（【":
+        if text[left_end - 2] in ".!?":
+            return True
+        if text[left_end - 2] in "。！？!?":
+            opener = {"”": "“", "」": "「", "』": "『"}[last]
+            opened = start + (text[start] == " ")
+            if text[opened] == opener and text.find(opener, opened + 1, left_end) < 0 and \
+                    _SPEECH_ATTRIBUTION.match(text, cut):
+                return True
     # A quotation whose own 。！？ does not end the sentence: the Japanese quotation particle と or って after it
     # (「行きます。」と言った), a Chinese particle that never begins a sentence (“为什么？”的时候, “好吗？”吗).
     if last in "」』”\"" and (first in "と吗呢吧" or text.startswith("って", cut) or
@@ -290,10 +554,18 @@ def _continues(text, start, left_end, cut, end, cased, ascii_only):
     # slept", "... sales. | iPhone sales fell"): sloppy text, or a name written in lower case.
     if first in _OPENERS:
         first = text[cut:cut + 4].lstrip(_OPENERS)[:1]
-    if not (first.islower() or first.isdigit()) or _LEADING_MARKER.match(text, cut, end):
+    if not (first.islower() or first.isdigit()):
+        return False
+    word = text[start:left_end - 1].rsplit(" ", 1)[-1].lstrip(_OPENERS) if last == "." else ""
+    # A label before a number ("Eq. (7)", "Fig. 4", "Ch. 5"); before a lower-case word, a capitalized word of up to
+    # five letters (an abbreviation: "Mass. this year") or a word with a digit (a unit: "a 9-in. pan").
+    if word and (_NUMBER_LABEL.match(word) if first.isdigit() else
+                 (_CAPITAL_ABBREVIATION.match(word) or (word[0].isdigit() and not word.isdigit())) and
+                 text[cut:end].split(" ", 1)[0].lstrip(_OPENERS).islower()):
+        return True
+    if _LEADING_MARKER.match(text, cut, end):
         return False
     if last == ".":
-        word = text[start:left_end - 1].rsplit(" ", 1)[-1].lstrip(_OPENERS)
         return word.lower() in _ABBREVIATIONS or bool(_DOTTED.match(word)) or (len(word) == 1 and word.isalpha())
     if not cased or not first.islower():
         return False
@@ -316,6 +588,7 @@ def _latin_tail(left):
     return left[len(head):]
 
 
+_FULL_WIDTH_DIGITS = str.maketrans("0123456789", "０１２３４５６７８９")
 _ROMAN = ["i", "ii", "iii", "iv", "v", "vi", "vii", "viii", "ix", "x", "xi", "xii", "xiii", "xiv", "xv", "xvi",
           "xvii", "xviii", "xix", "xx"]
 
@@ -324,10 +597,11 @@ def _next_markers(marker, count=1):
     """The markers that follow a leading marker match in its sequence, `count` steps on (a single letter i, v or x
     may be a letter or a roman numeral: both are returned)."""
     groups = marker.groups()
-    opener, label, closer = groups[:3] if groups[1] is not None else groups[3:]
+    opener, label, closer = next(groups[k:k + 3] for k in range(0, len(groups), 3) if groups[k + 1] is not None)
     labels = []
     if label.isdigit():
-        labels.append(str(int(label) + count))
+        number = str(int(label) + count)
+        labels.append(number if label.isascii() else number.translate(_FULL_WIDTH_DIGITS))
     else:
         if len(label) == 1 and label.lower() != "z":
             labels.append(chr(ord(label) + count))

@@ -27,6 +27,15 @@ Gold sets (each a list of paragraphs, each paragraph a list of its sentences):
               benchmarks/segmentation_tricky3_en.txt and _zh.txt, written after the rules were settled on the first
               two sets: their held-out check (SEGMENTATION.md gives its first run; the rules were then revised
               on its false splits).
+  en tricky 4, zh tricky 4, en tricky 5, zh tricky 5
+              written together after the rules were revised on the third sets; the fourth measured first, the
+              rules then revised on it (and on the golden rules below), then the fifth measured once.
+  en tricky 6, zh tricky 6
+              written by an author who had seen neither the rules nor the earlier sets, measured once after the
+              rules were revised on the fifth sets (then the rules were revised on its misses).
+  en golden rules (with --golden_rules=PATH)
+              the 48 English "golden rules" of rule-based segmenters (Pragmatic Segmenter's, as pySBD's repository
+              holds them in benchmarks/english_golden_rules.py), written by others; not in this repository.
 A paragraph is the sentences joined by one space (Chinese: by nothing); a segmenter's output is mapped back to
 boundaries by counting non-whitespace characters, so whitespace it drops or keeps does not matter. A boundary is
 the start of every sentence but the first; precision = right boundaries / boundaries found, recall = right
@@ -37,6 +46,7 @@ joined; wikitext-2 valid, one paragraph per line) in one process, in interleaved
 as MB of UTF-8 text per second on one core. The machine is shared: compare the ratios of one run.
 
     python benchmarks/bench_sentence_segmentation.py [--rounds=3] [--speed_bytes=400000] [--only=sentencex,...]
+        [--golden_rules=PATH/pySBD/benchmarks/english_golden_rules.py]
     python benchmarks/bench_sentence_segmentation.py --prepare_corpus=5 [--workers=2]   # the script's own rate
 
 The candidates are in requirements-bench.txt (benchmark only); NLTK's punkt model has no
@@ -173,7 +183,20 @@ def chinese_paragraphs(path):
     return paragraphs
 
 
-def gold_sets(shared):
+def golden_rule_cases(path):
+    """[(None, [sentences])] of the English "golden rules" of rule-based segmenters as pySBD's repository holds
+    them (benchmarks/english_golden_rules.py: GOLDEN_EN_RULES, a list of (text, [sentences])), read without
+    importing it. Written by others: no rule of ours was written on it before its first run (SEGMENTATION.md)."""
+    import ast
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), path)
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "GOLDEN_EN_RULES" for t in node.targets):
+            return [(None, list(sentences)) for _, sentences in ast.literal_eval(node.value)]
+    sys.exit("%s: no GOLDEN_EN_RULES list" % path)
+
+
+def gold_sets(shared, golden_rules=None):
     text = os.path.join(shared, "data", "text")
     sets = {
         "en news": ("en", " ", [(None, p) for p in conll_paragraphs(os.path.join(text, "conll_train_docs.txt"))]),
@@ -186,7 +209,15 @@ def gold_sets(shared):
         "zh tricky 2": ("zh", "", read_cases(os.path.join(HERE, "segmentation_tricky2_zh.txt"))),
         "en tricky 3": ("en", " ", read_cases(os.path.join(HERE, "segmentation_tricky3_en.txt"))),
         "zh tricky 3": ("zh", "", read_cases(os.path.join(HERE, "segmentation_tricky3_zh.txt"))),
+        "en tricky 4": ("en", " ", read_cases(os.path.join(HERE, "segmentation_tricky4_en.txt"))),
+        "zh tricky 4": ("zh", "", read_cases(os.path.join(HERE, "segmentation_tricky4_zh.txt"))),
+        "en tricky 5": ("en", " ", read_cases(os.path.join(HERE, "segmentation_tricky5_en.txt"))),
+        "zh tricky 5": ("zh", "", read_cases(os.path.join(HERE, "segmentation_tricky5_zh.txt"))),
+        "en tricky 6": ("en", " ", read_cases(os.path.join(HERE, "segmentation_tricky6_en.txt"))),
+        "zh tricky 6": ("zh", "", read_cases(os.path.join(HERE, "segmentation_tricky6_zh.txt"))),
     }
+    if golden_rules:
+        sets["en golden rules"] = ("en", " ", golden_rule_cases(golden_rules))
     return sets
 
 
@@ -419,6 +450,8 @@ def main():
                         help="also time prepare_corpus.py on the shared corpora repeated REPEAT times, with 1 and "
                              "--workers workers")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--golden_rules", default="", metavar="PATH",
+                        help="also score pySBD's English golden rules: its benchmarks/english_golden_rules.py")
     args = parser.parse_args()
     if not os.path.isdir(SHARED):
         sys.exit("shared data not found at %s (set BERT_SHARED_DIR)" % SHARED)
@@ -430,7 +463,7 @@ def main():
             print("| %s | %.1f | %d | %.2f | %.2f |" % (name, size, n, rate, rate / n))
         return
     wanted = [n.strip() for n in args.only.split(",") if n.strip()] or list(CANDIDATES)
-    sets = gold_sets(SHARED)
+    sets = gold_sets(SHARED, args.golden_rules)
     splitters = {}
     for name in wanted:
         try:

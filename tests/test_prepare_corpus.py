@@ -119,6 +119,36 @@ def test_segmenter_splits_tricky_boundaries(text, expected):
     ("（那是很久以前的事。）现在没人记得。", ["（那是很久以前的事。）", "现在没人记得。"]),
     ("她说：“也许吧……”然后笑了。", ["她说：“也许吧……”", "然后笑了。"]),
     ("他停了一下……接着说下去。", ["他停了一下……接着说下去。"]),
+    # classes of words before a full stop: labels before a number or a letter; capitalized abbreviations before a
+    # lower-case word; a label and its number alone; the hours before a zone or a day
+    ("The proof of Thm. 2 uses Eq. (4) and Fig. 3b.", ["The proof of Thm. 2 uses Eq. (4) and Fig. 3b."]),
+    ("Details are in App. C. The code is online.", ["Details are in App. C.", "The code is online."]),
+    ("They lost in World War Two. 1950 was calmer.", ["They lost in World War Two.", "1950 was calmer."]),
+    ("He moved to Tacoma, Wash. last spring.", ["He moved to Tacoma, Wash. last spring."]),
+    ("Phase 2. Pour the concrete. Phase 3. Let it set.", ["Phase 2. Pour the concrete.", "Phase 3. Let it set."]),
+    ("It starts at 9 a.m. Pacific time. It ends at noon.", ["It starts at 9 a.m. Pacific time.", "It ends at noon."]),
+    ("We met at 6 p.m. Then we ate.", ["We met at 6 p.m.", "Then we ate."]),
+    # a company's suffix or a generation before a capitalized word ends a sentence; before a lower-case one not
+    ("He sold it to Orr Bros. They resold it.", ["He sold it to Orr Bros.", "They resold it."]),
+    ("Shares of Orr Bros. fell.", ["Shares of Orr Bros. fell."]),
+    # a single capital or a roman numeral before a word that begins sentences; an initial before a name
+    ("The answer is option D. It was the only one left.", ["The answer is option D.", "It was the only one left."]),
+    ("Our captain R. Patel scored twice.", ["Our captain R. Patel scored twice."]),
+    ("Louis XIV. His court was lavish.", ["Louis XIV.", "His court was lavish."]),
+    ("I. Aims II. Methods III. Results", ["I. Aims", "II. Methods", "III. Results"]),
+    # lists: bullets and dashes run together, a first marker after a colon, capital letters, Chinese numerals
+    ("Pack: • socks • a hat • gloves", ["Pack:", "• socks", "• a hat", "• gloves"]),
+    ("Bring: - water - a map", ["Bring:", "- water", "- a map"]),
+    ("He paused - then went on - and won.", ["He paused - then went on - and won."]),
+    ("Steps: 1. Boil the water. 2. Add the tea.", ["Steps:", "1. Boil the water.", "2. Add the tea."]),
+    ("A. Scope B. Terms", ["A. Scope", "B. Terms"]),
+    ("一、总则二、细则", ["一、总则", "二、细则"]),
+    ("１．准备材料。２．开始制作。", ["１．准备材料。", "２．开始制作。"]),
+    # a quotation opening its sentence with its own ！ or ？ before who spoke; a Latin quotation before Chinese
+    ("“站住！”警察喊道。他停下了。", ["“站住！”警察喊道。", "他停下了。"]),
+    ("他叫道：“救命！”没有人回答。", ["他叫道：“救命！”", "没有人回答。"]),
+    ("她只说了“OK.”就挂了电话。", ["她只说了“OK.”就挂了电话。"]),
+    ("请看Fig. 2的曲线。", ["请看Fig. 2的曲线。"]),
 ])
 def test_segmenter_layer_rules(text, expected):
     language = "zh" if any(ord(c) > 0x3000 for c in text) else "en"
@@ -150,21 +180,27 @@ def test_main_job_uses_the_same_segmenter():
         "Return the value, e.g. a number.", "It was approx. three.", "See Mr. Smith for details."]
 
 
-def test_segmenter_on_the_benchmark_gold_sets():
-    """The hand-written tricky gold sets of benchmarks/ (two English, two Chinese and Japanese) at >= 97 % precision
-    and recall: the benchmark's figures (SEGMENTATION.md) cannot silently fall."""
+# The benchmark's figures for the hand-written tricky gold sets of benchmarks/ (SEGMENTATION.md), each set's
+# precision and recall floors: they cannot silently fall. (zh tricky 6: its lists whose items a semicolon ends are
+# run into one sentence here, as in real Chinese prose; the set's author split them.)
+GOLD_SET_FLOORS = {"1": (0.97, 0.97), "2": (0.97, 0.97), "3": (0.97, 0.97), "4": (0.97, 0.96), "5": (0.97, 0.93),
+                   "6": (0.97, 0.97), "6 zh": (0.97, 0.88)}
+
+
+@pytest.mark.parametrize("number", ["", "2", "3", "4", "5", "6"])
+@pytest.mark.parametrize("language", ["en", "zh"])
+def test_segmenter_on_the_benchmark_gold_sets(number, language):
     sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
     try:
         import bench_sentence_segmentation as bench
     finally:
         sys.path.pop(0)
-    for name, language, joiner in (("segmentation_tricky_en.txt", "en", " "), ("segmentation_tricky_zh.txt", "zh", ""),
-                                   ("segmentation_tricky2_en.txt", "en", " "),
-                                   ("segmentation_tricky2_zh.txt", "zh", "")):
-        table = bench.score(corpus_text.Segmenter(language).split,
-                            bench.read_cases(os.path.join(ROOT, "benchmarks", name)), joiner)
-        right, found, gold = (sum(row[k] for row in table.values()) for k in range(3))
-        assert right / found >= 0.97 and right / gold >= 0.97, (name, right, found, gold)
+    name = "segmentation_tricky%s_%s.txt" % (number, language)
+    table = bench.score(corpus_text.Segmenter(language).split,
+                        bench.read_cases(os.path.join(ROOT, "benchmarks", name)), " " if language == "en" else "")
+    right, found, gold = (sum(row[k] for row in table.values()) for k in range(3))
+    precision, recall = GOLD_SET_FLOORS.get("%s %s" % (number, language), GOLD_SET_FLOORS[number or "1"])
+    assert right / found >= precision and right / gold >= recall, (name, right, found, gold)
 
 
 def test_japanese_cases_split_alike_with_ja_and_zh():
