@@ -165,7 +165,7 @@ _LABEL = re.compile(r"(?:Act|Appendix|Article|Book|Case|Chapter|Day|Example|Exer
 _FIRST_MARKER_AFTER_COLON = re.compile(r"[:：] ?([(\[（]?(?:1|１|a|i|A|I)(?:\.\)|[.．)\]）]))$")
 # - A list after a colon ("The exam has two parts: a) a written test b) an oral interview", "步骤：1．打开电源。2．...",
 #   "注意事项：• 请勿…；• 请放…"): its first marker, then the next ones of its sequence (_colon_list_cuts).
-_COLON_LIST = re.compile(r"(?:: |：) ?(?=[(\[（]?(?:1|１|a|i|A|I)(?:\.\)|[.．)\]）])|一、|[" + _BULLETS + r"]|[-–*] )")
+_COLON_LIST = re.compile(r"[:：] ?(?=[(\[（]?(?:1|１|a|i|A|I)(?:\.\)|[.．)\]）])|一、|[" + _BULLETS + r"]|[-–*] )")
 # - A label and a colon after the last item of a list begins one more sentence ("- bright screen Cons: - heavy").
 _LIST_LABEL = re.compile(r"(?<= )[A-Z][\w-]*(?: [\w-]+){0,2} ?[:：]$")
 # - A clause after a quotation that says who spoke: short, with a verb of speaking.
@@ -248,40 +248,46 @@ class Segmenter:
                 cuts = sorted(set(cuts).union(inner))
                 ends = cuts[1:]
                 ends.append(len(text))
-        # A marker alone before a cut that a later rule made ("parts: | I. Origins II. | Expansion", the cut after
-        # "II." sentencex's): the cut after the marker goes.
-        kept = [cuts[0]]
-        for cut in cuts[1:]:
-            if cut - kept[-1] > 9 or not _LIST_MARKER.match(text[kept[-1]:cut].rstrip()):
-                kept.append(cut)
-        ends = kept[1:]
-        ends.append(len(text))
-        return [text[a:b].rstrip() for a, b in zip(kept, ends)]
+        if may_begin_list or (not text.isascii() and _BULLET.search(text)):
+            # A marker alone before a cut that a later rule made ("parts: | I. Origins II. | Expansion", the cut
+            # after "II." sentencex's): the cut after the marker goes.
+            kept = [cuts[0]]
+            for cut in cuts[1:]:
+                if cut - kept[-1] > 9 or not _LIST_MARKER.match(text[kept[-1]:cut].rstrip()):
+                    kept.append(cut)
+            if len(kept) < len(cuts):
+                cuts = kept
+                ends = cuts[1:]
+                ends.append(len(text))
+        return [text[a:b].rstrip() for a, b in zip(cuts, ends)]
 
 
 def _join(text, cuts, cased):
     """sentencex's cuts moved or removed, left to right (_continues says when a cut is removed)."""
     out = [cuts[0]]
     ascii_only = text.isascii()
+    colons = ":" in text or "：" in text
     for k in range(1, len(cuts)):
         cut, start = cuts[k], out[-1]
         left_end = cut - 1 if text[cut - 1] == " " else cut
         # A label and its number alone ("Step 1."); the hours before a time zone or a day ("4:45 p.m. Eastern"); a
         # label before a number or a single capital ("App. B").
-        if text[left_end - 1] == "." and (
+        last = text[left_end - 1]
+        if last == "." and (
                 (left_end - start <= 16 and _LABEL.fullmatch(text, start, left_end)) or
-                (text[left_end - 4:left_end] in _HOURS and _AFTER_HOURS.match(text, cut)) or
-                (not text[cut + 1:cut + 2].isalpha() and text[cut].isupper() and
+                (text[left_end - 2] in "mM" and text[left_end - 4:left_end] in _HOURS and
+                 _AFTER_HOURS.match(text, cut)) or
+                (text[cut].isupper() and not text[cut + 1:cut + 2].isalpha() and
                  _NUMBER_LABEL.search(text, max(start, left_end - 7), left_end - 1))):
             continue
         # A list's first marker after a colon, left at the end of the piece ("Requirements: 1. | Python 3.9"): the
         # cut moves before it.
-        tail = text[max(start, left_end - 7):left_end]
-        colon_marker = tail[-1:] in (".", ")", "．", "）") and (":" in tail or "：" in tail) and \
-            _FIRST_MARKER_AFTER_COLON.search(text, max(start, left_end - 7), left_end)
-        if colon_marker:
-            out.append(colon_marker.start(1))
-            continue
+        if colons and last in ".)．）" and (text.find(":", left_end - 7, left_end) >= 0 or
+                                text.find("：", left_end - 7, left_end) >= 0):
+            colon_marker = _FIRST_MARKER_AFTER_COLON.search(text, max(start, left_end - 7), left_end)
+            if colon_marker:
+                out.append(colon_marker.start(1))
+                continue
         # The common case, a capital after a space and a sentence of more than a list marker in Latin text, that
         # does not begin with a marker: the cut stays.
         plain = ascii_only and left_end != cut and left_end - start > 8 and text[cut].isupper()
@@ -348,7 +354,7 @@ def _add_cuts(text, cuts, cased):
     elif not cased and ("! " in text or "? " in text):
         # Text without capitals: ? and ! before a word end a sentence ("lol that's hilarious!! did u see it?").
         added.extend(m.end() for m in _UNCASED_END.finditer(text) if _outside_brackets(text, cuts, m.start()))
-    if _BULLET.search(text) or text[:2] in ("- ", "– ", "* "):
+    if (not text.isascii() and _BULLET.search(text)) or text[:2] in ("- ", "– ", "* "):
         added.extend(_bullet_cuts(text))
     if "一、" in text and "二、" in text:
         added.extend(_chinese_item_cuts(text, cuts))
@@ -423,6 +429,8 @@ def _colon_list_cuts(text):
     colon after an item of a list found before begins a sentence too ("Pros: - fast - cheap Cons: - heavy")."""
     found, listed = [], False
     for m in _COLON_LIST.finditer(text):
+        if text[m.start()] == ":" and text[m.start() + 1:m.start() + 2] != " ":
+            continue
         items = _list_items(text, m.end())
         if not items:
             continue
