@@ -32,9 +32,11 @@ tests/test_prepare_corpus.py):
     comma, a semicolon, "and" or "or" runs them into the sentence ("steps: (1) stop it and (2) restart it",
     "然而：(a)…；(b)…"); bullets ("•", "⁃9."), capitals' and roman numerals' markers ("A. Scope B. Terms", "I. Aims
     II. Methods") and Chinese numerals ("一、背景二、方法") run together.
-  * Chinese and Japanese quotations: one that opens its sentence and ends in its own 。！？ goes on before a short
-    clause saying who spoke (“快跑！”他大喊一声。); a Latin quotation's own full stop before Chinese text does not end
-    the sentence (他说了一句“Thank you.”就走了。). Text without capitals: ? and ! end a sentence before any word.
+  * quotations: one that opens its sentence and ends in its own ! or ? goes on before a name and a verb of speaking
+    ('"Wait!" Nora shouted'); in Chinese and Japanese, also after its own 。, before a short clause saying who spoke
+    (“快跑！”他大喊一声。); a Latin quotation's own full stop before Chinese text does not end the sentence
+    (他说了一句“Thank you.”就走了。). Text without capitals: ? and ! end a sentence before any word. A dash
+    right after a full stop goes on ("Mon.–Fri.").
 Chinese and Japanese full stops (。！？) end sentences in every language (sentencex splits them whatever the
 language code; tests keep that checked). A sentence's whitespace runs (newlines included) become single spaces.
 
@@ -134,7 +136,7 @@ _CLOSED_BRACKET = {b: re.compile(re.escape(b) + r"(?<=[.!?。！？]" + re.escap
 _ELLIPSIS_CAPITAL = re.compile(r"… (?=[\"“‘']?[A-Z])(?!I[ '’])")
 # A Chinese or Japanese quotation that ends in an ellipsis, before more Chinese or Japanese text (“我不知道……”然后
 # ...): a sentence end, as sentencex cuts after “...。” and “...？” (it does not after an ellipsis).
-_ELLIPSIS_QUOTE = re.compile(r"…[”」』]+(?=[\u3040-\u30ff\u3400-\u9fff])")
+_ELLIPSIS_QUOTE = re.compile(r"…[”」』]+(?=[\u3040-\u30ff\u3400-\u9fff])(?![とっ的吗呢吧])")
 # A single lower-case letter ending a sentence ("the letter x. Then", "option a. The"): sentencex takes every single
 # letter for an initial ("v." is the one lower-case single-letter abbreviation before a capital: "Roe v. Wade").
 # (The pattern begins with ". ", the lookbehind after it: searched for fast.)
@@ -168,6 +170,10 @@ _FIRST_MARKER_AFTER_COLON = re.compile(r"[:：] ?([(\[（]?(?:1|１|a|i|A|I)(?:\
 _COLON_LIST = re.compile(r"[:：] ?(?=[(\[（]?(?:1|１|a|i|A|I)(?:\.\)|[.．)\]）])|一、|[" + _BULLETS + r"]|[-–*] )")
 # - A label and a colon after the last item of a list begins one more sentence ("- bright screen Cons: - heavy").
 _LIST_LABEL = re.compile(r"(?<= )[A-Z][\w-]*(?: [\w-]+){0,2} ?[:：]$")
+# - English words after a quotation that say who spoke: a name or a pronoun and a verb of speaking.
+_SPEAKER = re.compile(r"(?:[A-Z][a-z]+ ){1,2}(?:said|says|asked|asks|shouted|cried|replied|whispered|called|yelled|"
+                      r"added|answered|muttered|screamed|exclaimed|insisted|snapped|begged|pleaded|demanded|"
+                      r"wondered|laughed|sighed|told|warned|protested|murmured|repeated|admitted)\b")
 # - A clause after a quotation that says who spoke: short, with a verb of speaking.
 _SPEECH_ATTRIBUTION = re.compile(r"[^。！？“”「」]{0,10}?[说问道喊答叫笑想言]")
 # - The hours' abbreviations before a time zone or a day ("4:45 p.m. Eastern time", "2 a.m. Saturday").
@@ -273,6 +279,11 @@ def _join(text, cuts, cased):
         # A label and its number alone ("Step 1."); the hours before a time zone or a day ("4:45 p.m. Eastern"); a
         # label before a number or a single capital ("App. B").
         last = text[left_end - 1]
+        # A dash right after a full stop ("Mon.–Fri."); a quotation that opens its sentence, its own ? or ! before
+        # who spoke ('"Wait!" Nora shouted'; not 'He asked, "Why not?" Nobody answered.'): the sentence goes on.
+        if (left_end == cut and text[cut] in "–—-") or (
+                last in "\"”" and text[left_end - 2] in "!?" and text[start] in "\"“" and _SPEAKER.match(text, cut)):
+            continue
         if last == "." and (
                 (left_end - start <= 16 and _LABEL.fullmatch(text, start, left_end)) or
                 (text[left_end - 2] in "mM" and text[left_end - 4:left_end] in _HOURS and
@@ -564,7 +575,8 @@ def _continues(text, start, left_end, cut, end, cased, ascii_only):
         first = text[cut:cut + 4].lstrip(_OPENERS)[:1]
     if not (first.islower() or first.isdigit()):
         return False
-    word = text[start:left_end - 1].rsplit(" ", 1)[-1].lstrip(_OPENERS) if last == "." else ""
+    # (The word before the full stop: after a space, or a dash or slash joining it to the word before: "Tue.–Sat".)
+    word = _LAST_WORD.split(text[start:left_end - 1])[-1].lstrip(_OPENERS) if last == "." else ""
     # A label before a number ("Eq. (7)", "Fig. 4", "Ch. 5"); before a lower-case word, a capitalized word of up to
     # five letters (an abbreviation: "Mass. this year") or a word with a digit (a unit: "a 9-in. pan").
     if word and (_NUMBER_LABEL.match(word) if first.isdigit() else
@@ -583,6 +595,7 @@ def _continues(text, start, left_end, cut, end, cased, ascii_only):
 
 
 _ASCII = "".join(map(chr, range(128)))
+_LAST_WORD = re.compile(r"[ –—/]")
 
 
 def _latin_tail(left):

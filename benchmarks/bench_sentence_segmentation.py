@@ -30,9 +30,9 @@ Gold sets (each a list of paragraphs, each paragraph a list of its sentences):
   en tricky 4, zh tricky 4, en tricky 5, zh tricky 5
               written together after the rules were revised on the third sets; the fourth measured first, the
               rules then revised on it (and on the golden rules below), then the fifth measured once.
-  en tricky 6, zh tricky 6
-              written by an author who had seen neither the rules nor the earlier sets, measured once after the
-              rules were revised on the fifth sets (then the rules were revised on its misses).
+  en tricky 6, zh tricky 6, en tricky 7, zh tricky 7
+              each written by an author who had seen neither the rules nor the earlier sets, measured once after
+              the rules were revised on the set before (then the rules were revised on its misses).
   en golden rules (with --golden_rules=PATH)
               the 48 English "golden rules" of rule-based segmenters (Pragmatic Segmenter's, as pySBD's repository
               holds them in benchmarks/english_golden_rules.py), written by others; not in this repository.
@@ -215,6 +215,8 @@ def gold_sets(shared, golden_rules=None):
         "zh tricky 5": ("zh", "", read_cases(os.path.join(HERE, "segmentation_tricky5_zh.txt"))),
         "en tricky 6": ("en", " ", read_cases(os.path.join(HERE, "segmentation_tricky6_en.txt"))),
         "zh tricky 6": ("zh", "", read_cases(os.path.join(HERE, "segmentation_tricky6_zh.txt"))),
+        "en tricky 7": ("en", " ", read_cases(os.path.join(HERE, "segmentation_tricky7_en.txt"))),
+        "zh tricky 7": ("zh", "", read_cases(os.path.join(HERE, "segmentation_tricky7_zh.txt"))),
     }
     if golden_rules:
         sets["en golden rules"] = ("en", " ", golden_rule_cases(golden_rules))
