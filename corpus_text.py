@@ -61,6 +61,7 @@ Bad input: invalid UTF-8, a line that is not a JSON object, a missing or non-tex
 a cli.UserError naming the file and line.
 """
 import collections
+import functools
 import html
 import itertools
 import operator
@@ -164,10 +165,11 @@ _LABEL = re.compile(r"(?:Act|Appendix|Article|Book|Case|Chapter|Day|Example|Exer
                     r"Note|Option|Part|Phase|Point|Problem|Question|Round|Rule|Scene|Section|Stage|Step|Table|Task|"
                     r"Tip|Unit|Volume|Week) (?:\d{1,3}|[IVX]{1,5})\.")
 # - A list's first marker after a colon ("Requirements: 1.", "Steps: (a)").
-_FIRST_MARKER_AFTER_COLON = re.compile(r"[:：] ?([(\[（]?(?:1|１|a|i|A|I)(?:\.\)|[.．)\]）]))$")
+_FIRST_MARKER = r"[(\[（]?(?:1|１|a|i|A|I)(?:\.\)|[.．)\]）])"
+_FIRST_MARKER_AFTER_COLON = re.compile(r"[:：] ?(" + _FIRST_MARKER + r")$")
 # - A list after a colon ("The exam has two parts: a) a written test b) an oral interview", "步骤：1．打开电源。2．...",
 #   "注意事项：• 请勿…；• 请放…"): its first marker, then the next ones of its sequence (_colon_list_cuts).
-_COLON_LIST = re.compile(r"[:：] ?(?=[(\[（]?(?:1|１|a|i|A|I)(?:\.\)|[.．)\]）])|一、|[" + _BULLETS + r"]|[-–*] )")
+_COLON_LIST = re.compile(r"[:：] ?(?=" + _FIRST_MARKER + r"|一、|[" + _BULLETS + r"]|[-–*] )")
 # - A label and a colon after the last item of a list begins one more sentence ("- bright screen Cons: - heavy").
 _LIST_LABEL = re.compile(r"(?<= )[A-Z][\w-]*(?: [\w-]+){0,2} ?[:：]$")
 # - English words after a quotation that say who spoke: a name or a pronoun and a verb of speaking.
@@ -238,9 +240,8 @@ class Segmenter:
         cased = text != text.lower()
         if len(cuts) > 1:
             cuts = _join(text, cuts, cased)
-        cuts = _add_cuts(text, cuts, cased)
-        ends = cuts[1:]
-        ends.append(len(text))
+        bulleted = not text.isascii() and _BULLET.search(text) is not None
+        cuts = _add_cuts(text, cuts, cased, bulleted)
         # Pieces that may begin with a list marker: the first characters tested at once (operator.itemgetter), a
         # capital's marker ("A)", "IV)") by a bracket near a piece's start.
         firsts = operator.itemgetter(*cuts)(text)
@@ -249,23 +250,24 @@ class Segmenter:
         if not may_begin_list and ")" in text:
             may_begin_list = any(")" in text[c:c + 6] for c in cuts)
         if may_begin_list:
-            inner = _inline_item_cuts(text, cuts, ends)
+            inner = _inline_item_cuts(text, cuts, cuts[1:] + [len(text)])
             if inner:
                 cuts = sorted(set(cuts).union(inner))
-                ends = cuts[1:]
-                ends.append(len(text))
-        if may_begin_list or (not text.isascii() and _BULLET.search(text)):
-            # A marker alone before a cut that a later rule made ("parts: | I. Origins II. | Expansion", the cut
-            # after "II." sentencex's): the cut after the marker goes.
-            kept = [cuts[0]]
-            for cut in cuts[1:]:
-                if cut - kept[-1] > 9 or not _LIST_MARKER.match(text[kept[-1]:cut].rstrip()):
-                    kept.append(cut)
-            if len(kept) < len(cuts):
-                cuts = kept
-                ends = cuts[1:]
-                ends.append(len(text))
+        if may_begin_list or bulleted:
+            cuts = _without_lone_markers(text, cuts)
+        ends = cuts[1:]
+        ends.append(len(text))
         return [text[a:b].rstrip() for a, b in zip(cuts, ends)]
+
+
+def _without_lone_markers(text, cuts):
+    """`cuts` without the cut after a piece that is only a list marker, left by a rule that cut before the marker
+    after sentencex's cut after it ("parts: | I. Origins II. | Expansion")."""
+    kept = [cuts[0]]
+    for cut in cuts[1:]:
+        if cut - kept[-1] > 9 or not _LIST_MARKER.match(text[kept[-1]:cut].rstrip()):
+            kept.append(cut)
+    return kept
 
 
 def _join(text, cuts, cased):
@@ -276,14 +278,14 @@ def _join(text, cuts, cased):
     for k in range(1, len(cuts)):
         cut, start = cuts[k], out[-1]
         left_end = cut - 1 if text[cut - 1] == " " else cut
-        # A label and its number alone ("Step 1."); the hours before a time zone or a day ("4:45 p.m. Eastern"); a
-        # label before a number or a single capital ("App. B").
         last = text[left_end - 1]
         # A dash right after a full stop ("Mon.–Fri."); a quotation that opens its sentence, its own ? or ! before
         # who spoke ('"Wait!" Nora shouted'; not 'He asked, "Why not?" Nobody answered.'): the sentence goes on.
         if (left_end == cut and text[cut] in "–—-") or (
                 last in "\"”" and text[left_end - 2] in "!?" and text[start] in "\"“" and _SPEAKER.match(text, cut)):
             continue
+        # A label and its number alone ("Step 1."); the hours before a time zone or a day ("4:45 p.m. Eastern"); a
+        # label before a number or a single capital ("App. B").
         if last == "." and (
                 (left_end - start <= 16 and _LABEL.fullmatch(text, start, left_end)) or
                 (text[left_end - 2] in "mM" and text[left_end - 4:left_end] in _HOURS and
@@ -336,9 +338,9 @@ def _join(text, cuts, cased):
     return out
 
 
-def _add_cuts(text, cuts, cased):
+def _add_cuts(text, cuts, cased, bulleted):
     """Cuts added where a sentence ends that sentencex does not end (the patterns run only on paragraphs that hold
-    their characters: each pass over a paragraph costs)."""
+    their characters: each pass over a paragraph costs; `bulleted`: the paragraph holds a bullet, _BULLET)."""
     added = []
     if cased and ("! I" in text or "? I" in text):
         added.extend(m.end() for m in _EMPHATIC_I.finditer(text) if _outside_brackets(text, cuts, m.start()))
@@ -365,7 +367,7 @@ def _add_cuts(text, cuts, cased):
     elif not cased and ("! " in text or "? " in text):
         # Text without capitals: ? and ! before a word end a sentence ("lol that's hilarious!! did u see it?").
         added.extend(m.end() for m in _UNCASED_END.finditer(text) if _outside_brackets(text, cuts, m.start()))
-    if (not text.isascii() and _BULLET.search(text)) or text[:2] in ("- ", "– ", "* "):
+    if bulleted or text[:2] in ("- ", "– ", "* "):
         added.extend(_bullet_cuts(text))
     if "一、" in text and "二、" in text:
         added.extend(_chinese_item_cuts(text, cuts))
@@ -477,24 +479,37 @@ def _list_items(text, at):
     marker = _LEADING_MARKER.match(text, at)
     if not marker:
         return []
-    items, position, step = [], marker.end(), 1
-    while True:
-        best = None
-        for following in _next_markers(marker, step):
-            k = text.find(following, position)
-            while k >= 0:
-                after = text[k + len(following):k + len(following) + 1]
-                if text[k - 1] in _ITEM_BEFORE and (after == " " or following[-1] in "．）" or _CJK.match(after)):
-                    break
-                k = text.find(following, k + 1)
-            if k >= 0 and (best is None or k < best):
-                best = k
-        if best is None:
-            return items
-        if text[:best].rstrip().endswith((" and", " or", "和", "或", "及", *_RUN_IN)):
+    items = []
+    for k in _following_markers(marker, marker.end(), functools.partial(_item_marker, text)):
+        if text[:k].rstrip().endswith((" and", " or", "和", "或", "及", *_RUN_IN)):
             return []
-        items.append(best)
-        position, step = best + 1, step + 1
+        items.append(k)
+    return items
+
+
+def _item_marker(text, marker, position):
+    """The offset of the first `marker` from `position` that begins a list item (after a space or a punctuation
+    mark, before a space or Chinese or Japanese text); -1 if none."""
+    k = text.find(marker, position)
+    while k >= 0:
+        after = text[k + len(marker):k + len(marker) + 1]
+        if text[k - 1] in _ITEM_BEFORE and (after == " " or marker[-1] in "．）" or _CJK.match(after)):
+            return k
+        k = text.find(marker, k + 1)
+    return -1
+
+
+def _following_markers(marker, position, find):
+    """The offsets of the next markers of `marker`'s sequence, in order: each the nearest of the step's markers
+    (_next_markers) that find(marker_text, from_offset) gives (-1: none), searched from after the one before."""
+    step = 1
+    while True:
+        found = [k for k in (find(following, position) for following in _next_markers(marker, step)) if k >= 0]
+        if not found:
+            return
+        position = min(found)
+        yield position
+        position, step = position + 1, step + 1
 
 
 def _inline_item_cuts(text, cuts, ends):
@@ -635,17 +650,10 @@ def _next_markers(marker, count=1):
 def _inline_items(piece, marker):
     """Offsets in `piece` (which begins with `marker`) of the next markers of its sequence, each after a space
     and before a space."""
-    found, position, step = [], marker.end(), 1
-    while True:
-        best = None
-        for following in _next_markers(marker, step):
-            at = piece.find(" " + following + " ", position)
-            if at >= 0 and (best is None or at < best):
-                best = at
-        if best is None:
-            return found
-        found.append(best + 1)
-        position, step = best + 1, step + 1
+    def find(following, position):
+        at = piece.find(" " + following + " ", position)
+        return at + 1 if at >= 0 else -1
+    return list(_following_markers(marker, marker.end(), find))
 
 
 def _outside_brackets(text, cuts, position):

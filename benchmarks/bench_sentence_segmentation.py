@@ -196,28 +196,29 @@ def golden_rule_cases(path):
     sys.exit("%s: no GOLDEN_EN_RULES list" % path)
 
 
+# The hand-written tricky sets: benchmarks/segmentation_tricky{number}_{en,zh}.txt.
+TRICKY_SET_NUMBERS = ("", "2", "3", "4", "5", "6", "7")
+
+
+def tricky_set(number, language):
+    """(language, joiner, cases) of a hand-written tricky set ("" the first; language "en" or "zh")."""
+    return (language, " " if language == "en" else "",
+            read_cases(os.path.join(HERE, "segmentation_tricky%s_%s.txt" % (number, language))))
+
+
 def gold_sets(shared, golden_rules=None):
     text = os.path.join(shared, "data", "text")
     sets = {
         "en news": ("en", " ", [(None, p) for p in conll_paragraphs(os.path.join(text, "conll_train_docs.txt"))]),
         "en fiction": ("en", " ", [(None, p) for p in sample_text_paragraphs(os.path.join(text, "sample_text.txt"))]),
-        "en tricky": ("en", " ", read_cases(os.path.join(HERE, "segmentation_tricky_en.txt"))),
+        "en tricky": tricky_set("", "en"),
         "zh": ("zh", "", [(None, p) for p in chinese_paragraphs(
             os.path.join(shared, "reference", "tokenization", "chinese.jsonl"))]),
-        "zh tricky": ("zh", "", read_cases(os.path.join(HERE, "segmentation_tricky_zh.txt"))),
-        "en tricky 2": ("en", " ", read_cases(os.path.join(HERE, "segmentation_tricky2_en.txt"))),
-        "zh tricky 2": ("zh", "", read_cases(os.path.join(HERE, "segmentation_tricky2_zh.txt"))),
-        "en tricky 3": ("en", " ", read_cases(os.path.join(HERE, "segmentation_tricky3_en.txt"))),
-        "zh tricky 3": ("zh", "", read_cases(os.path.join(HERE, "segmentation_tricky3_zh.txt"))),
-        "en tricky 4": ("en", " ", read_cases(os.path.join(HERE, "segmentation_tricky4_en.txt"))),
-        "zh tricky 4": ("zh", "", read_cases(os.path.join(HERE, "segmentation_tricky4_zh.txt"))),
-        "en tricky 5": ("en", " ", read_cases(os.path.join(HERE, "segmentation_tricky5_en.txt"))),
-        "zh tricky 5": ("zh", "", read_cases(os.path.join(HERE, "segmentation_tricky5_zh.txt"))),
-        "en tricky 6": ("en", " ", read_cases(os.path.join(HERE, "segmentation_tricky6_en.txt"))),
-        "zh tricky 6": ("zh", "", read_cases(os.path.join(HERE, "segmentation_tricky6_zh.txt"))),
-        "en tricky 7": ("en", " ", read_cases(os.path.join(HERE, "segmentation_tricky7_en.txt"))),
-        "zh tricky 7": ("zh", "", read_cases(os.path.join(HERE, "segmentation_tricky7_zh.txt"))),
+        "zh tricky": tricky_set("", "zh"),
     }
+    for number in TRICKY_SET_NUMBERS[1:]:
+        for language in ("en", "zh"):
+            sets["%s tricky %s" % (language, number)] = tricky_set(number, language)
     if golden_rules:
         sets["en golden rules"] = ("en", " ", golden_rule_cases(golden_rules))
     return sets
