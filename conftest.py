@@ -13,6 +13,9 @@ from absl import logging as absl_logging
 
 from tests import shared_data
 
+# The suite's shared fixtures (sessions' checkpoints and exports): tests/fixtures.py.
+pytest_plugins = ["tests.fixtures"]
+
 
 @pytest.fixture(autouse=True)
 def absl_info_logging():
@@ -39,20 +42,71 @@ def modeling_defaults():
 
 # Markers of the tests that need a peer implementation (pytest.ini): not the product's own tests.
 PEER_MARKERS = ("tf_models", "hf", "clients")
-# Markers --without takes: the peers', and that of the tests one TensorFlow's pass runs for both.
-WITHOUT_MARKERS = PEER_MARKERS + ("default_tf", "second_tf")
+# Markers --without takes: the peers'.
+WITHOUT_MARKERS = PEER_MARKERS
+
+# The second TensorFlow's pass (scripts/test.sh: TensorFlow 2.20 beside the default 2.21) runs what can differ
+# between TensorFlow versions while the project's code stays the same, and nothing else: the tests below, by
+# what they hold, and those of the peer that installs only there (tf_models). Every other test runs once, on the
+# default TensorFlow. A name is a test module, or a test in one (pytest's node id, without the parameters unless
+# given).
+SECOND_TF = {
+    "the version checks and what loads at import": ["tests/test_versions.py"],
+    "the checkpoint format, read and written by name": ["tests/test_checkpoints.py"],
+    "tensorflow-text's ops: the in-graph tokenizer": ["tests/test_fast_tokenization.py"],
+    "a SavedModel export and its signatures, loaded in a fresh process":
+        ["tests/test_run_classifier.py::test_signatures_equal_do_predict_in_a_fresh_process"],
+    "the serving graph's text limits and XLA's compiles": [
+        "tests/test_serving.py::test_a_cut_text_keeps_the_first_tokens_of_the_original_tokenizer",
+        "tests/test_serving.py::test_xla_module_traces_once_for_requests_of_every_batch_size_and_length"],
+    "TF Hub's SavedModels, as tf.saved_model.load and a strategy's scope open them": [
+        "tests/test_tfhub_export.py::test_encoder_equals_ours_and_the_original",
+        "tests/test_tfhub_export.py::test_preprocessor_equals_run_classifier_features",
+        "tests/test_tfhub_export.py::test_loaded_under_a_strategy_scope_the_variables_are_distributed"],
+    "the LiteRT converter": ["tests/test_litert_export.py::test_encoder_litert_models_answer_as_the_original"],
+    "one training curve against the original's": [
+        "tests/test_training_curves.py::test_finetuning_curve_equals_the_originals[run_classifier]"],
+    "the rows of the peer tf-models-official in the GPU benchmark's dry run":
+        ["tests/test_gpu_run.py::test_the_dry_run_writes_gpu_json_of_the_real_runs_shape"],
+}
+
+
+def _second_tf(item):
+    """Whether the second TensorFlow's pass runs this test (SECOND_TF, or the peer tf-models-official's)."""
+    if item.get_closest_marker("tf_models"):
+        return True
+    module, _, name = item.nodeid.partition("::")
+    for names in SECOND_TF.values():
+        for chosen in names:
+            chosen_module, _, chosen_name = chosen.partition("::")
+            if module == chosen_module and (not chosen_name or chosen_name in (name, name.split("[")[0])):
+                return True
+    return False
 
 
 def pytest_addoption(parser):
     parser.addoption(
         "--without", default="", metavar="MARKER[,MARKER]",
         help="leave out (deselect) the tests carrying one of these markers: %s (scripts/test.sh runs the tests "
-             "of tf-models-official and second_tf on TensorFlow 2.20 only, those of HF and default_tf on the default "
-             "TensorFlow only)" % ", ".join(WITHOUT_MARKERS))
+             "of tf-models-official on TensorFlow 2.20 only, those of HF and the clients on the default TensorFlow "
+             "only)" % ", ".join(WITHOUT_MARKERS))
+    parser.addoption(
+        "--second-tf", action="store_true",
+        help="run only what the second TensorFlow's pass runs (conftest.SECOND_TF: what can differ between "
+             "TensorFlow versions, and the tests of tf-models-official)")
     parser.addoption(
         "--data-free", action="store_true",
         help="run the data-free subset: the tests that read the shared data folder (../shared or "
              "$BERT_SHARED_DIR) skip where it is missing without failing the run (under CI=true they still fail it)")
+
+
+def _deselect(config, items, drop_if):
+    keep, drop = [], []
+    for item in items:
+        (drop if drop_if(item) else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 
 
 def _deselect_without(config, items):
@@ -63,19 +117,16 @@ def _deselect_without(config, items):
     if unknown:
         raise pytest.UsageError("--without: unknown marker(s) %s: expected some of %s"
                                 % (", ".join(unknown), ", ".join(WITHOUT_MARKERS)))
-    if not names:
-        return
-    keep, drop = [], []
-    for item in items:
-        (drop if any(item.get_closest_marker(name) for name in names) else keep).append(item)
-    if drop:
-        config.hook.pytest_deselected(items=drop)
-        items[:] = keep
+    if names:
+        _deselect(config, items, lambda item: any(item.get_closest_marker(name) for name in names))
 
 
 def pytest_collection_modifyitems(config, items):
-    """--without drops the tests of those peers; tests marked gpu are skipped where TensorFlow sees no GPU."""
+    """--without drops the tests of those peers, --second-tf all but the second TensorFlow's; tests marked gpu
+    are skipped where TensorFlow sees no GPU."""
     _deselect_without(config, items)
+    if config.getoption("second_tf"):
+        _deselect(config, items, lambda item: not _second_tf(item))
     gpu_tests = [item for item in items if item.get_closest_marker("gpu")]
     if not gpu_tests:
         return
@@ -87,14 +138,14 @@ def pytest_collection_modifyitems(config, items):
         item.add_marker(skip)
 
 
-
 # Where a run writes its count of tests left out for want of the shared data and its last line (two lines; the
 # line has {tests} for the count), when this variable names a file: scripts/test.sh sums its two passes in one.
 DATA_REPORT_VARIABLE = "BERT_TEST_DATA_REPORT"
 
 
 def pytest_configure(config):
-    config.pluginmanager.register(MissingData(config), "missing_shared_data")
+    if not hasattr(config, "workerinput"):  # pytest-xdist's workers report to the run that started them
+        config.pluginmanager.register(MissingData(config), "missing_shared_data")
 
 
 class MissingData:

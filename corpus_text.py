@@ -5,7 +5,7 @@ prepare_corpus.py runs them over files; main_job.py segments its docstrings with
 Segmentation: sentencex (Wikimedia's rule-based segmenter for ~300 languages, chosen by measurement:
 benchmarks/SEGMENTATION.md) splits each paragraph, then a layer of ours moves, removes or adds cuts between its
 pieces where the library has a habit our gold sets caught (each rule is commented where it is written and tested in
-tests/test_prepare_corpus.py):
+tests/test_corpus_text.py):
   * joined: a piece that is only a list marker ("1.", "b)", "•") and the item it numbers; a piece that begins with
     a comma or a semicolon, or ends with one; a word cut at its inner full stop ("U.|K.", "１２．|５"); Latin text
     inside Chinese or Japanese that sentencex's English rules keep whole ("Dr. | Smith提出"); a quotation's 。！？
@@ -81,7 +81,7 @@ TEXT_DOCUMENTS = ("file", "paragraph", "heading")
 #
 # sentencex gives a paragraph's pieces; the layer below moves, removes or adds cuts between them, each rule for one
 # habit of the library found on the tricky gold sets of benchmarks/ (segmentation_tricky*_en.txt, *_zh.txt; the
-# rules' tests: tests/test_prepare_corpus.py). A cut is an offset into the paragraph where a sentence begins. The
+# rules. tests: tests/test_corpus_text.py). A cut is an offset into the paragraph where a sentence begins. The
 # layer's cost is kept to a few passes over a paragraph: the patterns begin with a literal character or run only
 # where their characters are (benchmarks/SEGMENTATION.md has its rate).
 

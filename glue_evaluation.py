@@ -1,6 +1,6 @@
 """GLUE's metrics, as run_classifier.py reports them in eval_results.txt: accuracy, F1 of class 1, Matthews
 correlation (CoLA), Pearson and Spearman correlation (STS-B). NumPy only; scikit-learn and SciPy give the same
-numbers (tests/test_classifier.py).
+numbers (tests/test_glue_evaluation.py).
 
     compute_metrics(("accuracy", "f1"), predicted_class_ids, label_ids) -> {"eval_accuracy": ..., "eval_f1": ...}
 """

@@ -1,18 +1,17 @@
 #!/usr/bin/env bash
 # Sets everything up and runs the whole test suite (slow tests included) on each TensorFlow the project runs on:
-#   - the default one (requirements.txt, in .venv): every test but tf-models-official's, whose peer installs
-#     with TensorFlow 2.20 only, and the slow tests marked second_tf;
-#   - TensorFlow 2.20 (requirements-tf2.20.txt, in .venv-tf2.20): the fast tests but HF's, the clients' and those marked
-#     default_tf (the main job's and the test command's own), the tests of tf-models-official, and the slow tests
-#     marked both_tf or second_tf (-m "not slow or tf_models or both_tf or second_tf"; arguments of yours come
-#     after and win).
-# So every test runs, the product's fast tests on both versions, its slow ones (whole jobs, several processes,
-# exports: the same code paths as the fast tests) once, split between the two (both_tf: on both): CI's 30
-# minutes do not hold both passes in full. The two passes run side by side (each leaves
-# part of CI's 2 cores idle: together they take little longer than one); the 2.20 pass's output follows the
-# default's, and the exit status is 0 when both passed.
-# BERT_TF_VERSION=X.Y runs that version's pass alone, in the foreground: BERT_TF_VERSION=2.20 bash scripts/test.sh
-# Extra arguments go to pytest (in each pass), e.g. scripts/test.sh -m "not slow" -k tokenization
+#   - the default one (requirements.txt, in .venv): every test but tf-models-official's, whose peer installs with
+#     TensorFlow 2.20 only; in $BERT_TEST_WORKERS processes (pytest-xdist; default: the CPU count, at most 4),
+#     each test module's tests in one of them (its module-scoped fixtures made once; the session's shared ones,
+#     tests/fixtures.py, once for all of them);
+#   - TensorFlow 2.20 (requirements-tf2.20.txt, in .venv-tf2.20): what can differ between TensorFlow versions,
+#     chosen by one rule written once (conftest.py's SECOND_TF: the version checks, the checkpoint format,
+#     tensorflow-text's ops, a SavedModel export and its signatures, the serving graph's limits and XLA's compiles,
+#     TF Hub's and LiteRT's exports, one training curve), and the tests of tf-models-official (pytest --second-tf).
+# Arguments of yours go to pytest in each pass, after these (they win): scripts/test.sh -m "not slow" -k tokeniz
+# The two passes run side by side; the 2.20 pass's output follows the default's, and the exit status is 0 when
+# both passed. BERT_TF_VERSION=X.Y runs that version's pass alone, in the foreground: BERT_TF_VERSION=2.20 bash
+# scripts/test.sh
 # Tests that read the shared data folder (../shared, or $BERT_SHARED_DIR) and find it missing fail the run, which
 # ends with one line saying how many could not run and why (conftest.py); --data-free runs the data-free subset
 # (those tests skip; never under CI=true).
@@ -21,17 +20,21 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DEFAULT="$(sed -n 's/^tensorflow==\([0-9]*\.[0-9]*\)\..*/\1/p' "$ROOT/requirements.txt")"
 
 # One version's pass: its environment (scripts/setup.sh --dev), then pytest without the tests of the peers
-# that are not installed there.
+# that are not installed there: the default TensorFlow's in worker processes, the other's on what can differ.
 run_pass() {
-  local version="$1" without=()
+  local version="$1" options=()
   shift
-  [ "$version" = 2.20 ] || without+=(tf_models second_tf)
-  local select=()
-  [ "$version" = "$DEFAULT" ] || { without+=(hf clients default_tf); select=(-m "not slow or tf_models or both_tf or second_tf"); }
+  if [ "$version" = "$DEFAULT" ]; then
+    local workers="${BERT_TEST_WORKERS:-$(nproc 2>/dev/null || echo 2)}"
+    [ "$workers" -le 4 ] || workers=4
+    options=(--without=tf_models -n "$workers" --dist loadfile)
+  else
+    options=(--without=hf,clients --second-tf)
+  fi
   BERT_TF_VERSION="$version" source "$ROOT/scripts/setup.sh" --dev || return
   cd "$ROOT" || return
-  echo "[test] TensorFlow $version: python -m pytest --without=$(IFS=,; echo "${without[*]}") ${select[*]} $*"
-  python -m pytest "--without=$(IFS=,; echo "${without[*]}")" "${select[@]}" "$@"
+  echo "[test] TensorFlow $version: python -m pytest ${options[*]} $*"
+  python -m pytest "${options[@]}" "$@"
 }
 
 if [ -n "${BERT_TF_VERSION:-}" ]; then

@@ -1,11 +1,12 @@
 """Seeded requests, valid, odd and malformed, against every signature of an exported SavedModel, in this process.
 
-    python tests/serving_probe.py EXPORT_DIR --seed=S --count=N [--max_rows=R]
+    python tests/serving_probe.py EXPORT_DIR [EXPORT_DIR ...] --seed=S --count=N [--max_rows=R]
 
 Reads nothing of the project: TensorFlow, tensorflow-text and the export alone. The task is told by the
 export's signatures (the classifier's label, NER's tags, SQuAD's answer). Each request is answered or refused;
-prints one JSON line per request ({"signature", "kind", "rows", "outcome": "answered" | "refused" | "wrong",
-"detail"}) and a last line {"summary": ...}. "wrong" is what a served model must never do: an answer of the wrong
+prints one JSON line per request ({"export", "signature", "kind", "rows", "outcome": "answered" | "refused" |
+"wrong", "detail"}) and, after each export's requests, a line {"export", "summary": ...}; the i-th export (from 0)
+draws its requests from seed S + i. "wrong" is what a served model must never do: an answer of the wrong
 rows or shape, non-finite or non-normalised probabilities, a refusal that names no input, or any error other
 than InvalidArgumentError. A request runs in this process: a crash or hang ends the process (the caller sees it).
 """
@@ -194,26 +195,21 @@ def names_an_input(message, names):
     return any(name in message for name in names)
 
 
-def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("export_dir")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--count", type=int, default=100)
-    parser.add_argument("--max_rows", type=int, default=40)
-    args = parser.parse_args()
-    rng = random.Random(args.seed)
-    probe = Probe(args.export_dir)
+def probe_export(export, export_dir, seed, count, max_rows):
+    """Sends `count` requests drawn from `seed` to the export; prints a line per request, then its summary."""
+    rng = random.Random(seed)
+    probe = Probe(export_dir)
     counts = {"answered": 0, "refused": 0, "wrong": 0}
     start = time.time()
-    for _ in range(args.count):
+    for _ in range(count):
         signature = rng.choice(sorted(probe.signatures))
         if signature == "serving_default":
-            kind, inputs, rows, ok = probe.ids_request(rng, args.max_rows)
+            kind, inputs, rows, ok = probe.ids_request(rng, max_rows)
             names = ID_INPUTS
         else:
-            kind, inputs, rows, ok = probe.text_request(rng, args.max_rows)
+            kind, inputs, rows, ok = probe.text_request(rng, max_rows)
             names = TEXT_INPUTS
-        record = {"signature": signature, "kind": kind, "rows": rows,
+        record = {"export": export, "signature": signature, "kind": kind, "rows": rows,
                   "shapes": {name: list(np.shape(value)) for name, value in inputs.items()}}
         try:
             outputs = probe.run(signature, inputs)
@@ -232,7 +228,19 @@ def main():
             record.update(outcome="wrong" if problem else "answered", detail=problem or "")
         counts[record["outcome"]] += 1
         print(json.dumps(record), flush=True)
-    print(json.dumps({"summary": counts, "task": probe.task, "seconds": round(time.time() - start, 1)}), flush=True)
+    print(json.dumps({"export": export, "summary": counts, "task": probe.task,
+                      "seconds": round(time.time() - start, 1)}), flush=True)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("export_dirs", nargs="+", metavar="export_dir")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--count", type=int, default=100)
+    parser.add_argument("--max_rows", type=int, default=40)
+    args = parser.parse_args()
+    for export, export_dir in enumerate(args.export_dirs):
+        probe_export(export, export_dir, args.seed + export, args.count, args.max_rows)
     return 0
 
 

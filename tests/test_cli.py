@@ -8,7 +8,6 @@ import textwrap
 import pytest
 
 import cli
-import filesystem
 from tests.training_curves import onednn_on
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -79,28 +78,6 @@ def test_traceback_on_request_and_noise_kept_when_the_user_asks_for_tf_warnings(
     assert "failed call to cuInit" in proc.stderr
     proc = _run(tmp_path, TF_CPP_MIN_LOG_LEVEL="2")  # as scripts/setup.sh exports it
     assert "a real C++ error line" in proc.stderr and "failed call to cuInit" not in proc.stderr
-
-
-def test_files_and_folders_named_by_flags(tmp_path):
-    (tmp_path / "a.txt").write_text("x")
-    (tmp_path / "b.txt").write_text("x")
-    (tmp_path / "sub").mkdir()
-    assert filesystem.input_files(f"{tmp_path}/*.txt, {tmp_path / 'a.txt'}") == [
-        str(tmp_path / "a.txt"), str(tmp_path / "b.txt"), str(tmp_path / "a.txt")]
-    with pytest.raises(cli.MissingFileError, match=r"--input_file pattern '.*nothing\*' matches no file"):
-        filesystem.input_files(f"{tmp_path}/nothing*")
-    with pytest.raises(cli.UserError, match="--input_file is required"):
-        filesystem.input_files("")
-    with pytest.raises(FileNotFoundError, match="--vocab_file=.*sub: is a folder, expected a file"):
-        filesystem.require_file(str(tmp_path / "sub"), "--vocab_file")
-    deeper = tmp_path / "new" / "deeper"
-    assert filesystem.make_dir(str(deeper), "--output_dir") and deeper.is_dir()
-    with pytest.raises(cli.UserError, match=r"--output_dir=.*a.txt/out: cannot create the folder: .*a.txt is a file"):
-        filesystem.make_dir(str(tmp_path / "a.txt" / "out"), "--output_dir")
-    assert filesystem.make_parent_dir(str(tmp_path / "p" / "q" / "f.tfrecord"), "--output_file")
-    assert (tmp_path / "p" / "q").is_dir()
-    with pytest.raises(cli.UserError, match="--output_file=.*sub: is a folder, expected a file name"):
-        filesystem.make_parent_dir(str(tmp_path / "sub"), "--output_file")
 
 
 def test_scripts_that_need_no_tensorflow_do_not_load_it():

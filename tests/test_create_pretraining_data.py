@@ -9,12 +9,10 @@ import sys
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
 import cli
 import filesystem
 import create_pretraining_data as cpd
-import records
 import tokenization
 from tests.pretraining_records import read_records
 from tests.shared_data import shared_path
@@ -147,39 +145,6 @@ def test_ascii_words_split_like_basic_tokenizer():
 
 # ----------------------------------------------------------------------------------------------------------
 # Writer: tf.train.Example serialization and TFRecord framing without TensorFlow.
-
-def test_writer_bytes_equal_tensorflow_writer(tmp_path):
-    rng = np.random.default_rng(0)
-    batch, width, pred = 37, 512, 80
-    features = {
-        "input_ids": rng.integers(0, 119547, (batch, width)),
-        "input_mask": rng.integers(0, 2, (batch, width)),
-        "segment_ids": rng.integers(0, 2, (batch, width)),
-        "masked_lm_positions": rng.integers(0, width, (batch, pred)),
-        "masked_lm_ids": rng.integers(0, 3 << 28, (batch, pred)),
-        "masked_lm_weights": rng.random((batch, pred)).astype(np.float32),
-        "next_sentence_labels": rng.integers(0, 2, (batch, 1)),
-    }
-    matrix, lengths = records.serialize(features, records.pretraining(None, None))
-    serialized = [matrix[row, records.DATA_OFFSET:records.DATA_OFFSET + lengths[row]].tobytes()
-                  for row in range(batch)]
-    path = str(tmp_path / "tf.tfrecord")
-    with tf.io.TFRecordWriter(path) as writer:
-        for row in range(batch):
-            example = tf.train.Example.FromString(serialized[row])
-            for name in NAMES:
-                feature = example.features.feature[name]
-                got = feature.float_list.value if name == "masked_lm_weights" else feature.int64_list.value
-                np.testing.assert_array_equal(np.array(got), features[name][row])
-            writer.write(serialized[row])
-    with open(path, "rb") as f:
-        assert f.read() == records.record_bytes(*records.frame_records(matrix, lengths))
-
-
-def test_crc32c_known_values():
-    data = np.frombuffer(b"123456789" + b"\0" * 3, np.uint8).reshape(1, 12)
-    assert int(records.crc32c_rows(data, [9])[0]) == 0xE3069283
-    assert int(records.crc32c_rows(np.zeros((1, 4), np.uint8), [0])[0]) == 0
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """device_setup.py: XLA decided by the device type and --use_xla (devices injected), the project's XLA options
-added to XLA_FLAGS without overriding the user's, known to this TensorFlow's XLA, and the autotune cache folder."""
+added to XLA_FLAGS without overriding the user's, known to this TensorFlow's XLA, the autotune cache folder, and
+mixed precision's elementwise dtype decided by the device."""
 import os
 import subprocess
 import sys
@@ -9,13 +10,14 @@ import pytest
 import tensorflow as tf
 
 import device_setup
+import modeling
 import training
+from tests import tiny
+from tests.processes import run_script
 from tests.shared_data import shared_path
 
 CPU = [tf.config.PhysicalDevice("/physical_device:CPU:0", "CPU")]
 GPU = CPU + [tf.config.PhysicalDevice("/physical_device:GPU:0", "GPU")]
-
-
 GPUS = GPU + [tf.config.PhysicalDevice("/physical_device:GPU:1", "GPU")]
 REPLICATED = (False, "several replicas, where XLA is not measured yet (--use_xla=true compiles each replica's "
                      "gradients)")
@@ -115,12 +117,11 @@ def test_use_xla_true_on_a_cpu_trains_and_predicts_as_without(tmp_path):
     and the same predictions as without (dropout off: XLA draws other masks from the same seed), and the log says
     once that XLA is on and why, and how long its first compile took. (Prediction alone from one checkpoint, to
     1e-5: tests/test_runner.py.)"""
-    from tests.test_faults import classifier_args, run_script, tiny_config_file
     data_dir = tmp_path / "mrpc"
     # Outputs far apart; no dropout (XLA draws other random bits for the same seed).
-    config = tiny_config_file(tmp_path / "config.json", initializer_range=0.5, hidden_dropout_prob=0.0,
+    config = tiny.config_file(tmp_path / "config.json", num_hidden_layers=1, type_vocab_size=2, initializer_range=0.5, hidden_dropout_prob=0.0,
                               attention_probs_dropout_prob=0.0)
-    args = classifier_args(tmp_path, do_train="true", do_predict="true", train_batch_size="8", learning_rate="1e-3",
+    args = tiny.classifier_flags(tmp_path, do_train="true", do_predict="true", train_batch_size="8", learning_rate="1e-3",
                            output_dropout_prob="0",
                            num_train_epochs="1", iterations_per_loop="2", max_seq_length="64", bert_config_file=config)
     with open(shared_path("data", "glue", "MRPC", "test.tsv"), encoding="utf-8") as f:
@@ -174,3 +175,14 @@ def test_a_process_started_after_a_job_takes_its_own_cache_not_the_parents(tmp_p
     user = {"XLA_FLAGS": "--xla_gpu_per_fusion_autotune_cache_dir=/mine"}
     device_setup.setup(training.TrainingConfig(output_dir=str(tmp_path / "fourth")), GPU, user)
     assert user["XLA_FLAGS"] == "--xla_gpu_per_fusion_autotune_cache_dir=/mine --xla_gpu_enable_triton_gemm=false"
+
+
+@pytest.mark.usefixtures("float32_policy")
+def test_the_elementwise_dtype_is_decided_by_the_device_unless_given():
+    for devices, given, expected in ((CPU, "auto", "float32"), (GPU, "auto", "compute"), (CPU, "compute", "compute"),
+                                     (GPU, "float32", "float32")):
+        config = training.TrainingConfig(dtype="bfloat16", elementwise_dtype=given)
+        assert device_setup.setup(config, devices, {}).elementwise_dtype == expected
+        assert modeling.elementwise_dtype() == expected
+    with pytest.raises(ValueError, match="--elementwise_dtype='half': expected auto or one of"):
+        training.TrainingConfig(elementwise_dtype="half")

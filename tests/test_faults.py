@@ -5,13 +5,11 @@ status 2 and one line `error: ...` naming the flag or file, no traceback, no fol
 """
 import json
 import os
-import random
 import re
-import signal
 import shutil
+import signal
 import subprocess
 import sys
-import unicodedata
 
 import numpy as np
 import pytest
@@ -19,128 +17,71 @@ import tensorflow as tf
 
 import checkpoints
 import cli
-import fast_tokenization
 import modeling
+import run_classifier as rc
 import run_pretraining as rp
 import serving
-import tokenization
 import training
 from model_options import ModelOptions
-from tests.shared_data import shared_path
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _env(**extra):
-    env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "PYTHONPATH", "TF_CONFIG")}
-    env.update(extra)
-    return env
-
-
-def run_script(script, *args, timeout=300, **env):
-    return subprocess.run([sys.executable, os.path.join(ROOT, script)] + list(args), capture_output=True,
-                          text=True, env=_env(**env), cwd=ROOT, timeout=timeout)
-
-
-def assert_user_error(proc, *parts):
-    """Exit status 2, and stderr ends with one `error: ...` line holding every part; no traceback."""
-    assert proc.returncode == 2, (proc.returncode, proc.stderr[-3000:])
-    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
-    last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("error: "), proc.stderr[-3000:]
-    for part in parts:
-        assert part in last, (part, last)
-    return last
+from tests import tiny
+from tests.processes import ROOT, assert_user_error, run_script, script_env, user_error
+from tests.shared_data import pretraining_records, shared_path, vocab
 
 
 def tiny_config_file(path, **overrides):
-    values = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                  intermediate_size=64, max_position_embeddings=128, type_vocab_size=2)
-    values.update(overrides)
-    with open(path, "w") as f:
-        json.dump(values, f)
-    return str(path)
-
-
-def records():
-    return shared_path("reference", "pretraining_data", "sample_text_default.tfrecord")
-
-
-def vocab():
-    return shared_path("vocab", "uncased", "vocab.txt")
-
-
-def mrpc_subset(folder, dev_bytes=None):
-    """A small MRPC folder; dev.tsv replaced by dev_bytes when given."""
-    os.makedirs(folder, exist_ok=True)
-    source = shared_path("data", "glue", "MRPC")
-    for name in ("train.tsv", "dev.tsv"):
-        with open(os.path.join(source, name), encoding="utf-8") as f:
-            lines = f.readlines()[:40]
-        with open(os.path.join(folder, name), "w", encoding="utf-8") as f:
-            f.writelines(lines)
-    if dev_bytes is not None:
-        with open(os.path.join(folder, "dev.tsv"), "wb") as f:
-            f.write(dev_bytes)
-    return str(folder)
-
-
-def classifier_args(tmp_path, **flags):
-    values = dict(task_name="MRPC", data_dir=mrpc_subset(tmp_path / "mrpc"), vocab_file=vocab(),
-                  bert_config_file=tiny_config_file(tmp_path / "bert_config.json"),
-                  output_dir=str(tmp_path / "out"), do_eval="true", max_seq_length="32")
-    values.update(flags)
-    return [f"--{name}={value}" for name, value in values.items()]
+    """A one-layer model of 32 with two token types."""
+    return tiny.config_file(path, num_hidden_layers=1, type_vocab_size=2, **overrides)
 
 
 # ---------------------------------------------------------------------------------------------------------
 # One line for a user error, none of TensorFlow's start-up noise.
 
 
-@pytest.mark.second_tf
 @pytest.mark.slow
 def test_bad_classifier_inputs_are_one_line_and_leave_no_folder(tmp_path):
+    """run_classifier.py's user errors, each one line naming the flag or file, before --output_dir is made. The
+    script's process as a user runs it for the first (and with --verbosity=1, its traceback for a bug report); the
+    others through cli's same steps in this process (tests/processes.py's user_error)."""
     out = tmp_path / "out"
-    assert_user_error(run_script("run_classifier.py", *classifier_args(tmp_path, task_name="mrcp")),
+    assert_user_error(run_script("run_classifier.py", *tiny.classifier_flags(tmp_path, task_name="mrcp")),
                       "Task not found: 'mrcp' (--task_name)")
-    assert_user_error(run_script("run_classifier.py", *classifier_args(tmp_path, data_dir=tmp_path / "nowhere")),
-                      "--data_dir=", "nowhere: no such folder")
-    assert_user_error(run_script("run_classifier.py", *classifier_args(tmp_path, vocab_file=tmp_path / "nov.txt")),
-                      "nov.txt does not exist")
+
+    def assert_error(*parts, **flags):
+        last = user_error(rc.ClassifierOptions, rc.run, *tiny.classifier_flags(tmp_path, **flags))
+        for part in parts:
+            assert part in last, (part, last)
+
+    assert_error("--data_dir=", "nowhere: no such folder", data_dir=tmp_path / "nowhere")
+    assert_error("nov.txt does not exist", vocab_file=tmp_path / "nov.txt")
     no_cls = tmp_path / "no_cls.txt"
     no_cls.write_text("".join(t + "\n" for t in open(vocab(), encoding="utf-8").read().split("\n")[:30522]
                               if t != "[CLS]"))
-    assert_user_error(run_script("run_classifier.py", *classifier_args(tmp_path, vocab_file=no_cls)),
-                      "no_cls.txt", "[CLS]")
+    assert_error("no_cls.txt", "[CLS]", vocab_file=no_cls)
     blocker = tmp_path / "a_file"
     blocker.write_text("x")
-    assert_user_error(run_script("run_classifier.py", *classifier_args(tmp_path, output_dir=blocker / "out")),
-                      "--output_dir=", "a_file is a file")
+    assert_error("--output_dir=", "a_file is a file", output_dir=blocker / "out")
     bad_dev = b"Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t1\t2\tcaf\xe9\tb\n"
-    bad_dir = mrpc_subset(tmp_path / "bad_mrpc", dev_bytes=bad_dev)
-    assert_user_error(run_script("run_classifier.py", *classifier_args(tmp_path, data_dir=bad_dir)),
-                      "dev.tsv line 2: not valid UTF-8")
+    bad_dir = tiny.mrpc_subset(tmp_path / "bad_mrpc", dev_bytes=bad_dev)
+    assert_error("dev.tsv line 2: not valid UTF-8", data_dir=bad_dir)
     config = tiny_config_file(tmp_path / "no_layers.json")
     with open(config) as f:
         values = json.load(f)
     del values["num_hidden_layers"]
     with open(config, "w") as f:
         json.dump(values, f)
-    assert_user_error(run_script("run_classifier.py", *classifier_args(tmp_path, bert_config_file=config)),
-                      "no_layers.json: required key(s) `num_hidden_layers` missing")
-    assert_user_error(run_script("run_classifier.py", *classifier_args(tmp_path, shuffle_buffer_size="-5")),
-                      "--shuffle_buffer_size=-5: expected 0 (all training records) or a positive number")
-    assert_user_error(run_script("run_classifier.py", *classifier_args(tmp_path, output_dropout_prob="1.5")),
-                      "--output_dropout_prob=1.5: expected a probability in [0, 1)")
+    assert_error("no_layers.json: required key(s) `num_hidden_layers` missing", bert_config_file=config)
+    assert_error("--shuffle_buffer_size=-5: expected 0 (all training records) or a positive number",
+                 shuffle_buffer_size="-5")
+    assert_error("--output_dropout_prob=1.5: expected a probability in [0, 1)", output_dropout_prob="1.5")
     assert not out.exists(), "a failed check left --output_dir behind"
     # --verbosity=1 (or BERT_TRACEBACK=1) shows the traceback for a bug report.
-    shown = run_script("run_classifier.py", *classifier_args(tmp_path, task_name="mrcp"), "--verbosity=1")
+    shown = run_script("run_classifier.py", *tiny.classifier_flags(tmp_path, task_name="mrcp"), "--verbosity=1")
     assert shown.returncode != 0 and "Traceback" in shown.stderr and "Task not found" in shown.stderr
 
 
 @pytest.mark.slow
 def test_tensorflow_start_up_noise_is_not_printed(tmp_path):
-    proc = run_script("run_classifier.py", *classifier_args(tmp_path, do_eval="false", do_train="true",
+    proc = run_script("run_classifier.py", *tiny.classifier_flags(tmp_path, do_eval="false", do_train="true",
                                                              train_batch_size="8", num_train_epochs="0.5",
                                                              use_xla="true"))
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -150,7 +91,7 @@ def test_tensorflow_start_up_noise_is_not_printed(tmp_path):
     assert "Training done at global step 2" in proc.stderr  # progress stays on the console
     # A user who sets the level sees TensorFlow's own lines again (which ones depends on the machine: oneDNN's
     # only where it is on by default, as on AVX-512 CPUs; the CPU feature guard where the build lacks some).
-    shown = run_script("run_classifier.py", *classifier_args(tmp_path, output_dir=tmp_path / "o2"),
+    shown = run_script("run_classifier.py", *tiny.classifier_flags(tmp_path, output_dir=tmp_path / "o2"),
                        TF_CPP_MIN_LOG_LEVEL="0")
     # TensorFlow 2.20's own format, and TensorFlow 2.21's (absl's: "I0000 00:00:1795726218.601252  8025 port.cc:153]").
     tensorflow_lines = re.findall(r"^(?:\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWE] |[IWE]\d{4} \d\d:\d\d:[\d.]+ +\d+ )"
@@ -196,12 +137,15 @@ def _pretraining_args(config_file, output_dir, input_file, steps=4):
 
 @pytest.mark.slow
 def test_empty_and_corrupt_pretraining_records(tmp_path):
+    """run_pretraining.py on records it cannot read: one line naming the file (and where a record breaks), the
+    checkpoints written so far kept. The script's process for corrupt records; an empty file and truncated records
+    through cli's same steps in this process."""
     config = tiny_config_file(tmp_path / "bert_config.json")
     empty = tmp_path / "empty.tfrecord"
     empty.write_bytes(b"")
-    proc = run_script("run_pretraining.py", *_pretraining_args(config, tmp_path / "out", empty), timeout=120)
-    assert_user_error(proc, "--input_file: no records in", "empty.tfrecord")
-    data = open(records(), "rb").read()
+    last = user_error(rp.PretrainingOptions, rp.run, *_pretraining_args(config, tmp_path / "out", empty))
+    assert "--input_file: no records in" in last and "empty.tfrecord" in last, last
+    data = open(pretraining_records(), "rb").read()
     corrupt = tmp_path / "corrupt.tfrecord"
     damaged = bytearray(data)
     damaged[len(data) // 3] ^= 0xFF
@@ -212,10 +156,11 @@ def test_empty_and_corrupt_pretraining_records(tmp_path):
     assert re.search(r"\(corrupted record at byte \d+\)", last), last
     truncated = tmp_path / "truncated.tfrecord"
     truncated.write_bytes(data[:len(data) // 2])
-    proc = run_script("run_pretraining.py", *_pretraining_args(config, tmp_path / "out3", truncated, steps=40))
-    last = assert_user_error(proc, "truncated.tfrecord", "truncated record")
+    last = user_error(rp.PretrainingOptions, rp.run, *_pretraining_args(config, tmp_path / "out3", truncated,
+                                                                         steps=40))
+    assert "truncated.tfrecord" in last and "truncated record" in last, last
     assert re.search(r"\(truncated record at byte \d+: Read less bytes than requested\)", last), last
-    assert rp.records.find_corrupt_record([records(), str(truncated)])[:2] == (str(truncated), 58)
+    assert rp.records.find_corrupt_record([pretraining_records(), str(truncated)])[:2] == (str(truncated), 58)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -228,7 +173,7 @@ def _tiny_train(output_dir, steps, init_checkpoint=None):
                                      iterations_per_loop=20, deterministic=True)
     bert_config = modeling.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1,
                                       num_attention_heads=2, intermediate_size=64, type_vocab_size=2)
-    input_fn = rp.pretraining_input_fn([records()], 128, 20, is_training=True, seed=config.seed)
+    input_fn = rp.pretraining_input_fn([pretraining_records()], 128, 20, is_training=True, seed=config.seed)
     return training.train(rp.PretrainingTask(bert_config), input_fn, config, init_checkpoint=init_checkpoint)
 
 
@@ -322,11 +267,10 @@ run_pretraining.cli.main(run_pretraining.PretrainingOptions, run_pretraining.run
 """
 
 
-@pytest.mark.second_tf
 @pytest.mark.slow
 def test_kill_during_a_save_resumes_to_the_same_weights(tmp_path):
     config = tiny_config_file(tmp_path / "bert_config.json")
-    args = ["--bert_config_file=" + config, "--input_file=" + records(), "--do_train", "--train_batch_size=8",
+    args = ["--bert_config_file=" + config, "--input_file=" + pretraining_records(), "--do_train", "--train_batch_size=8",
             "--num_train_steps=30", "--num_warmup_steps=5", "--save_checkpoints_steps=10",
             "--iterations_per_loop=5", "--deterministic"]
     straight = tmp_path / "straight"
@@ -336,7 +280,7 @@ def test_kill_during_a_save_resumes_to_the_same_weights(tmp_path):
     for where in ("data", "state"):
         run = tmp_path / where
         killed = subprocess.run([sys.executable, str(script), ROOT, where] + args + [f"--output_dir={run}"],
-                                capture_output=True, text=True, env=_env(), timeout=300)
+                                capture_output=True, text=True, env=script_env(quiet=False), timeout=300)
         assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
         resumed = run_script("run_pretraining.py", *args, f"--output_dir={run}")
         assert resumed.returncode == 0, resumed.stderr[-3000:]
@@ -408,43 +352,3 @@ def test_exported_signature_checks_its_inputs(tmp_path):
 # Tokenizers: 100,000 random strings.
 
 
-def _random_strings(rng, count):
-    """Short strings over the whole Unicode range (weighted to scripts, marks, spaces and punctuation), without
-    lone surrogates and without the combining characters the in-graph tokenizer documents as unordered."""
-    unordered = {cp for cp in range(0x110000) if not 0xD800 <= cp < 0xE000
-                 and unicodedata.combining(chr(cp)) and unicodedata.category(chr(cp)) != "Mn"}
-    pools = [range(0x20, 0x7F), range(0xA0, 0x250), range(0x300, 0x370), range(0x370, 0x530),
-             range(0x590, 0x700), range(0x900, 0xE00), range(0x3000, 0x3100), range(0x4E00, 0x9FFF),
-             range(0xAC00, 0xD7A4), range(0xFF00, 0xFFF0), range(0x1F300, 0x1FAFF), range(0x0, 0x20),
-             range(0xE000, 0x110000)]
-    out = []
-    for _ in range(count):
-        chars = []
-        for _ in range(rng.randint(0, 24)):
-            cp = rng.choice(pools[rng.randrange(len(pools))])
-            if cp in unordered or 0xD800 <= cp < 0xE000:
-                cp = 0x20
-            chars.append(chr(cp))
-        out.append("".join(chars))
-    return out
-
-
-@pytest.mark.slow
-def test_fuzz_both_tokenizers_with_100000_strings():
-    rng = random.Random(19)
-    strings = _random_strings(rng, 90000)
-    raw = [bytes(rng.randrange(256) for _ in range(rng.randint(0, 16))) for _ in range(10000)]
-    full = tokenization.FullTokenizer(vocab(), do_lower_case=True)
-    fast = fast_tokenization.FastBertTokenizer(vocab(), do_lower_case=True)
-    texts = strings + raw
-    expected = [full.convert_tokens_to_ids(full.tokenize(t)) for t in texts]
-    got = []
-    for start in range(0, len(texts), 5000):
-        got.extend(fast.tokenize(tf.constant(texts[start:start + 5000])).to_list())
-    mismatches = [i for i, (a, b) in enumerate(zip(expected, got)) if a != b]
-    assert not mismatches, [(texts[i], expected[i], got[i]) for i in mismatches[:5]]
-    # The documented exception: the exact tokenizer takes a Python str with a lone surrogate, which cannot become
-    # a tf.string for the in-graph one.
-    assert full.tokenize("a\ud800b c") == ["[UNK]", "c"]
-    with pytest.raises(ValueError, match="Error converting unicode string"):
-        tf.constant(["a\ud800b"])

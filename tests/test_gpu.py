@@ -11,28 +11,27 @@ import pytest
 import checkpoints
 import device_setup
 import run_pretraining as rp
-from tests import test_training
 from tests.event_files import summary_scalars
+from tests import tiny
 from tests.shared_data import shared_path
-from tests.test_training import float32_policy, pretraining_input_fn, tiny_config  # noqa: F401
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("float32_policy")]
 
 
 def _train(output_dir, steps, **kwargs):
-    """test_training's tiny pre-training run, one checkpoint at the end, a progress line and summaries at least
+    """The training loop's tiny pre-training run (tests/tiny.py), one checkpoint at the end, a progress line and summaries at least
     every 50 steps."""
     every = min(steps, 50)
-    return test_training._train(output_dir, steps=steps, save_checkpoints_steps=steps, iterations_per_loop=every,
-                                log_step_count_steps=every, save_summary_steps=every, **kwargs)
+    return tiny.train_pretraining(output_dir, steps=steps, save_checkpoints_steps=steps, iterations_per_loop=every,
+                                  log_step_count_steps=every, save_summary_steps=every, **kwargs)
 
 
 def test_training_places_the_model_on_the_gpu(tmp_path):
-    task = rp.PretrainingTask(tiny_config())
+    task = rp.PretrainingTask(tiny.pretraining_config())
     model = task.build_model()
-    features = next(iter(pretraining_input_fn()(4)))
+    features = next(iter(tiny.pretraining_input_fn()(4)))
     out = model(features, training=False)
     assert "GPU" in out["total_loss"].device.upper()
     assert all("GPU" in getattr(v, "value", v).device.upper() for v in model.variables_by_name().values())
@@ -81,7 +80,7 @@ def _job_env(*user_flags):
 
 def _pretrain(tmp_path, out, steps, env):
     config = tmp_path / "bert_config.json"
-    tiny_config().to_json_file(str(config))
+    tiny.pretraining_config().to_json_file(str(config))
     proc = subprocess.run(
         [sys.executable, os.path.join(ROOT, "run_pretraining.py"), "--do_train",
          "--input_file=" + shared_path("reference", "pretraining_data", "sample_text_default.tfrecord"),

@@ -48,7 +48,6 @@ def test_gpu_run_runs_only_the_steps_it_is_given_within_its_budget(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.second_tf  # TensorFlow 2.20 has the peer tf-models-official: its rows are made there
 def test_the_dry_run_writes_gpu_json_of_the_real_runs_shape(tmp_path, report):
     """`gpu_run.sh --dry-run` on this CPU, a few of its steps (the dry run as a command runs every step; the tools
     behind the others have tests of their own): the machine's row fields, the tests' row, a pre-training step's

@@ -1,9 +1,5 @@
 """litert_classifier.py: the LiteRT classifier matches the SavedModel on MRPC dev; its tokenizer gives the
 original's ids."""
-import csv
-import dataclasses
-import json
-import os
 
 import numpy as np
 import pytest
@@ -15,18 +11,16 @@ import litert_classifier
 import modeling
 import run_classifier as rc
 import tokenization
-from tests.shared_data import shared_path
-
-REFERENCES = {"uncased": True, "cased": False, "multi_cased": False, "chinese": True}
+from tests.shared_data import glue, mrpc_pairs, vocab
+from tests.tokenizers import REFERENCES, reference
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(REFERENCES))
 def test_lite_tokenizer_gives_the_reference_ids(name):
     """Every line of the reference files (English, Chinese, Japanese, accents, control characters, emoji)."""
-    vocab_file = shared_path("vocab", name, "vocab.txt")
-    with open(shared_path("reference", "tokenization", name + ".jsonl"), encoding="utf-8") as f:
-        records = [json.loads(line) for line in f]
+    vocab_file = vocab(name)
+    records = reference(name)
     tokenizer = litert_classifier.LiteTokenizer(vocab_file, REFERENCES[name])
     ids, splits = tokenizer.tokenize(tf.constant([r["text"] for r in records]))
     got = tf.RaggedTensor.from_row_splits(ids, splits).to_list()
@@ -34,39 +28,35 @@ def test_lite_tokenizer_gives_the_reference_ids(name):
     assert len(records) == 5308 and not wrong, wrong[:3]
 
 
-def _mrpc_dev():
-    with open(os.path.join(shared_path("data", "glue", "MRPC"), "dev.tsv"), encoding="utf-8") as f:
-        rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))[1:]
-    return [r[3] for r in rows], [r[4] for r in rows]
-
-
-@pytest.mark.second_tf  # test_litert_export.py's conversions run on both
 @pytest.mark.slow
 def test_litert_classifier_matches_the_saved_model_on_mrpc_dev(tmp_path):
     config_file = tmp_path / "bert_config.json"
     config = modeling.BertConfig(vocab_size=30522, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
                                  intermediate_size=128, type_vocab_size=2, initializer_range=0.2)
     config.to_json_file(str(config_file))
-    vocab = shared_path("vocab", "uncased", "vocab.txt")
+    vocab_file = vocab()
     tf.keras.utils.set_random_seed(1)
     model = modeling.ClassifierModel(config, 2)
     model.head.output_weights.assign(model.head.output_weights * 20.0)  # probabilities far apart
     # Centre the two classes on the dev set, so that both are predicted.
-    examples = rc.MrpcProcessor().get_dev_examples(shared_path("data", "glue", "MRPC"))
-    arrays = rc.examples_to_arrays(examples, ["0", "1"], 128, tokenization.FullTokenizer(vocab), log_examples=0)
+    examples = rc.MrpcProcessor().get_dev_examples(glue("MRPC"))
+    arrays = rc.examples_to_arrays(examples, ["0", "1"], 128, tokenization.FullTokenizer(vocab_file), log_examples=0)
     logits = model({k: tf.constant(arrays[k]) for k in ("input_ids", "input_mask", "segment_ids")}).numpy()
     model.head.output_bias.assign([0.0, -float(np.median(logits[:, 1] - logits[:, 0]))])
     output_dir = tmp_path / "out"
     checkpoints.CheckpointManager(str(output_dir)).save(model.variables_by_name(), 0)
     export_dir, tflite, int8 = str(tmp_path / "saved_model"), tmp_path / "mrpc.tflite", tmp_path / "mrpc_int8.tflite"
-    options = cli.build_options(rc.ClassifierOptions, output_dir=str(output_dir), bert_config_file=str(config_file),
-                                task_name="MRPC", vocab_file=vocab, max_seq_length=128)
-    rc.run(dataclasses.replace(options, export_dir=export_dir, export_tflite=str(tflite)))
-    rc.run(dataclasses.replace(options, export_tflite=str(int8), tflite_quantize=True))
+    flags = dict(output_dir=str(output_dir), bert_config_file=str(config_file), task_name="MRPC",
+                 vocab_file=vocab_file, max_seq_length=128)
+    rc.run(cli.build_options(rc.ClassifierOptions, **flags, export_dir=export_dir, export_tflite=str(tflite)))
+    # Under --use_xla the LiteRT model is converted from a plain float32 export of its own (LiteRT lacks the ops
+    # of an XLA export's padding).
+    rc.run(cli.build_options(rc.ClassifierOptions, **flags, export_tflite=str(int8), tflite_quantize=True,
+                             use_xla=True))
     assert sorted(litert_classifier.custom_ops(tflite.read_bytes())) == sorted(litert_classifier.CUSTOM_OPS)
     assert int8.stat().st_size < tflite.stat().st_size / 2  # the tokenizer tables (2 MB) are not quantized
 
-    text_a, text_b = _mrpc_dev()
+    text_a, text_b = mrpc_pairs()
     expected = tf.saved_model.load(export_dir).signatures["serving_text"](text_a=tf.constant(text_a),
                                                                             text_b=tf.constant(text_b))
     want = expected["probabilities"].numpy()

@@ -1,43 +1,14 @@
 """litert_export.py: LiteRT models of the token-ids signature; convert_checkpoint.py's encoder exports (LiteRT here,
 ONNX in test_onnx_export.py) against the original release's outputs."""
-import os
-
 import numpy as np
 import pytest
 
 import checkpoints
 import litert_export
-from tests.shared_data import shared_path
-from tests.test_faults import assert_user_error, run_script
-
-TINY = ("reference", "original_checkpoint_tiny")
-
-
-def tiny():
-    return shared_path(*TINY)
-
-
-def original_batch():
-    """The original's inputs and outputs on the tiny checkpoint (dropout off)."""
-    reference = np.load(os.path.join(tiny(), "reference_outputs.npz"))
-    inputs = {name: reference["in_" + name].astype(np.int32) for name in ("input_ids", "input_mask", "segment_ids")}
-    return inputs, reference["out_sequence_output"], reference["out_pooled_output"]
-
-
-def convert_encoder(mode, output_dir, *extra):
-    proc = run_script("convert_checkpoint.py", f"--mode={mode}", f"--init_checkpoint={tiny()}",
-                      f"--bert_config_file={os.path.join(tiny(), 'bert_config.json')}", f"--output_dir={output_dir}",
-                      *extra)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc
-
-
-def assert_close_to_int8(got, expected):
-    """Outputs of an int8 model: each vector points where the float one does, none far off."""
-    got, expected = got.reshape(-1, got.shape[-1]), expected.reshape(-1, expected.shape[-1])
-    cosine = (got * expected).sum(-1) / np.linalg.norm(got, axis=-1) / np.linalg.norm(expected, axis=-1)
-    assert cosine.min() > 0.99, cosine.min()
-    assert np.abs(got - expected).max() < 0.25 * np.abs(expected).max()
+from tests import tiny
+from tests.exports import assert_close_to_int8, convert_encoder, original_batch
+from tests.processes import assert_user_error, run_script
+from tests.shared_data import vocab
 
 
 @pytest.mark.slow
@@ -69,9 +40,9 @@ def test_encoder_litert_models_answer_as_the_original(tmp_path):
 
 
 def test_encoder_export_refuses_bad_input_in_one_line(tmp_path):
-    config = os.path.join(tiny(), "bert_config.json")
+    config = tiny.original_config_file()
     heads_only = str(tmp_path / "heads" / "model.ckpt-1")
-    checkpoints.save_checkpoint(heads_only, {k: v for k, v in checkpoints.load_checkpoint(tiny()).items()
+    checkpoints.save_checkpoint(heads_only, {k: v for k, v in checkpoints.load_checkpoint(tiny.original_dir()).items()
                                              if k.startswith("cls/")})
     out = tmp_path / "out"
     assert_user_error(run_script("convert_checkpoint.py", "--mode=original_to_tflite", f"--init_checkpoint={heads_only}",
@@ -82,7 +53,7 @@ def test_encoder_export_refuses_bad_input_in_one_line(tmp_path):
     assert not out.exists()
     out.mkdir()
     (out / "encoder.tflite").write_bytes(b"earlier")
-    assert_user_error(run_script("convert_checkpoint.py", "--mode=original_to_tflite", f"--init_checkpoint={tiny()}",
+    assert_user_error(run_script("convert_checkpoint.py", "--mode=original_to_tflite", f"--init_checkpoint={tiny.original_dir()}",
                                  f"--bert_config_file={config}", f"--output_dir={out}"),
                       "already holds an export (encoder.tflite)")
     assert (out / "encoder.tflite").read_bytes() == b"earlier"
@@ -90,8 +61,8 @@ def test_encoder_export_refuses_bad_input_in_one_line(tmp_path):
 
 def test_quantize_flags_without_their_export_are_one_line(tmp_path):
     """--tflite_quantize or --onnx_quantize alone would write nothing quantized: refused before the job starts."""
-    common = [f"--vocab_file={shared_path('vocab', 'uncased', 'vocab.txt')}",
-              f"--bert_config_file={os.path.join(tiny(), 'bert_config.json')}", f"--init_checkpoint={tiny()}",
+    common = [f"--vocab_file={vocab()}",
+              f"--bert_config_file={tiny.original_config_file()}", f"--init_checkpoint={tiny.original_dir()}",
               f"--output_dir={tmp_path / 'out'}"]
     assert_user_error(run_script("run_ner.py", *common, f"--data_dir={tmp_path}", "--tflite_quantize"),
                       "--tflite_quantize quantizes the model of --export_tflite, which is not given")

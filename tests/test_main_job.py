@@ -6,10 +6,6 @@ import pytest
 import main_job
 from tests.pretraining_records import read_records
 
-# The README's main job and the test command run on the default TensorFlow: its pass alone runs these.
-pytestmark = pytest.mark.default_tf
-
-
 @pytest.fixture(scope="module")
 def documents():
     return main_job.stdlib_documents()

@@ -11,18 +11,17 @@ import json
 import os
 import re
 import subprocess
-import sys
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 import checkpoints
-from tests.cluster import run_workers, worker_env
-from tests.shared_data import shared_path
+import modeling
+from tests import tiny
+from tests.processes import ROOT, assert_ran, run_workers, script_command, script_env
+from tests.shared_data import glue, pretraining_records, shared_path, vocab
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TINY_CONFIG = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                   intermediate_size=64, max_position_embeddings=128)
 WRITES = re.compile(r"(?:Wrote \d+ records to|Wrote|Saved checkpoint|Exported \S+ to) (\S+)")
 
 
@@ -35,7 +34,7 @@ def _head(src, dst, lines):
 
 def _two_workers(command):
     """Runs command as workers 0 (the chief) and 1 of a two-worker cluster; returns their logs."""
-    statuses, logs = run_workers(command, 2, cwd=ROOT)
+    statuses, logs = run_workers(command, 2)
     for status, log in zip(statuses, logs):
         assert status == 0, log[-3000:]
     return logs
@@ -50,10 +49,8 @@ def _files(folder, names):
 
 
 def _check(tmp_path, script, data_flags, train_flags, inference_flags, outputs):
-    config = tmp_path / "bert_config.json"
-    config.write_text(json.dumps(TINY_CONFIG))
-    vocab = shared_path("vocab", "uncased", "vocab.txt")
-    common = [sys.executable, os.path.join(ROOT, script), f"--vocab_file={vocab}", f"--bert_config_file={config}",
+    config = tiny.config_file(tmp_path / "bert_config.json")
+    common = [*script_command(script), f"--vocab_file={vocab()}", f"--bert_config_file={config}",
               "--train_batch_size=8", "--eval_batch_size=8", "--predict_batch_size=8", "--save_checkpoints_steps=100",
               "--iterations_per_loop=100"] + data_flags
     multi = str(tmp_path / "multi")
@@ -70,26 +67,23 @@ def _check(tmp_path, script, data_flags, train_flags, inference_flags, outputs):
     # The same model on one worker: the same evaluation and predictions.
     state = open(os.path.join(multi, "checkpoint")).readline().split('"')[1]
     single = str(tmp_path / "single")
-    one = subprocess.run(common + inference_flags + [f"--init_checkpoint={os.path.join(multi, state)}",
-                                                     f"--output_dir={single}", "--distribution_strategy=mirrored"],
-                         cwd=ROOT, env=worker_env(), capture_output=True, text=True, timeout=600)
-    assert one.returncode == 0, one.stderr[-3000:]
+    assert_ran(subprocess.run(common + inference_flags + [f"--init_checkpoint={os.path.join(multi, state)}",
+                                                          f"--output_dir={single}", "--distribution_strategy=mirrored"],
+                              cwd=ROOT, env=script_env(), capture_output=True, text=True, timeout=600))
     assert _files(single, outputs) == _files(multi, outputs)
 
 
-@pytest.mark.both_tf
 @pytest.mark.slow
 def test_classifier_two_workers(tmp_path):
     data = tmp_path / "mrpc"
     data.mkdir()
     for split, lines in (("train", 65), ("dev", 33), ("test", 33)):
-        _head(shared_path("data", "glue", "MRPC", f"{split}.tsv"), data / f"{split}.tsv", lines)
+        _head(os.path.join(glue("MRPC"), f"{split}.tsv"), data / f"{split}.tsv", lines)
     _check(tmp_path, "run_classifier.py", ["--task_name=MRPC", f"--data_dir={data}", "--max_seq_length=32"],
            ["--do_train", "--num_train_epochs=1"], ["--do_eval", "--do_predict"],
            ["eval_results.txt", "test_results.tsv"])
 
 
-@pytest.mark.second_tf
 @pytest.mark.slow
 def test_ner_two_workers(tmp_path):
     data = tmp_path / "conll"
@@ -102,7 +96,6 @@ def test_ner_two_workers(tmp_path):
             "eval_conlleval.txt", "test_conlleval.txt"])
 
 
-@pytest.mark.second_tf
 @pytest.mark.slow
 def test_squad_two_workers(tmp_path):
     with open(shared_path("data", "squad", "v1.1", "dev-v1.1.json"), encoding="utf-8") as f:
@@ -116,58 +109,53 @@ def test_squad_two_workers(tmp_path):
            ["predictions.json", "nbest_predictions.json", "eval_results.json"])
 
 
-@pytest.mark.second_tf
+# ---------------------------------------------------------------------------------------------------------
+# run_pretraining.py (two workers stopped and resumed, ending their loops together: tests/test_preemption.py).
+
+
 @pytest.mark.slow
 def test_pretraining_two_workers_in_float16_with_xla(tmp_path):
     """run_pretraining.py on two workers with --dtype=float16 (dynamic loss scaling) and --use_xla=true: both
     once ended in merge_call errors (the update inside the XLA step and inside the loss scaling's tf.cond, the
     batch's all-reduce inside the XLA step). Three steps, every one applied on both workers."""
-    config = tmp_path / "bert_config.json"
-    config.write_text(json.dumps(TINY_CONFIG))
+    config = tiny.config_file(tmp_path / "bert_config.json")
     out = tmp_path / "out"
-    logs = _two_workers([
-        sys.executable, os.path.join(ROOT, "run_pretraining.py"), "--do_train",
-        "--input_file=" + shared_path("reference", "pretraining_data", "sample_text_default.tfrecord"),
-        f"--output_dir={out}", f"--bert_config_file={config}", "--train_batch_size=8", "--max_seq_length=128",
+    logs = _two_workers(script_command(
+        "run_pretraining.py", "--do_train", f"--input_file={pretraining_records()}", f"--output_dir={out}",
+        f"--bert_config_file={config}", "--train_batch_size=8", "--max_seq_length=128",
         "--max_predictions_per_seq=20", "--num_train_steps=3", "--num_warmup_steps=0", "--iterations_per_loop=3",
-        "--dtype=float16", "--use_xla=true", "--distribution_strategy=multi_worker_mirrored"])
+        "--dtype=float16", "--use_xla=true"))
     for log in logs:
         assert "step 3/3: loss = " in log and "loss_scale = 32768" in log, log[-3000:]
     saved = checkpoints.load_checkpoint(str(out / "model.ckpt-3"))
     assert int(saved["global_step"]) == 3 and int(saved["loss_scale_good_steps"]) == 3
 
 
-def _line_steps(log):
-    return [int(step) for step in re.findall(r"training\.py:\d+\] step (\d+)/\d+: loss = ", log)]
-
-
-@pytest.mark.both_tf
 @pytest.mark.slow
-def test_two_workers_end_the_loops_a_due_progress_line_cuts_short_together(tmp_path):
-    """run_pretraining.py on two workers whose progress lines come due at different times (--log_every_secs=0.3 on
-    the chief, 1000 on the other): every loop the chief's clock cuts short ends after the same step on both (agreed
-    in the preemption notice's all-reduce; a worker leaving its loop alone would wait in a collective the other
-    never joins), the other worker logs its line there too, and the weights equal those of the same two workers
-    without the cuts, bit for bit."""
-    config = tmp_path / "bert_config.json"
-    config.write_text(json.dumps(TINY_CONFIG))
-
-    def run(name, per_worker=None):
-        out = tmp_path / name
-        statuses, logs = run_workers([
-            sys.executable, os.path.join(ROOT, "run_pretraining.py"), "--do_train",
-            "--input_file=" + shared_path("reference", "pretraining_data", "sample_text_default.tfrecord"),
-            f"--output_dir={out}", f"--bert_config_file={config}", "--train_batch_size=8", "--max_seq_length=128",
-            "--max_predictions_per_seq=20", "--num_train_steps=30", "--num_warmup_steps=0", "--deterministic"],
-            2, cwd=ROOT, per_worker=per_worker)
-        assert statuses == [0, 0], [log[-3000:] for log in logs]
-        return logs, checkpoints.load_checkpoint(str(out / "model.ckpt-30"))
-
-    (chief, worker), cut = run("cut", [["--log_every_secs=0.3"], ["--log_every_secs=1000"]])
-    chief_steps, worker_steps = _line_steps(chief), _line_steps(worker)
-    assert len(worker_steps) >= 5 and worker_steps[-1] == 30, worker[-3000:]  # the chief's cuts, not its own
-    assert set(worker_steps) <= set(chief_steps), (chief_steps, worker_steps)
-    _, plain = run("plain")
-    assert sorted(cut) == sorted(plain) and int(cut["global_step"]) == 30
-    for name in cut:
-        np.testing.assert_array_equal(cut[name], plain[name], err_msg=name)
+def test_two_workers_equal_one_worker_with_the_same_global_batch(tmp_path):
+    """run_pretraining.py's command line as two workers (multi_worker_mirrored, TF_CONFIG) and as one (mirrored on
+    its one device): the same weights for the same global batch (dropout off: its masks are drawn per replica),
+    checkpoints written by the chief alone."""
+    values = dict(num_hidden_layers=1, max_position_embeddings=512, hidden_dropout_prob=0.0,
+                  attention_probs_dropout_prob=0.0)
+    config_file = tiny.config_file(tmp_path / "bert_config.json", **values)
+    init_dir = str(tmp_path / "init")
+    with tf.device("/cpu:0"):
+        model = modeling.PretrainingModel(tiny.config(**values))
+    checkpoints.CheckpointManager(init_dir).save(model.variables_by_name(), 0)
+    flags = [f"--init_checkpoint={os.path.join(init_dir, 'model.ckpt-0')}", "--save_checkpoints_steps=10",
+             "--iterations_per_loop=2"]
+    assert_ran(subprocess.run(tiny.pretraining_command(config_file, tmp_path / "single", 4, *flags,
+                                                       "--distribution_strategy=mirrored", warmup=0),
+                              env=script_env(), cwd=ROOT, capture_output=True, text=True, timeout=300))
+    statuses, logs = run_workers(tiny.pretraining_command(config_file, tmp_path / "multi", 4, *flags, warmup=0),
+                                 timeout=300)
+    assert statuses == [0, 0], [log[-3000:] for log in logs]
+    assert "Saved checkpoint" in logs[0] and "Saved checkpoint" not in logs[1]
+    one = checkpoints.load_checkpoint(os.path.join(tmp_path / "single", "model.ckpt-4"))
+    two = checkpoints.load_checkpoint(os.path.join(tmp_path / "multi", "model.ckpt-4"))
+    assert sorted(one) == sorted(two) and int(two["global_step"]) == 4
+    assert len([name for name in one if "adam" not in name and name != "global_step"]) == len(
+        model.variables_by_name())
+    for name in one:
+        np.testing.assert_allclose(two[name], one[name], rtol=1e-5, atol=1e-6, err_msg=name)

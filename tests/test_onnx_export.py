@@ -15,7 +15,8 @@ import packing
 import serving
 import tokenization
 from tests.shared_data import shared_path
-from tests.test_faults import run_script
+from tests.exports import assert_close_to_int8, convert_encoder, original_batch
+from tests.processes import run_script
 
 
 def _classifier_checkpoint(folder, features):
@@ -128,7 +129,6 @@ def test_encoder_onnx_models_answer_as_the_original(tmp_path):
     """convert_checkpoint.py --mode=original_to_onnx [--quantize]: ONNX Runtime gives the original's encoder
     outputs (float32), or outputs close to them in a model about 4x smaller (int8)."""
     import onnxruntime
-    from tests.test_litert_export import assert_close_to_int8, convert_encoder, original_batch
     inputs, sequence_output, pooled_output = original_batch()
     convert_encoder("original_to_onnx", tmp_path / "f32")
     session = onnxruntime.InferenceSession(str(tmp_path / "f32" / "encoder.onnx"), providers=["CPUExecutionProvider"])

@@ -30,7 +30,7 @@ import tokenization
 from tests import original_style_processor
 from tests.reference import make_original_features as ref
 from tests.shared_data import shared_path
-from tests.test_squad import original_doc_spans, original_is_max_context
+from tests.original_algorithms import original_doc_spans, original_is_max_context
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -12,6 +12,7 @@ import tensorflow as tf
 
 import modeling
 import optimization
+from tests.original_algorithms import pretraining_loss
 from tests.shared_data import shared_path
 
 TINY = ("reference", "original_checkpoint_tiny")
@@ -64,48 +65,6 @@ def test_adam_weight_decay_optimizer_update_and_exclusions():
     np.testing.assert_allclose(minimized.numpy(), 1.0 - 0.1 * (0.2 / (np.sqrt(0.004) + 1e-6) + 0.01), rtol=1e-6)
 
 
-def _gather_indexes(sequence_tensor, positions):
-    """run_pretraining.gather_indexes, as a user's code has it."""
-    batch_size, seq_length, width = modeling.get_shape_list(sequence_tensor, expected_rank=3)
-    flat_offsets = tf.reshape(tf.range(0, batch_size, dtype=tf.int32) * seq_length, [-1, 1])
-    flat_positions = tf.reshape(positions + flat_offsets, [-1])
-    flat_sequence_tensor = tf.reshape(sequence_tensor, [batch_size * seq_length, width])
-    return tf.gather(flat_sequence_tensor, flat_positions)
-
-
-def _pretraining_loss(bert_config, features):
-    """The original run_pretraining.py's model_fn loss, written for TensorFlow 2 with modeling's stand-ins for
-    tf.variable_scope / tf.layers.dense / tf.get_variable."""
-    model = modeling.BertModel(config=bert_config, is_training=True, input_ids=features["input_ids"],
-                               input_mask=features["input_mask"], token_type_ids=features["segment_ids"])
-    input_tensor = _gather_indexes(model.get_sequence_output(), features["masked_lm_positions"])
-    with tf.compat.v1.variable_scope("cls/predictions"):
-        with tf.compat.v1.variable_scope("transform"):
-            input_tensor = modeling.dense(input_tensor, bert_config.hidden_size,
-                                          activation=modeling.get_activation(bert_config.hidden_act),
-                                          initializer_range=bert_config.initializer_range)
-            input_tensor = modeling.layer_norm(input_tensor)
-        output_bias = modeling.get_variable("output_bias", shape=[bert_config.vocab_size],
-                                            initializer=tf.zeros_initializer())
-        logits = tf.matmul(input_tensor, model.get_embedding_table(), transpose_b=True)
-        log_probs = tf.nn.log_softmax(tf.nn.bias_add(logits, output_bias), axis=-1)
-        label_ids = tf.reshape(features["masked_lm_ids"], [-1])
-        label_weights = tf.reshape(features["masked_lm_weights"], [-1])
-        one_hot_labels = tf.one_hot(label_ids, depth=bert_config.vocab_size, dtype=tf.float32)
-        per_example_loss = -tf.reduce_sum(log_probs * one_hot_labels, axis=[-1])
-        masked_lm_loss = tf.reduce_sum(label_weights * per_example_loss) / (tf.reduce_sum(label_weights) + 1e-5)
-    with tf.compat.v1.variable_scope("cls/seq_relationship"):
-        output_weights = modeling.get_variable("output_weights", shape=[2, bert_config.hidden_size],
-                                               initializer=modeling.create_initializer(bert_config.initializer_range))
-        output_bias = modeling.get_variable("output_bias", shape=[2], initializer=tf.zeros_initializer())
-        logits = tf.nn.bias_add(tf.matmul(model.get_pooled_output(), output_weights, transpose_b=True), output_bias)
-        log_probs = tf.nn.log_softmax(logits, axis=-1)
-        labels = tf.reshape(features["next_sentence_labels"], [-1])
-        one_hot_labels = tf.one_hot(labels, depth=2, dtype=tf.float32)
-        next_sentence_loss = tf.reduce_mean(-tf.reduce_sum(one_hot_labels * log_probs, axis=-1))
-    return masked_lm_loss + next_sentence_loss
-
-
 @pytest.mark.parametrize("mode", ["eager", pytest.param("tf.function", marks=pytest.mark.slow)])
 def test_create_optimizer_takes_the_originals_step(mode):
     """The original's pre-training model_fn + create_optimizer, from its checkpoint at global step 30 (weights,
@@ -118,8 +77,8 @@ def test_create_optimizer_takes_the_originals_step(mode):
     bert_config.hidden_dropout_prob = bert_config.attention_probs_dropout_prob = 0.0
     features = {k[3:]: tf.constant(ref[k]) for k in ref.files if k.startswith("in_")}
 
-    train_op = optimization.create_optimizer(lambda f: _pretraining_loss(bert_config, f), 1e-3, 100, 10, False)
-    _pretraining_loss(bert_config, features)  # the variables, as the original's graph has them before its session
+    train_op = optimization.create_optimizer(lambda f: pretraining_loss(bert_config, f), 1e-3, 100, 10, False)
+    pretraining_loss(bert_config, features)  # the variables, as the original's graph has them before its session
     tvars = modeling.trainable_variables()
     assert len(tvars) == 39 + 7  # bert/, cls/predictions/ (5), cls/seq_relationship/ (2)
     train_op.optimizer.build(tvars)  # the optimizer's slots, made as its first step makes them, to load them

@@ -14,7 +14,7 @@ import optimization
 import run_pretraining
 import run_squad
 from tests.shared_data import shared_path
-from tests.test_original_optimization import _pretraining_loss
+from tests.original_algorithms import pretraining_loss
 
 MODES = ["eager", "tf.function"]
 
@@ -106,8 +106,8 @@ def test_pretraining_model_fn_trains_as_create_optimizer_over_the_originals_mode
     assert int(modeling.get_or_create_global_step().numpy()) == 2
 
     modeling.reset_variables()  # the original's model_fn written by hand, from the same weights
-    train_op = optimization.create_optimizer(lambda f: _pretraining_loss(config, f), 1e-3, 100, 10, False)
-    _pretraining_loss(config, features)
+    train_op = optimization.create_optimizer(lambda f: pretraining_loss(config, f), 1e-3, 100, 10, False)
+    pretraining_loss(config, features)
     for name, value in start.items():
         if name in modeling._NAMESPACE.variables:
             modeling._NAMESPACE.variables[name].assign(value)

@@ -1,5 +1,6 @@
 """The elementwise dtype of a mixed-precision model (modeling.set_elementwise_dtype, --elementwise_dtype): float32
-(a CPU's) and compute (a GPU's) give the same model to half precision's rounding, forward and in training."""
+(a CPU's) and compute (a GPU's) give the same model to half precision's rounding, forward and in training (which
+the device decides: tests/test_device_setup.py)."""
 import os
 
 import keras
@@ -7,29 +8,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import device_setup
 import modeling
 import run_pretraining as rp
 import training
-from tests.test_device_setup import CPU, GPU
-from tests.test_training import pretraining_input_fn
+from tests import tiny
 
-
-@pytest.fixture(autouse=True)
-def float32_policy():
-    yield
-    keras.config.set_dtype_policy("float32")
-    modeling.set_elementwise_dtype("float32")
-
-
-def test_the_elementwise_dtype_is_decided_by_the_device_unless_given():
-    for devices, given, expected in ((CPU, "auto", "float32"), (GPU, "auto", "compute"), (CPU, "compute", "compute"),
-                                     (GPU, "float32", "float32")):
-        config = training.TrainingConfig(dtype="bfloat16", elementwise_dtype=given)
-        assert device_setup.setup(config, devices, {}).elementwise_dtype == expected
-        assert modeling.elementwise_dtype() == expected
-    with pytest.raises(ValueError, match="--elementwise_dtype='half': expected auto or one of"):
-        training.TrainingConfig(elementwise_dtype="half")
+pytestmark = pytest.mark.usefixtures("float32_policy")
 
 
 def test_compute_runs_the_dense_layers_bias_and_activation_in_bfloat16():
@@ -58,7 +42,7 @@ def test_both_elementwise_dtypes_give_the_float32_model_to_half_precisions_round
     tf.keras.utils.set_random_seed(3)
     model = rp.PretrainingTask(_config()).build_model()
     weights = {name: v.numpy() for name, v in model.variables_by_name().items()}
-    features = next(iter(pretraining_input_fn()(8)))
+    features = next(iter(tiny.pretraining_input_fn()(8)))
     outputs = {"float32": model(features, training=False)}
     for elementwise in modeling.ELEMENTWISE_DTYPES:
         training.set_precision_policy(dtype, elementwise)
@@ -89,7 +73,7 @@ def test_both_elementwise_dtypes_train_alike_in_bfloat16(tmp_path):
                                          learning_rate=1e-3, num_train_steps=30, num_warmup_steps=0,
                                          log_step_count_steps=10, save_checkpoints_steps=100, dtype="bfloat16",
                                          elementwise_dtype=elementwise)
-        result = training.train(rp.PretrainingTask(_config(0.1)), pretraining_input_fn(), config,
+        result = training.train(rp.PretrainingTask(_config(0.1)), tiny.pretraining_input_fn(), config,
                                 training.create_strategy(config), init)
         init = init or os.path.join(str(tmp_path / elementwise), "model.ckpt-0")
         losses[elementwise] = result["loss"]

@@ -1,11 +1,11 @@
 """A run stopped from outside, through run_pretraining.py's command line: a preemption notice (SIGTERM) saves the
-step reached and the rerun ends bit-identical to an uninterrupted run (one worker and two); a lost worker ends the
-other within TensorFlow's heartbeat timeout with one line, and the same commands resume."""
+step reached and the rerun ends bit-identical to an uninterrupted run (one worker and two); the notice's all-reduce
+also agrees on a due progress line, so that two workers end their loops together; a lost worker ends the other
+within TensorFlow's heartbeat timeout with one line, and the same commands resume."""
 import os
 import re
 import signal
 import subprocess
-import sys
 import time
 
 import numpy as np
@@ -13,26 +13,14 @@ import pytest
 import tensorflow as tf
 
 import checkpoints
-import modeling
 import preemption
-from tests.cluster import start_workers, worker_env
-from tests.shared_data import shared_path
+from tests import tiny
+from tests.processes import ROOT, run_workers, script_env, start_workers
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PREEMPTED = re.compile(r"^preempted: .*stopped at global step (\d+) and (?:the chief )?saved model\.ckpt-(\d+) in "
                        r"--output_dir \(no step lost\): run the same command again to resume$", re.M)
-
-
-def _command(tmp_path, output_dir, steps):
-    config = tmp_path / "bert_config.json"
-    if not config.exists():
-        modeling.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                            intermediate_size=64).to_json_file(str(config))
-    records = shared_path("reference", "pretraining_data", "sample_text_default.tfrecord")
-    return [sys.executable, os.path.join(ROOT, "run_pretraining.py"), f"--bert_config_file={config}",
-            f"--input_file={records}", f"--output_dir={output_dir}", "--do_train", "--train_batch_size=8",
-            f"--num_train_steps={steps}", "--num_warmup_steps=10", "--learning_rate=1e-3",
-            "--save_checkpoints_steps=1000", "--iterations_per_loop=1000", "--deterministic"]
+# The two-worker runs: steps, of which warm-up.
+TWO_WORKER_STEPS, TWO_WORKER_WARMUP = 100, 10
 
 
 def _wait_for_training(output_dir, procs, timeout=240):
@@ -48,12 +36,15 @@ def _wait_for_training(output_dir, procs, timeout=240):
                                                                   if p.poll() is not None))
 
 
-def _assert_same_weights(a_dir, b_dir, step):
-    a = checkpoints.load_checkpoint(os.path.join(a_dir, f"model.ckpt-{step}"))
-    b = checkpoints.load_checkpoint(os.path.join(b_dir, f"model.ckpt-{step}"))
+def _assert_same_weights(a, b, step):
+    """Two checkpoints' values (by name) equal, bit for bit, at global step `step`."""
     assert sorted(a) == sorted(b) and int(a["global_step"]) == step
     for name in a:
         np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+
+
+def _weights(output_dir, step):
+    return checkpoints.load_checkpoint(os.path.join(output_dir, f"model.ckpt-{step}"))
 
 
 def _saved_step(log, output_dir):
@@ -90,39 +81,61 @@ def test_a_sigterm_while_a_function_is_traced_sets_the_flag_and_leaves_the_graph
     assert len(graph.captures) == 0
 
 
-@pytest.mark.second_tf
 @pytest.mark.slow
-def test_sigterm_saves_the_step_reached_and_the_rerun_ends_as_an_uninterrupted_run(tmp_path):
-    steps = 300
-    straight, stopped = str(tmp_path / "straight"), str(tmp_path / "stopped")
-    subprocess.run(_command(tmp_path, straight, steps), check=True, env=worker_env(), cwd=ROOT,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300)
-    proc = subprocess.Popen(_command(tmp_path, stopped, steps), env=worker_env(), cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def test_sigterm_saves_the_step_reached_and_the_rerun_ends_as_an_uninterrupted_run(pretraining_run, tmp_path):
+    """The session's uninterrupted run's command (tests/fixtures.py), in one loop of all its steps: a SIGTERM once
+    training runs stops it after the step in progress with the step reached saved and one line, exit status 143;
+    the same command again resumes there and ends with the uninterrupted run's weights."""
+    steps = pretraining_run["steps"]
+    stopped = str(tmp_path / "stopped")
+    command = tiny.pretraining_command(pretraining_run["config_file"], stopped, steps, "--save_checkpoints_steps=1000",
+                                       "--iterations_per_loop=1000")
+    proc = subprocess.Popen(command, env=script_env(), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
     _wait_for_training(stopped, [proc])
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == preemption.PREEMPTED_EXIT_STATUS == 143, err[-3000:]
     assert err.strip().splitlines()[-1].startswith("preempted: a preemption notice (SIGTERM) arrived; ")
     step = _saved_step(err, stopped)
-    assert step < steps  # inside a loop of 1000 steps: the loop stopped after the step in progress
-    resumed = subprocess.run(_command(tmp_path, stopped, steps), env=worker_env(), cwd=ROOT, capture_output=True,
-                             text=True, timeout=300)
+    assert step < steps  # inside a loop of all the steps: the loop stopped after the step in progress
+    resumed = subprocess.run(command, env=script_env(), cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"Resumed from {os.path.join(stopped, f'model.ckpt-{step}')}" in resumed.stderr
-    _assert_same_weights(straight, stopped, steps)
+    _assert_same_weights(pretraining_run["weights"], _weights(stopped, steps), steps)
 
 
-@pytest.mark.second_tf
+# ---------------------------------------------------------------------------------------------------------
+# Two workers.
+
+
+@pytest.fixture(scope="module")
+def config_file(tmp_path_factory):
+    """The two-worker runs' model: that of the session's uninterrupted run (a one-layer model of 32)."""
+    return tiny.config_file(tmp_path_factory.mktemp("config") / "bert_config.json", num_hidden_layers=1,
+                            type_vocab_size=2)
+
+
+@pytest.fixture(scope="module")
+def two_workers(config_file, tmp_path_factory):
+    """TWO_WORKER_STEPS steps on two workers without interruption: a dict of command(output_dir, *flags) (the
+    two-worker runs' command line) and weights (their end)."""
+    work = tmp_path_factory.mktemp("two_workers")
+
+    def command(output_dir, *flags):
+        return tiny.pretraining_command(config_file, output_dir, TWO_WORKER_STEPS, *flags, warmup=TWO_WORKER_WARMUP)
+
+    statuses, logs = run_workers(command(work / "plain"))
+    assert statuses == [0, 0], [log[-3000:] for log in logs]
+    return {"command": command, "weights": _weights(work / "plain", TWO_WORKER_STEPS)}
+
+
 @pytest.mark.slow
 def test_sigterm_on_one_of_two_workers_stops_both_after_one_step_and_the_rerun_ends_as_an_uninterrupted_run(
-        tmp_path):
-    steps = 100
-    straight, stopped = str(tmp_path / "straight"), str(tmp_path / "stopped")
-    procs = start_workers(_command(tmp_path, straight, steps), cwd=ROOT)
-    for p in procs:
-        assert p.wait(timeout=300) == 0, p.stdout.read()[-3000:]
-    procs = start_workers(_command(tmp_path, stopped, steps), cwd=ROOT)
+        two_workers, tmp_path):
+    stopped = str(tmp_path / "stopped")
+    command = two_workers["command"](stopped, "--save_checkpoints_steps=1000", "--iterations_per_loop=1000")
+    procs = start_workers(command)
     _wait_for_training(stopped, procs)
     procs[1].send_signal(signal.SIGTERM)
     logs = [p.communicate(timeout=120)[0] for p in procs]
@@ -132,22 +145,43 @@ def test_sigterm_on_one_of_two_workers_stops_both_after_one_step_and_the_rerun_e
     assert "; stopped at global step" in logs[1] and "the chief saved model.ckpt-" in logs[1]
     step = _saved_step(logs[0], stopped)
     assert PREEMPTED.findall(logs[1]) == [(str(step), str(step))]  # both workers stopped at one step
-    assert step < steps
-    procs = start_workers(_command(tmp_path, stopped, steps), cwd=ROOT)
+    assert step < TWO_WORKER_STEPS
+    procs = start_workers(command)
     for p in procs:
         assert p.wait(timeout=300) == 0, p.stdout.read()[-3000:]
-    _assert_same_weights(straight, stopped, steps)
+    _assert_same_weights(two_workers["weights"], _weights(stopped, TWO_WORKER_STEPS), TWO_WORKER_STEPS)
 
 
-@pytest.mark.both_tf
+def _line_steps(log):
+    return [int(step) for step in re.findall(r"training\.py:\d+\] step (\d+)/\d+: loss = ", log)]
+
+
+@pytest.mark.slow
+def test_two_workers_end_the_loops_a_due_progress_line_cuts_short_together(two_workers, tmp_path):
+    """Two workers whose progress lines come due at different times (--log_every_secs=0.3 on the chief, 1000 on
+    the other): every loop the chief's clock cuts short ends after the same step on both (agreed in the preemption
+    notice's all-reduce; a worker leaving its loop alone would wait in a collective the other never joins), the
+    other worker logs its line there too, and the weights equal those of the same two workers without the cuts,
+    bit for bit."""
+    cut = str(tmp_path / "cut")
+    statuses, (chief, worker) = run_workers(two_workers["command"](cut),
+                                            per_worker=[["--log_every_secs=0.3"], ["--log_every_secs=1000"]])
+    assert statuses == [0, 0], [chief[-3000:], worker[-3000:]]
+    chief_steps, worker_steps = _line_steps(chief), _line_steps(worker)
+    assert len(worker_steps) >= 5 and worker_steps[-1] == TWO_WORKER_STEPS, worker[-3000:]  # the chief's cuts
+    assert set(worker_steps) <= set(chief_steps), (chief_steps, worker_steps)
+    _assert_same_weights(two_workers["weights"], _weights(cut, TWO_WORKER_STEPS), TWO_WORKER_STEPS)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("how", ["killed", "frozen"])
-def test_a_lost_worker_ends_the_other_with_one_line_and_the_same_commands_resume(tmp_path, how):
+def test_a_lost_worker_ends_the_other_with_one_line_and_the_same_commands_resume(config_file, tmp_path, how):
     """Killed (SIGKILL: its connections close) or frozen (SIGSTOP: a machine gone, no heartbeat)."""
     steps = 3000
     output_dir = str(tmp_path / "out")
-    command = _command(tmp_path, output_dir, steps) + ["--save_checkpoints_steps=20", "--iterations_per_loop=5"]
-    procs = start_workers(command, cwd=ROOT)
+    command = tiny.pretraining_command(config_file, output_dir, steps, "--save_checkpoints_steps=20",
+                                       "--iterations_per_loop=5", warmup=10)
+    procs = start_workers(command)
     _wait_for_training(output_dir, procs)
     procs[1].send_signal(signal.SIGKILL if how == "killed" else signal.SIGSTOP)
     lost_at = time.time()
@@ -174,7 +208,7 @@ def test_a_lost_worker_ends_the_other_with_one_line_and_the_same_commands_resume
         return
     short = [arg for arg in command if not arg.startswith("--num_train_steps")] + [
         f"--num_train_steps={checkpoints.global_step_of(latest) + 10}"]
-    procs = start_workers(short, cwd=ROOT)
+    procs = start_workers(short)
     logs = [p.communicate(timeout=300)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], [log[-3000:] for log in logs]
     assert f"Resumed from {latest}" in logs[0]

@@ -2,26 +2,21 @@
 import glob
 import os
 
-import keras
 import pytest
 from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
 import training
 from tests.benchmark_modules import load_benchmark
-from tests.test_training import _train as train_tiny_model
+from tests import tiny
 
-
-@pytest.fixture(autouse=True)
-def float32_policy():
-    yield
-    keras.config.set_dtype_policy("float32")
+pytestmark = pytest.mark.usefixtures("float32_policy")
 
 
 def _train(output_dir, profile_loop):
     """4 steps of the tiny pretraining model in loops of 2 (however slow the machine: no loop cut by the time of a
     progress line)."""
-    return train_tiny_model(output_dir, steps=4, train_batch_size=8, iterations_per_loop=2,
-                            log_every_secs=3600, profile_loop=profile_loop)
+    return tiny.train_pretraining(output_dir, steps=4, train_batch_size=8, iterations_per_loop=2,
+                                  log_every_secs=3600, profile_loop=profile_loop)
 
 
 def traces(output_dir):

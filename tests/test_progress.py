@@ -3,36 +3,26 @@
 line before, learning rate, examples/s, elapsed, ETA) and writes TensorBoard scalars every --save_summary_steps;
 evaluation and prediction log examples done / total and ETA. The cadence changes no result: the same final
 weights, bit for bit under --deterministic, whatever the flags and across a kill and resume."""
-import datetime
 import os
 import re
 import statistics
 import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 import checkpoints
-from tests.cluster import kill_at_checkpoint
+from tests import tiny
 from tests.event_files import summary_scalars
-from tests.shared_data import shared_path
+from tests.fixtures import PRETRAINING_STEPS as STEPS
+from tests.processes import ROOT, assert_ran, kill_at_checkpoint, run_script, script_env
+from tests.shared_data import glue, vocab
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TINY_CONFIG = ('{"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, '
-               '"intermediate_size": 64, "max_position_embeddings": 128, "type_vocab_size": 2}')
-STEPS = 250
 _LOG_TIME = r"^I\d{4} (\d\d):(\d\d):(\d\d\.\d+) +\d+ training\.py:\d+\] "
 TRAIN_LINE = re.compile(_LOG_TIME + r"step (\d+)/(\d+): loss = ([-\d.e+]+), (?:.*, )?lr = ([-\d.e+]+), "
                         r"([\d.]+) examples/s, elapsed (\d+:\d\d:\d\d), ETA (\d+:\d\d:\d\d)$", re.M)
 PASS_LINE = re.compile(_LOG_TIME + r"(evaluation|prediction): ([\d,]+)/([\d,]+) examples \((\d+)%\), "
                        r"([\d.]+) examples/s, elapsed (\d+:\d\d:\d\d), ETA (\d+:\d\d:\d\d)$", re.M)
-
-
-def _env():
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TF_CONFIG")}
-    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
-    return env
 
 
 def _seconds(hours, minutes, seconds):
@@ -50,26 +40,6 @@ def pass_lines(log, what):
     """[(done, total)] of a log's evaluation or prediction progress lines."""
     return [(int(m.group(5).replace(",", "")), int(m.group(6).replace(",", "")))
             for m in PASS_LINE.finditer(log) if m.group(4) == what]
-
-
-def _pretraining(tmp_path, output_dir, *flags):
-    config = tmp_path / "bert_config.json"
-    if not config.exists():
-        config.write_text(TINY_CONFIG)  # dropout 0.1: each step's masks are drawn from --seed and the step
-    return [sys.executable, os.path.join(ROOT, "run_pretraining.py"), f"--bert_config_file={config}",
-            "--input_file=" + shared_path("reference", "pretraining_data", "sample_text_default.tfrecord"),
-            f"--output_dir={output_dir}", "--do_train", "--train_batch_size=8", f"--num_train_steps={STEPS}",
-            "--num_warmup_steps=20", "--learning_rate=1e-3", "--deterministic", *flags]
-
-
-def _run(command):
-    proc = subprocess.run(command, env=_env(), cwd=ROOT, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc.stderr
-
-
-def _final_weights(output_dir):
-    return checkpoints.load_checkpoint(os.path.join(output_dir, f"model.ckpt-{STEPS}"))
 
 
 def _assert_same_weights(a, b):
@@ -99,21 +69,26 @@ def _assert_means_since_the_line_before(lines, losses, rel=1e-4):
 
 
 @pytest.mark.slow
-def test_training_progress_at_the_step_and_time_cadence_changes_no_result(tmp_path):
+def test_training_progress_at_the_step_and_time_cadence_changes_no_result(pretraining_run, tmp_path):
     """run_pretraining.py over 250 fast steps. With the default cadence (and per-step summaries, loops of at most 7
     steps, killed after model.ckpt-100 and resumed): lines with loss, lr, examples/s, elapsed and ETA at steps
     100, 200 and the last, as the run goes. With --log_every_secs=0.5 (step multiples out of the way:
-    --log_step_count_steps=1000): a line every half second, and TensorBoard scalars every --save_summary_steps
-    (100). Every line's loss is the mean of the steps' losses since the line before, and both runs end with the
-    same weights, bit for bit."""
+    --log_step_count_steps=1000; the session's uninterrupted run, tests/fixtures.py): a line every half second,
+    and TensorBoard scalars every --save_summary_steps (100). Every line's loss is the mean of the steps' losses
+    since the line before, and both runs end with the same weights, bit for bit: the killed run resumes from its
+    last checkpoint to the uninterrupted run's weights."""
     stepped_dir = str(tmp_path / "stepped")
-    command = _pretraining(tmp_path, stepped_dir, "--save_summary_steps=1", "--iterations_per_loop=7",
-                           "--save_checkpoints_steps=100")
+    command = tiny.pretraining_command(pretraining_run["config_file"], stepped_dir, STEPS, "--save_summary_steps=1",
+                                       "--iterations_per_loop=7", "--save_checkpoints_steps=100")
     killed_log = tmp_path / "killed.log"
     with open(killed_log, "w") as log_file:
-        proc = subprocess.Popen(command, env=_env(), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log_file)
+        proc = subprocess.Popen(command, env=script_env(), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log_file)
         kill_at_checkpoint(proc, stepped_dir, 100, timeout=600)
-    log = _run(command)
+    killed_at = checkpoints.CheckpointManager(stepped_dir).latest_checkpoint()
+    assert killed_at.endswith("model.ckpt-100"), killed_at
+    log = assert_ran(subprocess.run(command, env=script_env(), cwd=ROOT, capture_output=True, text=True,
+                                    timeout=900)).stderr
+    assert f"Resumed from {killed_at} " in log
     resumed_at = int(re.search(r"Resumed from .*model\.ckpt-(\d+) ", log).group(1))
     assert resumed_at >= 100
     stepped_lines = [line for line in train_lines(killed_log.read_text()) if line[1] <= resumed_at]
@@ -129,9 +104,7 @@ def test_training_progress_at_the_step_and_time_cadence_changes_no_result(tmp_pa
 
     # A line at least every 0.5 s: loops cut in time (the line's clock), not at step multiples.
     every = 0.5
-    timed_dir = str(tmp_path / "timed")
-    log = _run(_pretraining(tmp_path, timed_dir, f"--log_every_secs={every}", "--log_step_count_steps=1000",
-                            "--save_checkpoints_steps=1000"))
+    timed_dir, log = pretraining_run["output_dir"], pretraining_run["log"]
     timed_lines = train_lines(log)
     times, steps = [t for t, _, _, _ in timed_lines], [step for _, step, _, _ in timed_lines]
     gaps = [b - a for a, b in zip(times, times[1:])]
@@ -148,7 +121,8 @@ def test_training_progress_at_the_step_and_time_cadence_changes_no_result(tmp_pa
     assert [round(value, 9) for _, value in scalars["learning_rate"]] == [
         round(1e-3 * (STEPS - step) / STEPS, 9) for step in (100, 200, STEPS)]
 
-    _assert_same_weights(_final_weights(stepped_dir), _final_weights(timed_dir))
+    _assert_same_weights(checkpoints.load_checkpoint(os.path.join(stepped_dir, f"model.ckpt-{STEPS}")),
+                         pretraining_run["weights"])
     for lines in (stepped_lines, timed_lines):
         _assert_means_since_the_line_before([(step, loss) for _, step, _, loss in lines], losses)
     _assert_means_since_the_line_before(scalars["loss"], losses, rel=1e-6)
@@ -158,7 +132,7 @@ def _mrpc(tmp_path, train_lines_, dev_lines, test_lines):
     data = tmp_path / "mrpc"
     data.mkdir()
     for split, lines in (("train", train_lines_), ("dev", dev_lines), ("test", test_lines)):
-        with open(shared_path("data", "glue", "MRPC", f"{split}.tsv"), encoding="utf-8") as f:
+        with open(os.path.join(glue("MRPC"), f"{split}.tsv"), encoding="utf-8") as f:
             (data / f"{split}.tsv").write_text("".join(f.readlines()[:lines + 1]), encoding="utf-8")
     return data
 
@@ -168,15 +142,13 @@ def test_fine_tuning_evaluation_and_prediction_log_their_progress(tmp_path):
     """run_classifier.py with --log_every_secs=0 (a line as soon as one can be): a training line after every step,
     and evaluation and prediction lines with examples done / total (the dev and test sets) and ETA, before the
     results are written; extract_features.py's prediction lines likewise."""
-    config = tmp_path / "bert_config.json"
-    config.write_text(TINY_CONFIG)
-    vocab = shared_path("vocab", "uncased", "vocab.txt")
+    config = tiny.config_file(tmp_path / "bert_config.json", num_hidden_layers=1, type_vocab_size=2)
     data = _mrpc(tmp_path, 64, 100, 60)
-    log = _run([sys.executable, os.path.join(ROOT, "run_classifier.py"), "--task_name=MRPC", f"--data_dir={data}",
-                f"--vocab_file={vocab}", f"--bert_config_file={config}", "--max_seq_length=64",
-                f"--output_dir={tmp_path / 'out'}", "--do_train", "--do_eval", "--do_predict",
-                "--train_batch_size=8", "--eval_batch_size=8", "--predict_batch_size=8", "--num_train_epochs=1",
-                "--log_every_secs=0"])
+    log = assert_ran(run_script(
+        "run_classifier.py", "--task_name=MRPC", f"--data_dir={data}", f"--vocab_file={vocab()}",
+        f"--bert_config_file={config}", "--max_seq_length=64", f"--output_dir={tmp_path / 'out'}", "--do_train",
+        "--do_eval", "--do_predict", "--train_batch_size=8", "--eval_batch_size=8", "--predict_batch_size=8",
+        "--num_train_epochs=1", "--log_every_secs=0", quiet=True, timeout=900)).stderr
     assert [step for _, step, _, _ in train_lines(log)] == list(range(1, 9))  # 64 examples / 8 x 1 epoch
     for what, total, results in (("evaluation", 100, "eval_results.txt"), ("prediction", 60, "test_results.tsv")):
         lines = pass_lines(log, what)
@@ -189,8 +161,9 @@ def test_fine_tuning_evaluation_and_prediction_log_their_progress(tmp_path):
     with open(os.path.join(data, "dev.tsv"), encoding="utf-8") as f:
         sentences.write_text("".join(line.split("\t")[3] + "\n" for line in list(f)[1:41]), encoding="utf-8")
     checkpoint = checkpoints.CheckpointManager(str(tmp_path / "out")).latest_checkpoint()
-    log = _run([sys.executable, os.path.join(ROOT, "extract_features.py"), f"--input_file={sentences}",
-                f"--output_file={tmp_path / 'features.jsonl'}", f"--vocab_file={vocab}",
-                f"--bert_config_file={config}", f"--init_checkpoint={checkpoint}", "--max_seq_length=64",
-                "--layers=-1", "--batch_size=16", "--log_every_secs=0"])
+    log = assert_ran(run_script(
+        "extract_features.py", f"--input_file={sentences}", f"--output_file={tmp_path / 'features.jsonl'}",
+        f"--vocab_file={vocab()}", f"--bert_config_file={config}", f"--init_checkpoint={checkpoint}",
+        "--max_seq_length=64", "--layers=-1", "--batch_size=16", "--log_every_secs=0", quiet=True,
+        timeout=900)).stderr
     assert pass_lines(log, "prediction") == [(16, 40), (32, 40), (40, 40)], log[-3000:]

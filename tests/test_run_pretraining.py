@@ -1,9 +1,8 @@
-"""run_pretraining: input pipeline, the original's losses and update, convergence, resume, multi-worker."""
+"""run_pretraining.py: input pipeline, the original's losses and update, convergence (killed, stopped and resumed runs:
+tests/test_progress.py and tests/test_preemption.py; on two workers: tests/test_multi_worker.py)."""
 import dataclasses
 import os
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -15,29 +14,11 @@ import filesystem
 import modeling
 import run_pretraining as rp
 import training
-from tests.cluster import kill_at_checkpoint, run_workers
-from tests.shared_data import shared_path
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PYTHON = sys.executable
-
-
-def sample_records():
-    return shared_path("reference", "pretraining_data", "sample_text_default.tfrecord")
-
-
-def reference_dir():
-    return shared_path("reference", "original_checkpoint_tiny")
-
-
-def tiny_config(dropout=0.1):
-    return modeling.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                               intermediate_size=64, hidden_dropout_prob=dropout,
-                               attention_probs_dropout_prob=dropout)
-
+from tests import tiny
+from tests.shared_data import pretraining_records, vocab
 
 def reference_batch():
-    ref = np.load(os.path.join(reference_dir(), "reference_outputs.npz"))
+    ref = np.load(os.path.join(tiny.original_dir(), "reference_outputs.npz"))
     return ref, {name: ref["in_" + name] for name in rp.FEATURE_NAMES}
 
 
@@ -47,7 +28,7 @@ def reference_batch():
 
 def test_eval_input_is_the_records_in_order():
     ref, batch = reference_batch()
-    input_fn = rp.pretraining_input_fn([sample_records()], 128, 20, is_training=False)
+    input_fn = rp.pretraining_input_fn([pretraining_records()], 128, 20, is_training=False)
     batches = list(input_fn(8, None))
     assert sum(int(b["input_ids"].shape[0]) for b in batches) == 118
     for name, expected in batch.items():
@@ -57,7 +38,7 @@ def test_eval_input_is_the_records_in_order():
 
 
 def test_training_input_is_deterministic_and_repeats():
-    input_fn = rp.pretraining_input_fn([sample_records()], 128, 20, is_training=True, seed=7)
+    input_fn = rp.pretraining_input_fn([pretraining_records()], 128, 20, is_training=True, seed=7)
     first = [b["input_ids"].numpy() for b in input_fn(32, None).take(6)]
     second = [b["input_ids"].numpy() for b in input_fn(32, None).take(6)]
     for a, b in zip(first, second):
@@ -69,13 +50,13 @@ def test_training_input_is_deterministic_and_repeats():
 def test_record_not_matching_flags_names_file_and_feature():
     with pytest.raises(ValueError, match=r"sample_text_default.tfrecord.*masked_lm_positions.*10.*"
                                          r"max_predictions_per_seq"):
-        rp.pretraining_input_fn([sample_records()], 128, 10, is_training=True)
+        rp.pretraining_input_fn([pretraining_records()], 128, 10, is_training=True)
     with pytest.raises(ValueError, match=r"sample_text_default.tfrecord.*input_ids.*max_seq_length"):
-        rp.pretraining_input_fn([sample_records()], 64, 20, is_training=False)
+        rp.pretraining_input_fn([pretraining_records()], 64, 20, is_training=False)
 
 
 def test_input_file_globs(tmp_path):
-    records = sample_records()
+    records = pretraining_records()
     files = filesystem.input_files(f"{records}, {os.path.dirname(records)}/sample_text_*.tfrecord", "--input_file")
     assert files[0] == records and len(files) == 3
     with pytest.raises(ValueError, match="--input_file pattern .*nothing_here"):
@@ -83,9 +64,8 @@ def test_input_file_globs(tmp_path):
 
 
 def test_dynamic_masking_draws_new_masks():
-    vocab = shared_path("vocab", "uncased", "vocab.txt")
-    masker = rp.DynamicMasker(vocab, 30522, 20, 0.15)
-    input_fn = rp.pretraining_input_fn([sample_records()], 128, 20, is_training=True, seed=3)
+    masker = rp.DynamicMasker(vocab(), 30522, 20, 0.15)
+    input_fn = rp.pretraining_input_fn([pretraining_records()], 128, 20, is_training=True, seed=3)
     static = next(iter(input_fn(16, None)))
     original = rp.unmask_input_ids(static).numpy()
     assert (original != 103).all()  # every stored [MASK] restored to its original token
@@ -114,15 +94,15 @@ def test_dynamic_masking_draws_new_masks():
 
 def _copy_reference_checkpoint(output_dir):
     os.makedirs(output_dir, exist_ok=True)
-    for name in os.listdir(reference_dir()):
+    for name in os.listdir(tiny.original_dir()):
         if name.startswith("model.ckpt-30") or name == "checkpoint":
-            shutil.copy(os.path.join(reference_dir(), name), output_dir)
+            shutil.copy(os.path.join(tiny.original_dir(), name), output_dir)
 
 
 def test_first_step_loss_and_update_equal_the_original(tmp_path):
     """Resume from the original checkpoint (step 30, Adam slots) and train one step on the stored batch."""
     ref, batch = reference_batch()
-    bert_config = modeling.BertConfig.from_json_file(os.path.join(reference_dir(), "bert_config.json"))
+    bert_config = modeling.BertConfig.from_json_file(os.path.join(tiny.original_dir(), "bert_config.json"))
     bert_config.hidden_dropout_prob = bert_config.attention_probs_dropout_prob = 0.0
     output_dir = str(tmp_path / "out")
     _copy_reference_checkpoint(output_dir)
@@ -151,7 +131,6 @@ def test_first_step_loss_and_update_equal_the_original(tmp_path):
     assert compared == len([k for k in ref.files if k.startswith("step_")]) and compared > 90
 
 
-@pytest.mark.second_tf
 @pytest.mark.slow
 def test_100_steps_from_original_checkpoint_then_eval(tmp_path):
     """Continue the original checkpoint (global step 30, Adam slots) 100 steps, then eval: the masked LM has
@@ -167,9 +146,9 @@ def test_100_steps_from_original_checkpoint_then_eval(tmp_path):
     _copy_reference_checkpoint(output_dir)
     options = cli.build_options(
         rp.PretrainingOptions, output_dir=output_dir,
-        bert_config_file=os.path.join(reference_dir(), "bert_config.json"), train_batch_size=32, eval_batch_size=8,
+        bert_config_file=os.path.join(tiny.original_dir(), "bert_config.json"), train_batch_size=32, eval_batch_size=8,
         learning_rate=1e-3, num_train_steps=130, num_warmup_steps=0, save_checkpoints_steps=130,
-        iterations_per_loop=100, input_file=sample_records())
+        iterations_per_loop=100, input_file=pretraining_records())
     before = rp.run(dataclasses.replace(options, do_eval=True))["eval"]
     assert before["global_step"] == 30
     result = rp.run(dataclasses.replace(options, do_train=True, do_eval=True))
@@ -193,12 +172,12 @@ def test_eval_metrics_are_the_originals_weighted_means(tmp_path):
     ref, batch = reference_batch()
     path = str(tmp_path / "one.tfrecord")
     with tf.io.TFRecordWriter(path) as writer:
-        for raw in tf.data.TFRecordDataset(sample_records()).take(8):
+        for raw in tf.data.TFRecordDataset(pretraining_records()).take(8):
             writer.write(raw.numpy())
     results = rp.run(cli.build_options(
         rp.PretrainingOptions, output_dir=str(tmp_path / "out"),
-        bert_config_file=os.path.join(reference_dir(), "bert_config.json"),
-        init_checkpoint=os.path.join(reference_dir(), "model.ckpt-30"), eval_batch_size=8, input_file=path,
+        bert_config_file=os.path.join(tiny.original_dir(), "bert_config.json"),
+        init_checkpoint=os.path.join(tiny.original_dir(), "model.ckpt-30"), eval_batch_size=8, input_file=path,
         do_eval=True))["eval"]
     w = ref["in_masked_lm_weights"].reshape(-1)
     np.testing.assert_allclose(results["masked_lm_loss"], np.sum(w * ref["out_mlm_example_loss"]) / w.sum(),
@@ -209,78 +188,3 @@ def test_eval_metrics_are_the_originals_weighted_means(tmp_path):
     np.testing.assert_allclose(results["next_sentence_accuracy"],
                                np.mean(nsp_pred == ref["in_next_sentence_labels"].reshape(-1)))
     assert results["global_step"] == 30
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Kill and resume; multi-worker.
-
-
-def _write_tiny_config(path, dropout=0.1):
-    tiny_config(dropout).to_json_file(path)
-    return path
-
-
-def _pretraining_command(config_file, output_dir, steps=20, extra=()):
-    return [PYTHON, os.path.join(ROOT, "run_pretraining.py"), f"--bert_config_file={config_file}",
-            f"--input_file={sample_records()}", f"--output_dir={output_dir}", "--do_train",
-            "--train_batch_size=8", f"--num_train_steps={steps}", "--num_warmup_steps=5",
-            "--learning_rate=1e-3", "--save_checkpoints_steps=10", "--iterations_per_loop=2",
-            "--deterministic"] + list(extra)
-
-
-def _env():
-    env = dict(os.environ)
-    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
-    env.pop("TF_CONFIG", None)
-    return env
-
-
-@pytest.mark.slow
-def test_killed_run_resumes_to_the_same_weights(tmp_path):
-    config_file = _write_tiny_config(str(tmp_path / "bert_config.json"))
-    straight = str(tmp_path / "straight")
-    subprocess.run(_pretraining_command(config_file, straight), check=True, env=_env(),
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300)
-    killed = str(tmp_path / "killed")
-    proc = subprocess.Popen(_pretraining_command(config_file, killed), env=_env(),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    kill_at_checkpoint(proc, killed, 10, timeout=240)
-    killed_at = checkpoints.CheckpointManager(killed).latest_checkpoint()
-    assert killed_at.endswith("model.ckpt-10"), killed_at
-    resumed = subprocess.run(_pretraining_command(config_file, killed), env=_env(), capture_output=True,
-                             text=True, timeout=300)
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert "Resumed from" in resumed.stderr
-    a = checkpoints.load_checkpoint(os.path.join(straight, "model.ckpt-20"))
-    b = checkpoints.load_checkpoint(os.path.join(killed, "model.ckpt-20"))
-    assert sorted(a) == sorted(b) and int(a["global_step"]) == 20
-    for name in a:
-        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
-
-
-@pytest.mark.slow
-def test_two_workers_equal_one_worker_with_the_same_global_batch(tmp_path):
-    """run_pretraining.py's command line as two workers (multi_worker_mirrored, TF_CONFIG) and as one (mirrored on
-    its one device): the same weights for the same global batch, checkpoints written by the chief alone."""
-    config_file = _write_tiny_config(str(tmp_path / "bert_config.json"), dropout=0.0)
-    init_dir = str(tmp_path / "init")
-    with tf.device("/cpu:0"):
-        model = modeling.PretrainingModel(tiny_config(dropout=0.0))
-    checkpoints.CheckpointManager(init_dir).save(model.variables_by_name(), 0)
-    flags = [f"--init_checkpoint={os.path.join(init_dir, 'model.ckpt-0')}", "--num_warmup_steps=0"]
-    single = subprocess.run(_pretraining_command(config_file, str(tmp_path / "single"), steps=4,
-                                                 extra=flags + ["--distribution_strategy=mirrored"]),
-                            env=_env(), capture_output=True, text=True, timeout=300)
-    assert single.returncode == 0, single.stderr[-3000:]
-    statuses, logs = run_workers(_pretraining_command(config_file, str(tmp_path / "multi"), steps=4, extra=flags),
-                                 cwd=ROOT, timeout=300)
-    assert statuses == [0, 0], [log[-3000:] for log in logs]
-    assert "Saved checkpoint" in logs[0] and "Saved checkpoint" not in logs[1]
-    one = checkpoints.load_checkpoint(os.path.join(tmp_path / "single", "model.ckpt-4"))
-    two = checkpoints.load_checkpoint(os.path.join(tmp_path / "multi", "model.ckpt-4"))
-    assert sorted(one) == sorted(two) and int(two["global_step"]) == 4
-    assert len([name for name in one if "adam" not in name and name != "global_step"]) == len(
-        model.variables_by_name())
-    for name in one:
-        np.testing.assert_allclose(two[name], one[name], rtol=1e-5, atol=1e-6, err_msg=name)

@@ -1,7 +1,8 @@
 """scripts/test.sh and conftest.py without the shared data: a copy of the repository with no ../shared beside it
 fails with one last line saying how many tests could not run, why and what to do; --data-free passes (never
 under CI=true). Each pass's environment is a stand-in that runs this interpreter (its pip does nothing), and
-pytest runs two tests of the copy's own."""
+pytest runs two tests of the copy's own, in place of its tests/test_versions.py: a module that both TensorFlow
+versions' passes run (conftest.SECOND_TF)."""
 import os
 import shutil
 import stat
@@ -11,9 +12,6 @@ import sys
 import pytest
 
 import cli
-
-# The test command's own checks run on the default TensorFlow: its pass alone runs these.
-pytestmark = pytest.mark.default_tf
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT = next(iter(cli.TENSORFLOW_VERSIONS))  # the first pass's TensorFlow; the second pass's is 2.20
@@ -40,7 +38,7 @@ def clone(tmp_path_factory):
     repo = tmp_path_factory.mktemp("clone") / "repo"
     shutil.copytree(ROOT, repo, ignore=shutil.ignore_patterns(".git", ".venv*", "output", "__pycache__",
                                                               ".pytest_cache", "*.egg-info"))
-    (repo / "tests" / "test_sample_data.py").write_text(SAMPLE_TESTS, encoding="utf-8")
+    (repo / "tests" / "test_versions.py").write_text(SAMPLE_TESTS, encoding="utf-8")
     for venv in (".venv", ".venv-tf2.20"):
         python = repo / venv / "bin" / "python"
         python.parent.mkdir(parents=True)
@@ -55,7 +53,7 @@ def _test_command(repo, *args, **env):
                if k not in ("CI", "BERT_SHARED_DIR", "BERT_TF_VERSION", "BERT_TEST_DATA_REPORT")}
     environ.update(env)
     result = subprocess.run(["bash", str(repo / "scripts" / "test.sh"), "-p", "no:cacheprovider",
-                             "tests/test_sample_data.py", *args], cwd=repo, env=environ, capture_output=True,
+                             "tests/test_versions.py", *args], cwd=repo, env=environ, capture_output=True,
                             text=True, timeout=600)
     return result.returncode, (result.stdout + result.stderr).strip().splitlines()
 

@@ -235,7 +235,6 @@ def readme_snippet(marker):
 
 
 @pytest.mark.slow
-@pytest.mark.second_tf
 def test_keras_3_fine_tunes_the_reloaded_encoder(minilm):
     """The README's Keras 3 way: the encoder in a Keras 3 layer that tracks its variables; model.fit trains them,
     and the loss falls."""
@@ -329,7 +328,6 @@ def test_remote_output_and_a_failed_write(tiny_export, tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-@pytest.mark.second_tf
 def test_minilm_without_heads(minilm):
     """Real weights: equal to HF's outputs and to ours; without the pre-training heads the encoder has no mlm, and
     the command says so."""

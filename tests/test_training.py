@@ -21,33 +21,13 @@ import runner
 import serving
 import training
 from tests.event_files import summary_scalars
-from tests.shared_data import shared_path
+from tests import tiny
+from tests.shared_data import pretraining_records, shared_path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-@pytest.fixture(autouse=True)
-def float32_policy():
-    yield
-    keras.config.set_dtype_policy("float32")
-
-
-def records():
-    return [shared_path("reference", "pretraining_data", "sample_text_default.tfrecord")]
-
-
-def reference_dir():
-    return shared_path("reference", "original_checkpoint_tiny")
-
-
-def tiny_config(dropout=0.0):
-    return modeling.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                               intermediate_size=64, hidden_dropout_prob=dropout,
-                               attention_probs_dropout_prob=dropout)
-
-
-def pretraining_input_fn(masker=None):
-    return rp.pretraining_input_fn(records(), 128, 20, is_training=True, seed=5, masker=masker)
+pytestmark = pytest.mark.usefixtures("float32_policy")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -128,22 +108,13 @@ def test_eval_results_format():
 # Training.
 
 
-def _train(output_dir, steps=3, masker=None, init_checkpoint=None, **kwargs):
-    config_kwargs = dict(output_dir=output_dir, train_batch_size=32, learning_rate=1e-3, num_train_steps=steps,
-                         num_warmup_steps=0, save_checkpoints_steps=100, iterations_per_loop=steps)
-    config_kwargs.update(kwargs)
-    config = training.TrainingConfig(**config_kwargs)
-    return training.train(rp.PretrainingTask(tiny_config()), pretraining_input_fn(masker), config,
-                          training.create_strategy(config), init_checkpoint)
-
-
 @pytest.mark.slow
 def test_gradient_accumulation_4x8_equals_batch_32(tmp_path):
     one = str(tmp_path / "one")
-    _train(one, gradient_accumulation_steps=1)
+    tiny.train_pretraining(one, gradient_accumulation_steps=1)
     init = os.path.join(one, "model.ckpt-0")
     four = str(tmp_path / "four")
-    _train(four, gradient_accumulation_steps=4, init_checkpoint=init)
+    tiny.train_pretraining(four, gradient_accumulation_steps=4, init_checkpoint=init)
     a = checkpoints.load_checkpoint(os.path.join(one, "model.ckpt-3"))
     b = checkpoints.load_checkpoint(os.path.join(four, "model.ckpt-3"))
     start = checkpoints.load_checkpoint(init)
@@ -155,7 +126,7 @@ def test_gradient_accumulation_4x8_equals_batch_32(tmp_path):
 
 
 def _loss_falls(output_dir, **kwargs):
-    result = _train(output_dir, steps=30, save_summary_steps=10, save_checkpoints_steps=30, **kwargs)
+    result = tiny.train_pretraining(output_dir, steps=30, save_summary_steps=10, save_checkpoints_steps=30, **kwargs)
     losses = [value for _, value in summary_scalars(output_dir)["loss"]]
     assert len(losses) == 3 and all(np.isfinite(losses))
     assert losses[0] > losses[1] > losses[2] and losses[2] < losses[0] - 0.2, losses
@@ -189,9 +160,9 @@ def test_mirrored_strategy_on_one_device_trains_like_the_default_strategy(tmp_pa
     """Every variable and slot after 3 steps, from the same start; the fused XLA update once left the mirrored
     adam_m / adam_v at zero, so each step restarted Adam."""
     default = str(tmp_path / "default")
-    _train(default)
+    tiny.train_pretraining(default)
     mirrored = str(tmp_path / "mirrored")
-    _train(mirrored, distribution_strategy="mirrored", init_checkpoint=os.path.join(default, "model.ckpt-0"))
+    tiny.train_pretraining(mirrored, distribution_strategy="mirrored", init_checkpoint=os.path.join(default, "model.ckpt-0"))
     a = checkpoints.load_checkpoint(os.path.join(default, "model.ckpt-3"))
     b = checkpoints.load_checkpoint(os.path.join(mirrored, "model.ckpt-3"))
     assert np.abs(a["bert/pooler/dense/kernel/adam_m"]).sum() > 0
@@ -243,20 +214,19 @@ def test_every_replica_skips_the_float16_step_when_one_overflowed(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.second_tf
 def test_run_pretraining_mirrored_with_xla_and_float16_equals_the_default_strategy(tmp_path):
     """run_pretraining.py --distribution_strategy=mirrored with --use_xla=true and --dtype=float16: every variable,
     slot, loss-scale variable and global_step after 3 steps equal the default strategy's. Both once ended in
     "merge_call called while defining a new graph": the mirrored update inside the XLA step (the split step now
     compiles the gradients only) and inside dynamic loss scaling's tf.cond (now the optimizer's apply_if)."""
     config = tmp_path / "bert_config.json"
-    tiny_config().to_json_file(str(config))
+    tiny.pretraining_config().to_json_file(str(config))
 
     def run(name, *flags):
         out = tmp_path / name
         proc = subprocess.run(
             [sys.executable, os.path.join(ROOT, "run_pretraining.py"),
-             "--do_train", f"--input_file={records()[0]}", f"--output_dir={out}", f"--bert_config_file={config}",
+             "--do_train", f"--input_file={pretraining_records()}", f"--output_dir={out}", f"--bert_config_file={config}",
              "--train_batch_size=8", "--max_seq_length=128", "--max_predictions_per_seq=20", "--num_train_steps=3",
              "--num_warmup_steps=0", "--learning_rate=1e-3", "--iterations_per_loop=3", "--use_xla=true",
              "--dtype=float16", *flags],
@@ -276,7 +246,7 @@ def test_run_pretraining_mirrored_with_xla_and_float16_equals_the_default_strate
 @pytest.mark.slow
 def test_summaries_checkpoints_resume_and_init(tmp_path):
     output_dir = str(tmp_path / "run")
-    _train(output_dir, steps=4, train_batch_size=8, save_checkpoints_steps=2, save_summary_steps=1,
+    tiny.train_pretraining(output_dir, steps=4, train_batch_size=8, save_checkpoints_steps=2, save_summary_steps=1,
            keep_checkpoint_max=2)
     scalars = summary_scalars(output_dir)
     for tag in ("loss", "masked_lm_loss", "next_sentence_loss", "learning_rate", "examples_per_sec"):
@@ -285,10 +255,10 @@ def test_summaries_checkpoints_resume_and_init(tmp_path):
     manager = checkpoints.CheckpointManager(output_dir)
     assert [os.path.basename(p) for p in manager.checkpoints] == ["model.ckpt-2", "model.ckpt-4"]
     # Finished: a second call trains nothing.
-    assert _train(output_dir, steps=4, train_batch_size=8) == {"global_step": 4}
+    assert tiny.train_pretraining(output_dir, steps=4, train_batch_size=8) == {"global_step": 4}
     # A fresh run with init_checkpoint starts from those weights, with a new global step.
     fresh = str(tmp_path / "fresh")
-    _train(fresh, steps=1, train_batch_size=8, learning_rate=1e-9, init_checkpoint=output_dir + "/model.ckpt-4")
+    tiny.train_pretraining(fresh, steps=1, train_batch_size=8, learning_rate=1e-9, init_checkpoint=output_dir + "/model.ckpt-4")
     before = checkpoints.load_checkpoint(output_dir + "/model.ckpt-4")
     after = checkpoints.load_checkpoint(fresh + "/model.ckpt-0")
     assert int(after["global_step"]) == 0
@@ -352,7 +322,6 @@ _CLIPPING_SCRIPT = textwrap.dedent("""
 
 
 @pytest.mark.slow
-@pytest.mark.second_tf
 def test_clipping_counts_token_occurrences_consistently_with_one_larger_batch(tmp_path):
     """A fine-tuning model's word-embedding gradient is clipped per token occurrence, as the original's on CPU/GPU:
     three steps of batch 16 end with the same weights as micro-batches of 4 accumulated, two replicas of 8, two
@@ -385,11 +354,11 @@ def _stored_batch_input_fn(batch):
 
 @pytest.mark.slow
 def test_predict_yields_examples_in_order_and_evaluate_is_deterministic(tmp_path):
-    ref = np.load(os.path.join(reference_dir(), "reference_outputs.npz"))
+    ref = np.load(os.path.join(tiny.original_dir(), "reference_outputs.npz"))
     batch = {name: ref["in_" + name] for name in rp.FEATURE_NAMES}
-    bert_config = modeling.BertConfig.from_json_file(os.path.join(reference_dir(), "bert_config.json"))
+    bert_config = modeling.BertConfig.from_json_file(os.path.join(tiny.original_dir(), "bert_config.json"))
     config = training.TrainingConfig(output_dir=str(tmp_path / "out"), predict_batch_size=3, eval_batch_size=3)
-    checkpoint = os.path.join(reference_dir(), "model.ckpt-30")
+    checkpoint = os.path.join(tiny.original_dir(), "model.ckpt-30")
     task = rp.PretrainingTask(bert_config)
     outputs = list(training.predict(task, _stored_batch_input_fn(batch), config, checkpoint_path=checkpoint))
     assert len(outputs) == 8
@@ -480,7 +449,7 @@ def test_a_sigterm_from_the_start_of_train_to_its_end_saves_and_stops(tmp_path, 
     output_dir = str(tmp_path / "run")
     with pytest.raises(preemption.Preempted, match=f"stopped at global step {stopped_at} and saved "
                                                    f"model.ckpt-{stopped_at} in --output_dir"):
-        _train(output_dir, steps=3)  # one loop of 3 steps
+        tiny.train_pretraining(output_dir, steps=3)  # one loop of 3 steps
     assert checkpoints.CheckpointManager(output_dir).latest_checkpoint().endswith(f"model.ckpt-{stopped_at}")
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
 

@@ -33,7 +33,6 @@ def _check_finetuning(ours, theirs):
     assert worst <= FINETUNING_BOUND, f"largest per-step loss difference {worst:.3g} at step {step}"
 
 
-@pytest.mark.both_tf
 @pytest.mark.slow
 @pytest.mark.parametrize("runner", ["run_classifier", "run_squad"])
 def test_finetuning_curve_equals_the_originals(inputs, reference, tmp_path, runner):
@@ -41,7 +40,6 @@ def test_finetuning_curve_equals_the_originals(inputs, reference, tmp_path, runn
     _check_finetuning(ours, tc.reference_run(reference[runner]))
 
 
-@pytest.mark.both_tf
 @pytest.mark.slow
 def test_squad_on_the_tpu_path_clips_with_the_dense_norm(inputs, reference, tmp_path):
     """--use_tpu: the original's one-hot lookup, whose dense gradient the norm counts. That curve leaves the
@@ -58,7 +56,6 @@ def test_squad_on_the_tpu_path_clips_with_the_dense_norm(inputs, reference, tmp_
     assert worst > 1000 * FINETUNING_BOUND, (worst, step)
 
 
-@pytest.mark.both_tf
 @pytest.mark.slow
 def test_pretraining_curve_within_the_originals_own_spread(inputs, reference, tmp_path):
     """The word-embedding table also feeds the masked-LM output layer, so its gradient is dense on both sides and

@@ -1,4 +1,5 @@
-"""Every path on a TensorFlow file system: each stage end to end with its inputs and outputs on ram://.
+"""filesystem.py: files and folders named by flags (local); and every path on a TensorFlow file system: each stage
+end to end with its inputs and outputs on ram://.
 
 ram:// is TensorFlow's in-memory file system (one per process), so these runs stay in this process. It stands
 in for gs://, s3:// and hdfs:// (the same tf.io.gfile calls); where it differs from a bucket: it reports a
@@ -14,6 +15,7 @@ import tensorflow as tf
 
 import cli
 import conversions
+import filesystem
 import create_pretraining_data
 import extract_features
 import run_classifier
@@ -106,7 +108,6 @@ def _load_saved_model(export_dir):
     return tf.saved_model.load(export_dir)
 
 
-@pytest.mark.second_tf
 @pytest.mark.slow
 def test_classifier_on_ram_equals_the_same_job_on_local_disk(ram, pretrained, tmp_path):
     def job(root, data_dir, init_checkpoint, vocab_file, config_file, predict_input):
@@ -146,7 +147,6 @@ def test_classifier_on_ram_equals_the_same_job_on_local_disk(ram, pretrained, tm
             assert f.read() == _read(f"{ram}/mrpc/{name}"), name
 
 
-@pytest.mark.second_tf
 @pytest.mark.slow
 def test_ner_squad_and_features_on_ram(ram, pretrained):
     ner = run_ner.run(_options(
@@ -194,3 +194,25 @@ def test_checkpoint_conversion_round_trip_on_ram(ram, pretrained):
     before, after = checkpoints.load_checkpoint(pretrained), checkpoints.load_checkpoint(prefix)
     for name, value in after.items():
         np.testing.assert_array_equal(value, before[name], err_msg=name)
+
+
+def test_files_and_folders_named_by_flags(tmp_path):
+    (tmp_path / "a.txt").write_text("x")
+    (tmp_path / "b.txt").write_text("x")
+    (tmp_path / "sub").mkdir()
+    assert filesystem.input_files(f"{tmp_path}/*.txt, {tmp_path / 'a.txt'}") == [
+        str(tmp_path / "a.txt"), str(tmp_path / "b.txt"), str(tmp_path / "a.txt")]
+    with pytest.raises(cli.MissingFileError, match=r"--input_file pattern '.*nothing\*' matches no file"):
+        filesystem.input_files(f"{tmp_path}/nothing*")
+    with pytest.raises(cli.UserError, match="--input_file is required"):
+        filesystem.input_files("")
+    with pytest.raises(FileNotFoundError, match="--vocab_file=.*sub: is a folder, expected a file"):
+        filesystem.require_file(str(tmp_path / "sub"), "--vocab_file")
+    deeper = tmp_path / "new" / "deeper"
+    assert filesystem.make_dir(str(deeper), "--output_dir") and deeper.is_dir()
+    with pytest.raises(cli.UserError, match=r"--output_dir=.*a.txt/out: cannot create the folder: .*a.txt is a file"):
+        filesystem.make_dir(str(tmp_path / "a.txt" / "out"), "--output_dir")
+    assert filesystem.make_parent_dir(str(tmp_path / "p" / "q" / "f.tfrecord"), "--output_file")
+    assert (tmp_path / "p" / "q").is_dir()
+    with pytest.raises(cli.UserError, match="--output_file=.*sub: is a folder, expected a file name"):
+        filesystem.make_parent_dir(str(tmp_path / "sub"), "--output_file")

@@ -1,5 +1,7 @@
-"""run_classifier: GLUE reading on the real data, feature conversion, metrics, bad input, fine-tuning."""
+"""run_classifier.py: GLUE reading on the real data, feature conversion, bad input, fine-tuning, and the export's
+signatures against --do_predict (the metrics: tests/test_glue_evaluation.py; packing: tests/test_packing.py)."""
 import dataclasses
+import json
 import os
 
 import numpy as np
@@ -8,21 +10,18 @@ import tensorflow as tf
 
 import cli
 import glue_evaluation
-import packing
 import records
 import run_classifier as rc
 import runner
 import tokenization
-from tests.shared_data import shared_path
+from tests import tiny
+from tests.processes import assert_ran, run_isolated, run_script
+from tests.shared_data import glue, shared_path, vocab
 
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    return tokenization.FullTokenizer(shared_path("vocab", "uncased", "vocab.txt"), do_lower_case=True)
-
-
-def glue(task):
-    return shared_path("data", "glue", task)
+    return tokenization.FullTokenizer(vocab(), do_lower_case=True)
 
 
 # (task, data folder, {split: count}, labels seen in train and dev)
@@ -94,21 +93,6 @@ def test_cola_sst2_stsb_rte_columns():
     assert rte[0].label == "entailment"
 
 
-def original_packing(tokens_a, tokens_b, max_seq_length):
-    """The original run_classifier.py's convert_single_example layout, as an oracle: a pair truncated by
-    popping from the longer (b on ties) to max_seq_length - 3, a single sequence cut to max_seq_length - 2."""
-    tokens_a, tokens_b = list(tokens_a), list(tokens_b or [])
-    if tokens_b:
-        while len(tokens_a) + len(tokens_b) > max_seq_length - 3:
-            (tokens_a if len(tokens_a) > len(tokens_b) else tokens_b).pop()
-    else:
-        tokens_a = tokens_a[:max_seq_length - 2]
-    tokens = ["[CLS]"] + tokens_a + ["[SEP]"] + (tokens_b + ["[SEP]"] if tokens_b else [])
-    segments = [0] * (len(tokens_a) + 2) + ([1] * (len(tokens_b) + 1) if tokens_b else [])
-    padding = [0] * (max_seq_length - len(tokens))
-    return tokens, segments + padding
-
-
 def _one(example, label_list, max_seq_length, tokenizer):
     """The feature row of one example, as lists."""
     arrays = rc.examples_to_arrays([example], label_list, max_seq_length, tokenizer, log_examples=0)
@@ -172,26 +156,6 @@ def test_regression_tfrecord_keeps_float_scores(tokenizer, tmp_path):
     np.testing.assert_allclose(batch["label_ids"], [e.label for e in examples], rtol=1e-6)
 
 
-def test_metrics_match_scikit_learn_and_scipy():
-    from scipy import stats
-    from sklearn import metrics as sklearn_metrics
-    rng = np.random.default_rng(0)
-    labels = rng.integers(0, 2, 500)
-    preds = np.where(rng.random(500) < 0.7, labels, 1 - labels)
-    assert glue_evaluation.accuracy(preds, labels) == pytest.approx(sklearn_metrics.accuracy_score(labels, preds))
-    assert glue_evaluation.f1_score(preds, labels) == pytest.approx(sklearn_metrics.f1_score(labels, preds))
-    assert glue_evaluation.matthews_corrcoef(preds, labels) == pytest.approx(
-        sklearn_metrics.matthews_corrcoef(labels, preds))
-    assert glue_evaluation.matthews_corrcoef(np.ones(5), np.ones(5)) == 0.0
-    gold = np.round(rng.random(300) * 5, 1)  # many ties
-    pred = gold + rng.normal(0, 1, 300)
-    pred[:20] = 2.5
-    assert glue_evaluation.pearson_corrcoef(pred, gold) == pytest.approx(stats.pearsonr(pred, gold)[0], abs=1e-12)
-    assert glue_evaluation.spearman_corrcoef(pred, gold) == pytest.approx(stats.spearmanr(pred, gold)[0], abs=1e-12)
-    result = glue_evaluation.compute_metrics(("pearson", "spearman"), pred, gold)
-    assert list(result) == ["eval_pearson", "eval_spearman", "eval_corr"]
-
-
 def test_custom_tsv_and_csv(tmp_path):
     (tmp_path / "train.tsv").write_text("id\tsentence\tlabel\n1\tgood film\tpos\n2\tbad \"film\tneg\n")
     processor = rc.get_processor("custom", text_a_column="sentence", label_column="label",
@@ -239,36 +203,6 @@ def test_bad_input_errors(tmp_path, tokenizer):
         processor.get_train_examples(str(tmp_path))
 
 
-def test_features_pack_as_the_original(tokenizer):
-    """Feature conversion (tokenizer + packing.pack_pair) lays out every MRPC dev pair, and edge cases, as the
-    original's procedure does, at lengths that truncate most pairs and at 128."""
-    examples = rc.MrpcProcessor().get_dev_examples(glue("MRPC"))
-    examples += [rc.InputExample("e-1", "short", "", "0"), rc.InputExample("e-2", "a b c", " ", "1"),
-                 rc.InputExample("e-3", "x " * 40, "y " * 3, "0"), rc.InputExample("e-4", "x", "y " * 50, "0")]
-    for max_seq_length in (24, 25, 128):
-        arrays = rc.examples_to_arrays(examples, ["0", "1"], max_seq_length, tokenizer)
-        for i, example in enumerate(examples):
-            tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else None
-            tokens, segments = original_packing(tokenizer.tokenize(example.text_a), tokens_b, max_seq_length)
-            ids = tokenizer.convert_tokens_to_ids(tokens)
-            assert arrays["input_ids"][i].tolist() == ids + [0] * (max_seq_length - len(ids))
-            assert arrays["input_mask"][i].tolist() == [1] * len(ids) + [0] * (max_seq_length - len(ids))
-            assert arrays["segment_ids"][i].tolist() == segments
-    rng = np.random.default_rng(1)
-    lengths = rng.integers(0, 12, size=(400, 2))
-    a_rows = [list(range(1, 1 + la)) for la, _ in lengths]
-    b_rows = [list(range(200, 200 + lb)) for _, lb in lengths]
-    for max_seq_length in (3, 4, 9, 10):
-        got = packing.pack_pair(packing.ragged_ids(a_rows), packing.ragged_ids(b_rows), max_seq_length, 101,
-                                102)[0].numpy()
-        for row, a, b in zip(got, a_rows, b_rows):
-            tokens, _ = original_packing(a, b, max_seq_length)
-            want = [101 if t == "[CLS]" else 102 if t == "[SEP]" else t for t in tokens]
-            assert row.tolist() == want + [0] * (max_seq_length - len(want))
-    single = packing.pack_pair(packing.ragged_ids(a_rows[:5]), None, 6, 101, 102)[2].numpy()
-    assert (single == 0).all()
-
-
 def _subset(folder, target, counts):
     """Copies the first lines of a GLUE folder's files (header included) into `target`."""
     import itertools
@@ -277,13 +211,6 @@ def _subset(folder, target, counts):
         with open(os.path.join(glue(folder), name), encoding="utf-8") as f:
             (target / name).write_text("".join(itertools.islice(f, n)), encoding="utf-8")
     return str(target)
-
-
-def _tiny_bert_config(path):
-    import modeling
-    modeling.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=64, type_vocab_size=2).to_json_file(path)
-    return path
 
 
 def _read_results(path):
@@ -302,7 +229,7 @@ def test_fine_tune_tiny_model_on_mrpc_end_to_end(tmp_path):
     output_dir = str(tmp_path / "out")
     options = cli.build_options(
         rc.ClassifierOptions, output_dir=output_dir,
-        bert_config_file=_tiny_bert_config(str(tmp_path / "bert_config.json")), train_batch_size=16,
+        bert_config_file=tiny.config_file(tmp_path / "bert_config.json", max_position_embeddings=64, type_vocab_size=2), train_batch_size=16,
         eval_batch_size=8, predict_batch_size=8, learning_rate=1e-3, save_checkpoints_steps=4, iterations_per_loop=2,
         task_name="MRPC", data_dir=data_dir, vocab_file=shared_path("vocab", "uncased", "vocab.txt"),
         max_seq_length=32, do_train=True, do_eval=True, do_predict=True, num_train_epochs=1.0)
@@ -343,7 +270,7 @@ def test_fine_tune_tiny_regression_on_stsb(tmp_path):
     output_dir = str(tmp_path / "out")
     options = cli.build_options(
         rc.ClassifierOptions, output_dir=output_dir,
-        bert_config_file=_tiny_bert_config(str(tmp_path / "bert_config.json")), train_batch_size=16,
+        bert_config_file=tiny.config_file(tmp_path / "bert_config.json", max_position_embeddings=64, type_vocab_size=2), train_batch_size=16,
         eval_batch_size=16, predict_batch_size=16, learning_rate=1e-3, task_name="sts-b", data_dir=data_dir,
         vocab_file=shared_path("vocab", "uncased", "vocab.txt"), max_seq_length=32, do_train=True, do_eval=True,
         do_predict=True, num_train_epochs=1.0)
@@ -461,3 +388,181 @@ def test_original_checkpoint_loads_by_name_and_logits_use_the_pooled_output():
     logits = model(features, training=False).numpy()
     expected = ref["out_pooled_output"] @ weights.T + np.array([0.1, -0.2, 0.3])
     np.testing.assert_allclose(logits, expected, atol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The export: the SavedModel's two signatures equal --do_predict on MRPC dev, in a fresh process.
+
+
+LOAD_SCRIPT = r"""
+import json, sys
+import numpy as np
+import tensorflow as tf
+import tensorflow_text  # registers the tokenizer's ops
+for name in ("run_classifier", "tokenization", "modeling"):
+    try:
+        __import__(name)
+        raise SystemExit("the project is importable from the loading process: " + name)
+    except ImportError:
+        pass
+export_dir, work = sys.argv[1], sys.argv[2]
+loaded = tf.saved_model.load(export_dir)
+print("signatures", sorted(loaded.signatures.keys()))
+ids = np.load(work + "/features.npz")
+by_ids = loaded.signatures["serving_default"](
+    input_ids=tf.constant(ids["input_ids"]), input_mask=tf.constant(ids["input_mask"]),
+    segment_ids=tf.constant(ids["segment_ids"]))
+texts = json.load(open(work + "/texts.json", encoding="utf-8"))
+by_text = loaded.signatures["serving_text"](text_a=tf.constant(texts["a"]), text_b=tf.constant(texts["b"]))
+single = loaded.serve_ids(tf.constant(ids["input_ids"][:2]), tf.constant(ids["input_mask"][:2]),
+                          tf.constant(ids["segment_ids"][:2]))
+np.savez(work + "/outputs.npz", by_ids=by_ids["probabilities"].numpy(),
+         by_text=by_text["probabilities"].numpy(), single=single["probabilities"].numpy(),
+         labels=np.array([label.decode() for label in by_text["label"].numpy()]),
+         id_labels=np.array([label.decode() for label in by_ids["label"].numpy()]),
+         label_list=np.array([label.decode() for label in loaded.labels.numpy()]))
+"""
+
+
+def _mrpc_options(job, **overrides):
+    """ClassifierOptions of the session's MRPC classifier (tests/fixtures.py) on its data, starting from its
+    checkpoint; overrides: flat flags (output_dir among them: never the fixture's own folder)."""
+    values = dict(task_name="mrpc", data_dir=job["data_dir"], vocab_file=job["vocab_file"],
+                  max_seq_length=job["max_seq_length"], bert_config_file=job["config_file"],
+                  init_checkpoint=job["checkpoint"], predict_batch_size=32, eval_batch_size=32)
+    values.update(overrides)
+    return cli.build_options(rc.ClassifierOptions, **values)
+
+
+@pytest.fixture(scope="module")
+def mrpc_predictions(mrpc_classifier, tmp_path_factory):
+    """--do_predict of the session's MRPC classifier on MRPC dev (its test.tsv): (the job's results, the rows of
+    test_results.tsv)."""
+    output_dir = tmp_path_factory.mktemp("mrpc_predict")
+    results = rc.run(_mrpc_options(mrpc_classifier, do_predict=True, output_dir=str(output_dir)))
+    with open(output_dir / "test_results.tsv", encoding="utf-8") as f:
+        rows = [line.rstrip("\n").split("\t") for line in f]
+    return results, rows
+
+
+@pytest.mark.slow
+def test_signatures_equal_do_predict_in_a_fresh_process(mrpc_classifier, mrpc_export, mrpc_predictions, tmp_path):
+    """The session's export by run_classifier.py --export_dir, loaded where the project is not importable: both
+    signatures (and serve_ids) give --do_predict's probabilities, and the labels with them."""
+    results, rows = mrpc_predictions
+    export_dir = mrpc_export["export_dir"]
+    assert len(rows) == 408 and rows == [r.split("\t") for r in results["predict"]]
+    expected = np.array(rows, dtype=np.float64)
+    np.testing.assert_allclose(expected.sum(1), 1.0, atol=1e-6)
+    assert expected.std(0).max() > 0.03  # the tiny model does tell examples apart
+    assert open(os.path.join(export_dir, "assets.extra", "labels.txt")).read() == "0\n1\n"
+
+    examples = rc.MrpcProcessor().get_test_examples(mrpc_classifier["data_dir"])
+    tokenizer = tokenization.FullTokenizer(mrpc_classifier["vocab_file"], True)
+    features = rc.examples_to_arrays(examples, ["0", "1"], mrpc_classifier["max_seq_length"], tokenizer)
+    np.savez(str(tmp_path / "features.npz"),
+             **{name: features[name].astype(np.int32) for name in ("input_ids", "input_mask", "segment_ids")})
+    with open(tmp_path / "texts.json", "w", encoding="utf-8") as f:
+        json.dump({"a": [e.text_a for e in examples], "b": [e.text_b for e in examples]}, f)
+    proc = assert_ran(run_isolated(LOAD_SCRIPT, export_dir, tmp_path, cwd=tmp_path, timeout=300))
+    assert "signatures ['serving_default', 'serving_text']" in proc.stdout
+    outputs = np.load(str(tmp_path / "outputs.npz"))
+    np.testing.assert_allclose(outputs["by_ids"], expected, atol=1e-5)
+    np.testing.assert_allclose(outputs["by_text"], expected, atol=1e-5)
+    np.testing.assert_allclose(outputs["single"], expected[:2], atol=1e-5)
+    # The label strings come with the probabilities (MRPC's labels are "0" and "1").
+    assert outputs["label_list"].tolist() == ["0", "1"]
+    assert outputs["labels"].tolist() == outputs["id_labels"].tolist() == [str(i) for i in expected.argmax(1)]
+    assert len(set(outputs["labels"].tolist())) == 2
+
+
+@pytest.mark.slow
+def test_predict_input_streams_stdin_with_one_model_load(mrpc_classifier, mrpc_predictions, tmp_path):
+    """--predict_input=- in a subprocess: every stdin line predicted, equal to test_results.tsv."""
+    job = mrpc_classifier
+    examples = rc.MrpcProcessor().get_test_examples(job["data_dir"])[:20]
+    expected = np.array(mrpc_predictions[1][:20], dtype=np.float64)
+    stdin = "".join("%s\t%s\n" % (e.text_a, e.text_b) for e in examples)
+    proc = assert_ran(run_script(
+        "run_classifier.py", "--task_name=MRPC", f"--vocab_file={job['vocab_file']}",
+        f"--bert_config_file={job['config_file']}", f"--init_checkpoint={job['checkpoint']}",
+        f"--output_dir={tmp_path / 'out'}", f"--max_seq_length={job['max_seq_length']}", "--predict_input=-",
+        "--predict_batch_size=3", input=stdin, cwd=tmp_path, timeout=300))
+    got = np.array([line.split("\t") for line in proc.stdout.strip().split("\n")], dtype=np.float64)
+    np.testing.assert_allclose(got, expected, atol=1e-5)
+    assert proc.stderr.count("Initializing from checkpoint") == 1
+    assert "Predicted 20 inputs from <stdin>" in proc.stderr
+
+
+def test_predict_input_bad_line_names_the_line(mrpc_classifier, tmp_path):
+    path = tmp_path / "inputs.txt"
+    path.write_text("first\tsecond\nno tab here\n")
+    with pytest.raises(ValueError, match=r"inputs.txt line 2: expected text_a<TAB>text_b"):
+        rc.run(_mrpc_options(mrpc_classifier, data_dir=None, predict_input=str(path), output_dir=str(tmp_path / "o"),
+                             predict_output=str(tmp_path / "out.tsv")))
+
+
+def test_init_checkpoint_shape_mismatch_is_a_clear_error(mrpc_classifier, tmp_path):
+    config_file = str(tmp_path / "bert_config.json")
+    values = json.load(open(mrpc_classifier["config_file"]))
+    values["hidden_size"] = 48
+    json.dump(values, open(config_file, "w"))
+    with pytest.raises(ValueError, match=r"Shape mismatch .*bert/embeddings/word_embeddings: model \[30522, 48\]"):
+        rc.run(_mrpc_options(mrpc_classifier, bert_config_file=config_file, output_dir=str(tmp_path / "out"),
+                             do_predict=True))
+
+
+def _loaded_text_outputs(export_dir, **texts):
+    loaded = tf.saved_model.load(export_dir)
+    serve = loaded.signatures["serving_text"]
+    return {k: v.numpy() for k, v in serve(**{k: tf.constant(v) for k, v in texts.items()}).items()}
+
+
+@pytest.mark.slow
+def test_single_sentence_and_regression_exports_equal_do_predict(tmp_path):
+    """CoLA (one text, MCC) and STS-B (regression score): predict, export, compare (random tiny models;
+    training is covered above)."""
+    import itertools
+    values = dict(type_vocab_size=2, initializer_range=0.2)
+    config_file = tiny.config_file(tmp_path / "bert_config.json", **values)
+
+    def random_checkpoint(output_dir, num_labels, is_regression):
+        tiny.save(tiny.random_classifier(tiny.config(**values), num_labels, seed=11, is_regression=is_regression),
+                  output_dir)
+
+    cola = tmp_path / "cola"
+    cola.mkdir()
+    with open(os.path.join(glue("CoLA"), "dev.tsv"), encoding="utf-8") as f:
+        dev_lines = list(itertools.islice(f, 40))
+    (cola / "dev.tsv").write_text("".join(dev_lines), encoding="utf-8")
+    (cola / "test.tsv").write_text("index\tsentence\n" + "".join(
+        "%d\t%s\n" % (i, line.rstrip("\n").split("\t")[3]) for i, line in enumerate(dev_lines)), encoding="utf-8")
+    out = str(tmp_path / "cola_out")
+    random_checkpoint(out, 2, False)
+    rc.run(cli.build_options(rc.ClassifierOptions, output_dir=out, bert_config_file=config_file, eval_batch_size=16,
+                             predict_batch_size=16, task_name="cola", data_dir=str(cola), vocab_file=vocab(),
+                             max_seq_length=32, do_eval=True, do_predict=True,
+                             export_dir=str(tmp_path / "cola_export")))
+    written = open(os.path.join(out, "eval_results.txt")).read()
+    assert "eval_mcc = " in written and "eval_accuracy = " in written
+    expected = np.loadtxt(os.path.join(out, "test_results.tsv"), delimiter="\t")
+    texts = [line.rstrip("\n").split("\t")[3] for line in dev_lines]
+    got = _loaded_text_outputs(str(tmp_path / "cola_export"), text_a=texts)
+    np.testing.assert_allclose(got["probabilities"], expected, atol=1e-5)
+
+    stsb = tmp_path / "stsb"
+    stsb.mkdir()
+    with open(os.path.join(glue("STS-B"), "test.tsv"), encoding="utf-8") as f:
+        (stsb / "test.tsv").write_text("".join(itertools.islice(f, 41)), encoding="utf-8")
+    out = str(tmp_path / "stsb_out")
+    random_checkpoint(out, 1, True)
+    rc.run(cli.build_options(rc.ClassifierOptions, output_dir=out, bert_config_file=config_file,
+                             predict_batch_size=16, task_name="sts-b", data_dir=str(stsb), vocab_file=vocab(),
+                             max_seq_length=32, do_predict=True, export_dir=str(tmp_path / "stsb_export")))
+    expected = np.loadtxt(os.path.join(out, "test_results.tsv"))
+    assert expected.shape == (40,) and expected.std() > 0
+    examples = rc.StsbProcessor().get_test_examples(str(stsb))
+    got = _loaded_text_outputs(str(tmp_path / "stsb_export"), text_a=[e.text_a for e in examples],
+                               text_b=[e.text_b for e in examples])
+    assert list(got) == ["score"]
+    np.testing.assert_allclose(got["score"], expected, atol=1e-5)

@@ -1,5 +1,7 @@
-"""convert_checkpoint.py's HF folder as HF transformers and keras-hub open it: tokenizer files that give the
-project's ids (cased and uncased), the casing kept through hf_to_original and back, bad input refused whole."""
+"""conversions.py: checkpoints to and from HF (safetensors, MiniLM-L6 against HF's and the original's outputs) and
+tf-models-official, through convert_checkpoint.py too; the HF folder as HF transformers and keras-hub open it:
+tokenizer files that give the project's ids (cased and uncased), the casing kept through hf_to_original and back,
+bad input refused whole."""
 import json
 import os
 
@@ -13,18 +15,18 @@ import conversions
 import modeling
 import tokenization
 from model_options import ModelOptions
-from tests.shared_data import minilm_dir, shared_path
-from tests.test_faults import assert_user_error, run_script
+from tests import tiny
+from tests.processes import assert_user_error, run_script
+from tests.shared_data import minilm_dir, shared_path, vocab
+from tests.tokenizers import reference
 
 
 def _tiny():
-    folder = shared_path("reference", "original_checkpoint_tiny")
-    return folder, os.path.join(folder, "bert_config.json"), shared_path("vocab", "uncased", "vocab.txt")
+    return tiny.original_dir(), tiny.original_config_file(), vocab()
 
 
 def _texts(name, count):
-    with open(shared_path("reference", "tokenization", f"{name}.jsonl"), encoding="utf-8") as f:
-        return [json.loads(line)["text"] for _, line in zip(range(count), f)]
+    return [record["text"] for record in reference(name)[:count]]
 
 
 def _random_checkpoint(folder, vocab_file, **config_values):
@@ -222,3 +224,155 @@ def test_keras_hub_loads_the_folder(tmp_path):
     np.testing.assert_allclose(np.asarray(theirs["pooled_output"]), mine["pooled_output"].numpy(), atol=1e-5,
                                rtol=0)
     assert classifier.predict(["a sentence", "another one"], verbose=0).shape == (2, 3)
+
+
+def _compare_minilm(model, ref, tol=1e-4):
+    out = model(ref["input_ids"], ref["input_mask"], ref["segment_ids"])
+    mask = ref["input_mask"].astype(bool)
+    np.testing.assert_allclose(out["sequence_output"].numpy()[mask], ref["sequence_output"][mask], atol=tol, rtol=0)
+    np.testing.assert_allclose(out["pooled_output"], ref["pooled_output"], atol=tol, rtol=0)
+    n = ref["embedding_output"].shape[0]
+    np.testing.assert_allclose(out["embedding_output"].numpy()[:n][mask[:n]], ref["embedding_output"][mask[:n]],
+                               atol=tol, rtol=0)
+    for i, layer in enumerate(out["all_encoder_layers"]):
+        np.testing.assert_allclose(layer.numpy()[:n][mask[:n]], ref["all_encoder_layers"][i][mask[:n]],
+                                   atol=tol, rtol=0, err_msg=f"layer {i}")
+
+
+def test_minilm_hf_import_matches_hf_and_original(tmp_path):
+    hf_dir = minilm_dir()
+    ref_hf = np.load(shared_path("reference", "minilm", "minilm_hf_gelu_exact.npz"))
+    ref_orig = np.load(shared_path("reference", "minilm", "minilm_original_gelu_tanh.npz"))
+
+    config, weights = conversions.read_hf(hf_dir)
+    assert config.hidden_act == "gelu_exact" and config.num_hidden_layers == 6
+    model = modeling.BertEncoder(config)
+    for name, var in model.variables_by_name().items():
+        var.assign(weights[name])
+    _compare_minilm(model, ref_hf)
+
+    out_dir = str(tmp_path / "original")
+    prefix = conversions.hf_to_original(hf_dir, out_dir)
+    assert sorted(os.listdir(out_dir)) == sorted([
+        "bert_config.json", "vocab.txt", "bert_model.ckpt.index", "bert_model.ckpt.data-00000-of-00001",
+        "tokenizer_config.json"])
+    config2 = modeling.BertConfig.from_json_file(os.path.join(out_dir, "bert_config.json"))
+    config2.hidden_act = "gelu"
+    model2 = modeling.BertEncoder(config2)
+    loaded, new, unused = checkpoints.init_from_checkpoint(model2.variables_by_name(), prefix)
+    assert new == [] and unused == []
+    _compare_minilm(model2, ref_orig)
+
+
+def test_hf_export_round_trip(tmp_path):
+    from safetensors.numpy import load_file
+    hf_dir = minilm_dir()
+    out_dir = str(tmp_path / "original")
+    conversions.hf_to_original(hf_dir, out_dir)
+    hf_out = str(tmp_path / "hf")
+    conversions.original_to_hf(out_dir, os.path.join(out_dir, "bert_config.json"),
+                               os.path.join(out_dir, "vocab.txt"), hf_out)
+    source = load_file(os.path.join(hf_dir, "model.safetensors"))
+    exported = load_file(os.path.join(hf_out, "model.safetensors"))
+    source.pop("embeddings.position_ids")
+    assert sorted(source) == sorted(exported)
+    for name in source:
+        np.testing.assert_array_equal(source[name], exported[name], err_msg=name)
+    hf_config = json.load(open(os.path.join(hf_out, "config.json")))
+    assert hf_config["hidden_act"] == "gelu" and hf_config["hidden_size"] == 384
+    config, _ = conversions.read_hf(hf_out)
+    assert config.hidden_act == "gelu_exact"
+
+
+def test_hf_export_with_pretraining_heads(tmp_path):
+    from safetensors.numpy import load_file
+    folder = tiny.original_dir()
+    conversions.original_to_hf(folder, os.path.join(folder, "bert_config.json"),
+                               shared_path("vocab", "uncased", "vocab.txt"), str(tmp_path))
+    state = load_file(str(tmp_path / "model.safetensors"))
+    assert "bert.embeddings.word_embeddings.weight" in state
+    assert state["cls.seq_relationship.weight"].shape == (2, 128)
+    assert not any(k.endswith(("adam_m", "adam_v")) or "global_step" in k for k in state)
+    back = conversions.hf_to_original_weights(state)
+    reader = tf.train.load_checkpoint(folder)
+    names = [n for n in tiny.original_names() if n != "global_step" and not n.endswith(("adam_m", "adam_v"))]
+    assert list(back) == names
+    for name in names:
+        np.testing.assert_array_equal(back[name], reader.get_tensor(name), err_msg=name)
+
+
+def test_bad_hf_and_vocab_inputs(tmp_path):
+    with pytest.raises(FileNotFoundError, match="config.json"):
+        conversions.read_hf(str(tmp_path))
+    (tmp_path / "config.json").write_text(json.dumps({"vocab_size": 10, "hidden_size": 8,
+                                                      "num_attention_heads": 2}))
+    with pytest.raises(FileNotFoundError, match="model.safetensors"):
+        conversions.read_hf(str(tmp_path))
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(f"tok{i}" for i in range(12)) + "\n")
+    config = modeling.BertConfig(vocab_size=10)
+    with pytest.raises(ValueError, match="vocab.txt has 12 tokens but the config's vocab_size is 10"):
+        tokenization.check_vocab_size(str(vocab), config.vocab_size)
+    with pytest.raises(ValueError, match="hidden_act"):
+        conversions.hf_config_to_bert_config({"vocab_size": 10, "hidden_act": "swish"})
+    with pytest.raises(ValueError, match="no BERT counterpart"):
+        conversions.hf_to_original_weights({"encoder.layer.0.crossattention.weight": np.zeros(2)})
+
+
+def test_hf_config_keys_left_out_take_hf_defaults(monkeypatch):
+    infos = []
+    monkeypatch.setattr(conversions.logging, "info", lambda msg, *args: infos.append(msg % args))
+    full = json.load(open(os.path.join(minilm_dir(), "config.json")))
+    config = conversions.hf_config_to_bert_config(full)
+    assert (config.hidden_size, config.num_hidden_layers, config.type_vocab_size) == (384, 6, 2)
+    # A complete config gets no line about defaults (it used to read "using the original's defaults for
+    # hidden_size, num_hidden_layers, ..." on every conversion).
+    assert not [m for m in infos if "defaults" in m]
+    partial = {k: v for k, v in full.items() if k not in ("type_vocab_size", "max_position_embeddings")}
+    config = conversions.hf_config_to_bert_config(partial)
+    assert (config.type_vocab_size, config.max_position_embeddings) == (2, 512)  # HF's defaults; the original's is 16
+    assert infos == ["HF config: using HF's defaults for max_position_embeddings, type_vocab_size"]
+
+
+def test_hf_weights_not_matching_config(tmp_path):
+    hf_dir = minilm_dir()
+    config = json.load(open(os.path.join(hf_dir, "config.json")))
+    config["vocab_size"] = 30000
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    os.symlink(os.path.join(hf_dir, "model.safetensors"), str(tmp_path / "model.safetensors"))
+    with pytest.raises(ValueError, match=r"bert/embeddings/word_embeddings: .* \[30522, 384\] vs config "
+                                         r"\[30000, 384\]"):
+        conversions.read_hf(str(tmp_path))
+
+
+@pytest.mark.tf_models
+def test_tf_models_official_encoder_import(tmp_path):
+    import tf_keras
+    from official.nlp.modeling import networks
+    encoder = networks.BertEncoderV2(
+        vocab_size=99, hidden_size=32, num_layers=2, num_attention_heads=4, inner_dim=64, type_vocab_size=2,
+        max_sequence_length=64, output_dropout=0.0, attention_dropout=0.0,
+        inner_activation=lambda x: tf_keras.activations.gelu(x, approximate=True))
+    rng = np.random.RandomState(1)
+    mask = np.array([[1] * 12 + [0] * 4, [1] * 16], np.int32)
+    ids = rng.randint(1, 99, size=[2, 16]).astype(np.int32) * mask
+    types = (np.arange(16)[None, :] >= 7).astype(np.int32) * mask
+    peer = encoder({"input_word_ids": ids, "input_mask": mask, "input_type_ids": types})
+    saved = tf.train.Checkpoint(encoder=encoder).save(str(tmp_path / "tfm" / "ckpt"))
+
+    import convert_checkpoint
+    prefix = convert_checkpoint.run(convert_checkpoint.ConvertOptions(
+        "tfm_to_original", output_dir=str(tmp_path / "original"), init_checkpoint=saved))
+    config = modeling.BertConfig.from_json_file(str(tmp_path / "original" / "bert_config.json"))
+    assert (config.num_hidden_layers, config.num_attention_heads, config.intermediate_size) == (2, 4, 64)
+    config.hidden_dropout_prob = config.attention_probs_dropout_prob = 0.0
+    model = modeling.BertEncoder(config)
+    loaded, new, unused = checkpoints.init_from_checkpoint(model.variables_by_name(), prefix)
+    assert new == [] and unused == []
+    ours = model(ids, mask, types)
+    keep = mask.astype(bool)
+    np.testing.assert_allclose(ours["sequence_output"].numpy()[keep], peer["sequence_output"].numpy()[keep],
+                               atol=1e-5, rtol=0)
+    np.testing.assert_allclose(ours["pooled_output"], peer["pooled_output"], atol=1e-5, rtol=0)
+    with pytest.raises(ValueError, match="expected one tf-models-official BertEncoder"):
+        conversions.tfm_to_original_weights(tiny.original_dir())

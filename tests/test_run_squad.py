@@ -3,7 +3,6 @@ import collections
 import dataclasses
 import json
 import os
-import random
 import re
 import subprocess
 import sys
@@ -25,6 +24,7 @@ import squad_evaluation
 import tokenization
 import training
 from model_options import ModelOptions
+from tests.original_algorithms import original_doc_spans, original_is_max_context
 from tests.shared_data import shared_path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -47,32 +47,6 @@ def _questions(path):
     with open(path, encoding="utf-8") as f:
         data = json.load(f)["data"]
     return data, [(p["context"], qa) for a in data for p in a["paragraphs"] for qa in p["qas"]]
-
-
-def original_doc_spans(num_doc_tokens, max_tokens_for_doc, doc_stride):
-    """The original run_squad.py's sliding windows (start, length), as an oracle."""
-    doc_spans = []
-    start_offset = 0
-    while start_offset < num_doc_tokens:
-        length = min(num_doc_tokens - start_offset, max_tokens_for_doc)
-        doc_spans.append((start_offset, length))
-        if start_offset + length == num_doc_tokens:
-            break
-        start_offset += min(length, doc_stride)
-    return doc_spans
-
-
-def original_is_max_context(doc_spans, cur_span_index, position):
-    """The original's _check_is_max_context, as an oracle."""
-    best_score, best_span_index = None, None
-    for span_index, (start, length) in enumerate(doc_spans):
-        end = start + length - 1
-        if position < start or position > end:
-            continue
-        score = min(position - start, end - position) + 0.01 * length
-        if best_score is None or score > best_score:
-            best_score, best_span_index = score, span_index
-    return cur_span_index == best_span_index
 
 
 def _tokenize_doc(doc_tokens, tokenizer):
@@ -307,20 +281,6 @@ def test_improve_answer_span_and_max_context(tokenizer):
             assert flags.tolist() == [original_is_max_context(want, k, span_start + i) for i in range(length)]
 
 
-def test_max_context_rule_in_python_and_as_tensorflow_ops_agree():
-    rng = random.Random(3)
-    for _ in range(30):
-        spans = [(rng.randrange(0, 20), rng.randrange(0, 9)) for _ in range(rng.randrange(1, 6))]
-        positions = list(range(-1, 30))
-        windows = packing.max_context_window(tf.constant([[s for s, _ in spans]] * len(positions), tf.int64),
-                                             tf.constant([[n for _, n in spans]] * len(positions), tf.int64),
-                                             tf.constant(positions)).numpy().tolist()
-        for position, window in zip(positions, windows):
-            best = packing.max_context_span(spans, position)
-            assert (window if window < len(spans) else None) == best, (spans, position)
-            assert all((best == i) == original_is_max_context(spans, i, position) for i in range(len(spans)))
-
-
 def get_final_text(pred_text, orig_text, do_lower_case):
     """The original's get_final_text: the BasicTokenizer text of orig_text, aligned with it."""
     tok_text = " ".join(tokenization.BasicTokenizer(do_lower_case=do_lower_case).tokenize(orig_text))
@@ -500,7 +460,6 @@ def test_head_names_and_loss():
 
 
 @pytest.mark.slow
-@pytest.mark.second_tf
 def test_end_to_end_tiny_train_predict_export(tmp_path):
     """CLI: trains a tiny model on SQuAD 2.0 questions, predicts, scores and exports; the SavedModel
     loaded in a fresh process gives the checkpoint's logits."""

@@ -431,7 +431,6 @@ def test_trimmed_batches_give_the_same_outputs(conll_test, cased_tokenizer):
 
 
 @pytest.mark.slow
-@pytest.mark.second_tf
 def test_litert_int8_model_tags_as_the_saved_model(tiny_run, tmp_path):
     """--export_tflite --tflite_quantize: the int8 LiteRT model of serving_default (token ids in) tags the dev
     windows as the SavedModel does, its probabilities close; a request of another width is answered too."""
