@@ -58,7 +58,9 @@ SECOND_TF = {
         ["tests/test_run_classifier.py::test_signatures_equal_do_predict_in_a_fresh_process"],
     "the serving graph's text limits and XLA's compiles": [
         "tests/test_serving.py::test_a_cut_text_keeps_the_first_tokens_of_the_original_tokenizer",
-        "tests/test_serving.py::test_xla_module_traces_once_for_requests_of_every_batch_size_and_length"],
+        "tests/test_serving.py::test_xla_module_traces_once_for_requests_of_every_batch_size_and_length",
+        "tests/test_serving.py::test_serving_text_builds_no_dense_row_ids",
+        "tests/test_serving.py::test_the_steps_branch_stays_a_function_in_a_loaded_export"],
     "TF Hub's SavedModels, as tf.saved_model.load and a strategy's scope open them": [
         "tests/test_tfhub_export.py::test_encoder_equals_ours_and_the_original",
         "tests/test_tfhub_export.py::test_preprocessor_equals_run_classifier_features",

@@ -10,6 +10,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as text
 
+import linear_ragged
 from cli import UserError
 from tokenization import (CJK_RANGES, MAX_INPUT_CHARS_PER_WORD, UNK_TOKEN, _is_control, _is_punctuation,
                           _is_whitespace, load_vocab)
@@ -265,7 +266,7 @@ class FastBertTokenizer(tf.Module):
         many = self._has(info, _F_MAP_MANY)
         exp_id = tf.where(many, tf.bitwise.right_shift(info, _F_BITS), 0)
         lengths = tf.where(many, tf.gather(self._exp_len, exp_id), 1)
-        origin = tf.repeat(tf.range(tf.size(info)), lengths)
+        origin = linear_ragged.repeat(tf.range(tf.size(info)), lengths)
         offsets = tf.cumsum(lengths, exclusive=True)
         index = tf.gather(tf.gather(self._exp_start, exp_id) - offsets, origin) + tf.range(tf.size(origin))
         origin_info = tf.gather(info, origin)
@@ -300,7 +301,7 @@ class FastBertTokenizer(tf.Module):
     def _general_rows(self, info, splits, special):
         """Runs the general path on the rows that need it only, keeping the rows' order."""
         rows = tf.RaggedTensor.from_row_splits(info, splits, validate=False)
-        row_special = tf.reduce_any(tf.RaggedTensor.from_row_splits(special, splits, validate=False), axis=1)
+        row_special = linear_ragged.row_any(special, splits)
         special_rows = tf.where(row_special)[:, 0]
         clean_rows = tf.where(~row_special)[:, 0]
         picked = tf.gather(rows, special_rows)
@@ -398,20 +399,20 @@ class FastBertTokenizer(tf.Module):
         info = tf.gather(self._char_table, chars.flat_values)
         changed = self._has(info, _F_DROP | _F_MAP_MANY) | tf.equal(tf.bitwise.bitwise_and(info, _KIND_MASK),
                                                                     _KIND_DELIM)
-        row_changed = tf.math.unsorted_segment_max(tf.cast(changed, tf.int32), chars.value_rowids(),
-                                                   tf.shape(words)[0]) > 0
-        lengths = ids.with_flat_values(tf.gather(self._piece_chars, ids.flat_values))
-        ends_chars = tf.cumsum(lengths, axis=1)
-        has_unk = tf.reduce_any(tf.equal(ids, self.unk_id), axis=1)
-        exact = ~row_changed & ~has_unk & tf.equal(tf.reduce_sum(lengths, axis=1), chars.row_lengths())
+        row_changed = linear_ragged.row_any(changed, chars.row_splits)
+        lengths = tf.gather(self._piece_chars, ids.flat_values)
+        ends_chars = linear_ragged.row_cumsum(lengths, ids.row_splits)
+        has_unk = linear_ragged.row_any(tf.equal(ids.flat_values, self.unk_id), ids.row_splits)
+        exact = ~row_changed & ~has_unk & tf.equal(linear_ragged.row_sums(lengths, ids.row_splits),
+                                                   chars.row_lengths())
         byte_length = tf.cast(tf.strings.length(words), tf.int64)
         # Byte offset of every character, and of the word's end.
         char_bytes = tf.concat([char_bytes, byte_length[:, tf.newaxis]], axis=1)
-        row = ids.value_rowids()
+        row = linear_ragged.row_ids(ids.row_splits)
         base = tf.gather(char_bytes.row_starts(), row)
         piece_exact = tf.gather(exact, row)
-        end_char = tf.where(piece_exact, ends_chars.flat_values, 0)
-        start_char = tf.where(piece_exact, end_char - lengths.flat_values, 0)
+        end_char = tf.where(piece_exact, ends_chars, 0)
+        start_char = tf.where(piece_exact, end_char - lengths, 0)
         starts = tf.where(piece_exact, tf.gather(char_bytes.flat_values, base + start_char), 0)
         ends = tf.where(piece_exact, tf.gather(char_bytes.flat_values, base + end_char), tf.gather(byte_length, row))
         return ids, ids.with_flat_values(starts), ids.with_flat_values(ends)

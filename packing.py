@@ -20,6 +20,8 @@ import itertools
 import numpy as np
 import tensorflow as tf
 
+import linear_ragged
+
 
 def ragged_ids(rows):
     """[[id, ...], ...] -> int64 RaggedTensor [len(rows), (ids)]."""
@@ -157,9 +159,9 @@ class _Windows:
         step = tf.minimum(max_tokens, tf.cast(stride, tf.int64))
         extra = tf.maximum(num_tokens - max_tokens, 0)
         num_windows = tf.where(num_tokens == 0, tf.zeros_like(num_tokens), (extra + step - 1) // step + 1)
-        self.row = tf.repeat(tf.range(tf.size(num_windows, out_type=tf.int64)), num_windows)
         ranges = tf.ragged.range(num_windows)
         self.row_splits = ranges.row_splits
+        self.row = linear_ragged.row_ids(self.row_splits)
         self.index = ranges.flat_values
         self.start = self.index * tf.gather(step, self.row)
         self.length = tf.minimum(tf.gather(max_tokens, self.row), tf.gather(num_tokens, self.row) - self.start)
@@ -256,8 +258,8 @@ def squad_windows(query_ids, doc_pieces, max_seq_length, doc_stride, max_query_l
     doc_splits = tf.gather(pieces.row_splits, words)
     doc_ids = pieces.flat_values
     # Index of each piece's word within its own context.
-    piece_example = tf.ragged.row_splits_to_segment_ids(doc_splits, out_type=tf.int64)
-    piece_word = pieces.value_rowids() - tf.gather(words, piece_example)
+    piece_example = linear_ragged.row_ids(doc_splits)
+    piece_word = linear_ragged.row_ids(pieces.row_splits) - tf.gather(words, piece_example)
 
     num_tokens = doc_splits[1:] - doc_splits[:-1]
     windows = _Windows(num_tokens, max_seq_length - query_len - 3, doc_stride)
@@ -330,11 +332,14 @@ def ner_windows(word_pieces, max_seq_length, doc_stride, cls_id, sep_id, unk_id,
     unk = tf.RaggedTensor.from_tensor(tf.fill([tf.shape(keep)[0], 1], tf.cast(unk_id, tf.int32)),
                                       row_splits_dtype=tf.int64)
     pieces = tf.concat([pieces, unk], axis=1)
-    pieces = tf.ragged.boolean_mask(pieces, tf.ragged.range(pieces.row_lengths()) < keep[:, tf.newaxis])
+    piece_rows = linear_ragged.row_ids(pieces.row_splits)
+    in_keep = tf.ragged.range(pieces.row_lengths()).flat_values < tf.gather(keep, piece_rows)
+    pieces = tf.RaggedTensor.from_row_splits(
+        *linear_ragged.boolean_mask(pieces.flat_values, pieces.row_splits, in_keep), validate=False)
     sentence_splits = tf.gather(pieces.row_splits, word_pieces.row_splits)  # piece offsets of sentences
     flat = pieces.flat_values
-    piece_sentence = tf.ragged.row_splits_to_segment_ids(sentence_splits, out_type=tf.int64)
-    piece_word = pieces.value_rowids() - tf.gather(word_pieces.row_splits, piece_sentence)
+    piece_sentence = linear_ragged.row_ids(sentence_splits)
+    piece_word = linear_ragged.row_ids(pieces.row_splits) - tf.gather(word_pieces.row_splits, piece_sentence)
     is_word_start = tf.scatter_nd(pieces.row_starts()[:, tf.newaxis], tf.ones_like(keep, tf.bool),
                                   tf.shape(flat, out_type=tf.int64))
 

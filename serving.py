@@ -33,6 +33,10 @@ What serving_text reads of a request (bounded_text, before tokenizing):
     any window of a context (a shorter context could change it).
   * Each input of a request holds at most MAX_REQUEST_BYTES bytes in all (after cutting), else the request is
     refused (InvalidArgumentError): this bounds the tokenizer's memory (about 25 bytes per byte of text).
+  * Reading a request (cutting, tokenizing, windows, answers) takes memory and time linear in its bytes whatever
+    the shapes of its rows (one long word beside many words, one long text beside many empty rows): what is
+    computed over ragged rows goes through linear_ragged.py, never TensorFlow's ragged row ids, which tile a
+    dense [rows x longest row].
 
 What a call costs, and what is refused (every signature of an export_saved_model export):
   * The model runs over at most rows_per_step rows of a call at a time (SQuAD's serving_text: windows;
@@ -62,6 +66,7 @@ import checkpoints
 import cli
 import fast_tokenization
 import filesystem
+import linear_ragged
 import modeling
 import packing
 import tokenization
@@ -594,8 +599,8 @@ def best_spans(packed, num_questions, n_best_size, max_answer_length):
     def at(values, slots):
         return tf.gather(values, slots, batch_dims=1)
 
-    pair_starts = tf.repeat(starts, k, axis=1)   # [windows, k * k]: start rank major, end rank minor
-    pair_ends = tf.tile(ends, [1, k])
+    pair_starts = tf.reshape(tf.tile(starts[:, :, tf.newaxis], [1, 1, k]), [-1, k * k])  # start rank major,
+    pair_ends = tf.tile(ends, [1, k])  # end rank minor: [windows, k * k]
     valid = (at(in_context, pair_starts) & at(in_context, pair_ends) & at(packed["token_is_max_context"], pair_starts)
              & (pair_ends >= pair_starts) & (pair_ends - pair_starts + 1 <= max_answer_length))
     score = tf.where(valid, at(start_logits, pair_starts) + at(end_logits, pair_ends), -float("inf"))
@@ -650,7 +655,9 @@ def answer_text(context, words, pieces, packed, best, unk_id):
                         - _gather_or_zero(piece_end.flat_values, last_piece, found))
     # The original joins the span's words with single spaces, then cuts it to the predicted characters.
     word_rows = tf.ragged.range(tf.where(found, first_word, 0), tf.where(found, last_word + 1, 0))
-    joined = tf.strings.reduce_join(tf.gather(words.flat_values, word_rows), axis=1, separator=" ")
+    joined = tf.strings.unsorted_segment_join(tf.gather(words.flat_values, word_rows.flat_values),
+                                              linear_ragged.row_ids(word_rows.row_splits),
+                                              tf.shape(found, out_type=tf.int64)[0], separator=" ")
     length = tf.cast(tf.strings.length(joined), tf.int64) - cut_front - cut_back
     answer = tf.strings.substr(joined, cut_front, length)
     start_byte = _gather_or_zero(word_begin.flat_values, first_word, found) + cut_front
@@ -776,8 +783,8 @@ def _cut(strings, head, long, name, tokenizer, max_tokens):
     safe = tf.gather(tf.constant(safe_cut_table()), tf.minimum(code_points, 0xFFFF)) & (code_points <= 0xFFFF)
     # A cut before character i (0 < i <= limit) keeps its first i characters: offsets[i] bytes.
     at = tf.where(safe & (index > 0) & (index <= limit), tf.cast(offsets.flat_values, tf.int64), 0)
-    keep = tf.maximum(tf.math.unsorted_segment_max(at, chars.value_rowids(), tf.shape(head, out_type=tf.int64)[0]),
-                      0)
+    keep = tf.maximum(tf.math.unsorted_segment_max(at, linear_ragged.row_ids(chars.row_splits),
+                                                   tf.shape(head, out_type=tf.int64)[0]), 0)
     keep = tf.cast(keep, tf.int32)
     cut = tf.where(long, tf.strings.substr(strings, tf.zeros_like(keep), keep), strings)
     tokens = tokenizer.tokenize(tf.boolean_mask(cut, long)).row_lengths()

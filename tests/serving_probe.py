@@ -1,18 +1,26 @@
 """Seeded requests, valid, odd and malformed, against every signature of an exported SavedModel, in this process.
 
     python tests/serving_probe.py EXPORT_DIR [EXPORT_DIR ...] --seed=S --count=N [--max_rows=R]
+        [--cross_rows=C] [--threads=T]
 
 Reads nothing of the project: TensorFlow, tensorflow-text and the export alone. The task is told by the
 export's signatures (the classifier's label, NER's tags, SQuAD's answer). Each request is answered or refused;
-prints one JSON line per request ({"export", "signature", "kind", "rows", "outcome": "answered" | "refused" |
-"wrong", "detail"}) and, after each export's requests, a line {"export", "summary": ...}; the i-th export (from 0)
-draws its requests from seed S + i. "wrong" is what a served model must never do: an answer of the wrong
-rows or shape, non-finite or non-normalised probabilities, a refusal that names no input, or any error other
-than InvalidArgumentError. A request runs in this process: a crash or hang ends the process (the caller sees it).
+prints one JSON line per request ({"export", "signature", "kind", "rows", "bytes", "growth_mb", "outcome":
+"answered" | "refused" | "wrong", "detail"}) and, after each export's requests, a line {"export", "summary": ...};
+the i-th export (from 0) draws its requests from seed S + i. After the N drawn requests come C requests to
+serving_text whose rows differ in shape (kind "cross_rows": a very long word in one row beside many words in
+another, one long text beside many empty rows, many rows of lengths far apart), then T threads send the answered
+text requests again to the one loaded export at once (kind "threads"): each must get the answer it got alone.
+"wrong" is what a served model must never do: an answer of the wrong rows or shape, non-finite or non-normalised
+probabilities, a refusal that names no input, any error other than InvalidArgumentError, an answer that differs
+under threads, or a call whose peak memory grows past MEMORY_BASE_MB plus MEMORY_PER_BYTE times its bytes (per
+thread). A request runs in this process: a crash or hang ends the process (the caller sees it).
 """
 import argparse
+import concurrent.futures
 import json
 import random
+import re
 import sys
 import time
 
@@ -29,6 +37,45 @@ ODD = ["", " ", "\t\n", "\x00", "\x00\x00abc", "\u200b", "\ufeffhello", "e\u0301
 INVALID_UTF8 = [b"\xff\xfe", b"abc\x80def", b"\xc3", b"\xed\xa0\x80", b"ok \xe4\xb8 cut"]
 TEXT_INPUTS = ("text_a", "text_b", "sentence", "question", "context")
 ID_INPUTS = ("input_ids", "input_mask", "segment_ids")
+# The most a call may add to the process's peak memory: the model over one step of rows and the tokenizer's
+# work, linear in the request's bytes (TensorFlow's own ragged row ids would make it words x longest word).
+MEMORY_BASE_MB = 96
+MEMORY_PER_BYTE = 64
+
+
+def memory_mb(name):
+    """VmRSS or VmHWM of this process in MB (Linux), None elsewhere."""
+    try:
+        with open("/proc/self/status") as f:
+            return int(re.search(name + r":\s+(\d+) kB", f.read()).group(1)) / 1024
+    except (OSError, AttributeError):
+        return None
+
+
+def reset_peak():
+    """Restarts the peak (VmHWM) from the current resident size (Linux); False where it cannot."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def request_bytes(inputs):
+    return sum(len(text) for texts in inputs.values() for text in texts if isinstance(text, bytes))
+
+
+def answer_mb(outputs):
+    """The size of an answer (numpy arrays) as TensorFlow holds it: a string is 32 bytes (a tstring)."""
+    return sum(value.size * (32 if value.dtype.kind in "OSU" else value.itemsize)
+               for value in (outputs or {}).values()) / 2 ** 20
+
+
+def memory_bound_mb(size, calls=1, answer_mb=0.0):  # pylint: disable=redefined-outer-name
+    """The most `calls` calls at once of a request of `size` bytes may add to the peak memory: each its linear
+    bound plus its answer, twice (the graph's tensor and the copy returned)."""
+    return calls * (MEMORY_BASE_MB + MEMORY_PER_BYTE * size / 2 ** 20 + 2 * answer_mb)
 
 
 def sentence(rng, words=None):
@@ -140,11 +187,43 @@ class Probe:
             inputs[name] = [sentence(rng, rng.randint(2000, 20000)).encode() for _ in range(rows)]
         return kind, inputs, rows, ok
 
+    def warm_up(self):
+        """One small valid request to each signature."""
+        ids = np.ones([1, 4], np.int32)
+        self.run("serving_default", {"input_ids": ids, "input_mask": ids, "segment_ids": 0 * ids})
+        if self.text_inputs:
+            self.run("serving_text", {name: [b"the dog ran home"] for name in self.text_inputs})
+
+    CROSS_ROWS = ("long_word_beside_words", "long_text_beside_empty_rows", "lengths_far_apart")
+
+    def cross_rows_request(self, rng, shape):
+        """serving_text inputs whose rows differ in shape (one of CROSS_ROWS): ("cross_rows", inputs, rows, True)."""
+        if shape == "long_word_beside_words":
+            rows = rng.randint(2, 5)
+            # After 80 words: a text cut after its first tokens keeps them, and the word is read.
+            long_word = sentence(rng, 80) + " " + "".join(rng.choice("abcdefghij")
+                                                            for _ in range(rng.randint(20_000, 100_000)))
+            many = sentence(rng, rng.randint(5_000, 45_000))
+            rows_of = [[sentence(rng).encode() for _ in range(rows)] for _ in self.text_inputs]
+            crowded = rows_of[self.text_inputs.index("context") if "context" in self.text_inputs
+                              else rng.randrange(len(self.text_inputs))]
+            first, second = rng.sample(range(rows), 2)
+            crowded[first], crowded[second] = long_word.encode(), many.encode()
+        elif shape == "long_text_beside_empty_rows":
+            rows = rng.randint(500, 5_000)
+            rows_of = [[sentence(rng, 3).encode() for _ in range(rows)] for _ in self.text_inputs]
+            rows_of[-1] = [b""] * rows
+            rows_of[-1][rng.randrange(rows)] = sentence(rng, rng.randint(20_000, 60_000)).encode()
+        else:
+            rows = rng.randint(20, 200)
+            rows_of = [[sentence(rng, int(10 ** rng.uniform(0, 3.5))).encode() if rng.random() < 0.8 else b""
+                        for _ in range(rows)] for _ in self.text_inputs]
+        return "cross_rows", dict(zip(self.text_inputs, rows_of)), rows, True
+
     # ---- answers ----
 
     def check_answer(self, signature, outputs, rows, inputs):
         """None when `outputs` is a right answer of `rows` rows, else what is wrong."""
-        outputs = {name: value.numpy() for name, value in outputs.items()}
         row_outputs = {"classifier": ("label", "probabilities", "score"),
                        "ner": ("probabilities", "words", "tags", "num_words"),
                        "squad": ("answer", "start", "end", "score", "null_score_diff")}[self.task]
@@ -195,37 +274,109 @@ def names_an_input(message, names):
     return any(name in message for name in names)
 
 
-def probe_export(export, export_dir, seed, count, max_rows):
-    """Sends `count` requests drawn from `seed` to the export; prints a line per request, then its summary."""
-    rng = random.Random(seed)
-    probe = Probe(export_dir)
-    counts = {"answered": 0, "refused": 0, "wrong": 0}
-    start = time.time()
+def _drawn_requests(probe, rng, count, max_rows, cross_rows):
+    """(signature, kind, inputs, rows, ok): `count` drawn over the signatures, then `cross_rows` to serving_text."""
     for _ in range(count):
         signature = rng.choice(sorted(probe.signatures))
         if signature == "serving_default":
-            kind, inputs, rows, ok = probe.ids_request(rng, max_rows)
-            names = ID_INPUTS
+            yield (signature, *probe.ids_request(rng, max_rows))
         else:
-            kind, inputs, rows, ok = probe.text_request(rng, max_rows)
-            names = TEXT_INPUTS
-        record = {"export": export, "signature": signature, "kind": kind, "rows": rows,
+            yield (signature, *probe.text_request(rng, max_rows))
+    if probe.text_inputs:
+        for i in range(cross_rows):
+            yield ("serving_text", *probe.cross_rows_request(rng, probe.CROSS_ROWS[i % len(probe.CROSS_ROWS)]))
+
+
+def _same_answer(first, second):
+    """None when two answers to one request agree (strings and integers exactly, floats to 1e-4), else how
+    they differ."""
+    for name, value in first.items():
+        other = second[name]
+        if value.shape != other.shape:
+            return f"{name} has shape {other.shape}, alone {value.shape}"
+        if value.dtype.kind == "f":
+            if not np.allclose(value, other, atol=1e-4, equal_nan=True):
+                return f"{name} differs by {np.nanmax(np.abs(value - other))}"
+        elif not np.array_equal(value, other):
+            return f"{name} differs"
+    return None
+
+
+def _threads(probe, export, answered, threads):
+    """Sends the answered text requests again from `threads` threads at once; returns the record."""
+    record = {"export": export, "signature": "serving_text", "kind": "threads", "rows": threads,
+              "requests": len(answered)}
+    if not answered:
+        return dict(record, outcome="answered", detail="no text request to repeat")
+    answered = answered[-2 * threads:]  # the cross-row requests among them
+    jobs = [answered[i % len(answered)] for i in range(max(threads, len(answered)))]
+    bound = memory_bound_mb(max(request_bytes(inputs) for inputs, _ in jobs), threads,
+                            max(answer_mb(alone) for _, alone in jobs))
+    before, measured = memory_mb("VmRSS"), reset_peak()
+
+    def ask(job):
+        inputs, alone = job
+        outputs = {name: value.numpy() for name, value in probe.run("serving_text", inputs).items()}
+        return _same_answer(alone, outputs)
+
+    try:
+        with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+            problems = [problem for problem in pool.map(ask, jobs) if problem]
+    except Exception as err:  # pylint: disable=broad-except
+        problems = [f"{type(err).__name__}: {str(err).strip()[:300]}"]
+    growth = memory_mb("VmHWM") - before if measured and before is not None else None
+    record["growth_mb"] = None if growth is None else round(growth, 1)
+    if growth is not None and growth > bound:
+        problems.append(f"peak memory grew {growth:.0f} MB under {threads} threads (bound {bound:.0f} MB)")
+    return dict(record, outcome="wrong" if problems else "answered", detail="; ".join(problems[:3]))
+
+
+def probe_export(export, export_dir, seed, count, max_rows, cross_rows=0, threads=0):
+    """Sends `count` requests drawn from `seed` to the export, then `cross_rows` text requests of rows of different
+    shapes, then the answered text requests from `threads` threads at once; prints a line per request, then the
+    summary."""
+    rng = random.Random(seed)
+    probe = Probe(export_dir)
+    probe.warm_up()  # a signature's first call loads its kernels and tables: not a request's memory
+    counts = {"answered": 0, "refused": 0, "wrong": 0}
+    answered_text = []
+    start = time.time()
+    for signature, kind, inputs, rows, ok in _drawn_requests(probe, rng, count, max_rows, cross_rows):
+        names = ID_INPUTS if signature == "serving_default" else TEXT_INPUTS
+        size = request_bytes(inputs)
+        record = {"export": export, "signature": signature, "kind": kind, "rows": rows, "bytes": size,
                   "shapes": {name: list(np.shape(value)) for name, value in inputs.items()}}
+        before, measured = memory_mb("VmRSS"), reset_peak()
         try:
-            outputs = probe.run(signature, inputs)
-        except tf.errors.InvalidArgumentError as err:
-            message = refusal(err.message)
+            outputs, error = probe.run(signature, inputs), None
+        except Exception as err:  # pylint: disable=broad-except
+            outputs, error = None, err
+        growth = memory_mb("VmHWM") - before if measured and before is not None else None
+        record["growth_mb"] = None if growth is None else round(growth, 1)
+        if isinstance(error, tf.errors.InvalidArgumentError):
+            message = refusal(error.message)
             if names_an_input(message, names):
                 record.update(outcome="refused", detail=message)
             else:
                 record.update(outcome="wrong", detail="refused without naming an input: " + message)
-        except Exception as err:  # pylint: disable=broad-except
-            record.update(outcome="wrong", detail=f"{type(err).__name__}: {str(err).strip()[:300]}")
+        elif error is not None:
+            record.update(outcome="wrong", detail=f"{type(error).__name__}: {str(error).strip()[:300]}")
         else:
+            outputs = {name: value.numpy() for name, value in outputs.items()}
             problem = probe.check_answer(signature, outputs, rows, inputs)
             if problem is None and not ok:
                 problem = "answered a request that must be refused"
             record.update(outcome="wrong" if problem else "answered", detail=problem or "")
+            if not problem and signature == "serving_text":
+                answered_text.append((inputs, outputs))
+        bound = memory_bound_mb(size, answer_mb=answer_mb(outputs))
+        if growth is not None and growth > bound and record["outcome"] != "wrong":
+            record.update(outcome="wrong", detail=f"peak memory grew {growth:.0f} MB for {size} bytes (bound "
+                                                  f"{bound:.0f} MB)")
+        counts[record["outcome"]] += 1
+        print(json.dumps(record), flush=True)
+    if threads:
+        record = _threads(probe, export, answered_text, threads)
         counts[record["outcome"]] += 1
         print(json.dumps(record), flush=True)
     print(json.dumps({"export": export, "summary": counts, "task": probe.task,
@@ -238,9 +389,12 @@ def main():
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--count", type=int, default=100)
     parser.add_argument("--max_rows", type=int, default=40)
+    parser.add_argument("--cross_rows", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=0)
     args = parser.parse_args()
     for export, export_dir in enumerate(args.export_dirs):
-        probe_export(export, export_dir, args.seed + export, args.count, args.max_rows)
+        probe_export(export, export_dir, args.seed + export, args.count, args.max_rows, args.cross_rows,
+                     args.threads)
     return 0
 
 

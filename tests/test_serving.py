@@ -238,6 +238,59 @@ def test_a_50_mb_request_is_answered_as_its_first_tokens_alone_in_bounded_memory
         assert answer["peak_increase_mb"] < 40, (kind, answer)
 
 
+def _graph_ops(graph, seen=None):
+    """The ops of a graph and of every function it calls, recursively."""
+    seen = set() if seen is None else seen
+    ops = list(graph.get_operations())
+    for function in graph._functions.values():  # pylint: disable=protected-access
+        if function.name not in seen:
+            seen.add(function.name)
+            ops += _graph_ops(function.graph, seen)
+    return ops
+
+
+def _graph_op_names(graph):
+    return [op.name for op in _graph_ops(graph)]
+
+
+def test_the_steps_branch_stays_a_function_in_a_loaded_export(mrpc_export):
+    """serving._cond_unlowered sets TensorFlow's private attribute _lower_using_switch_merge to False on the
+    If that runs a call's rows past the first step (lowered to Switch/Merge, the branch not taken would be walked
+    on every call). Fails loudly when it stops working: TensorFlow must still mark a plain tf.cond for lowering
+    under that name (the name its lowering pass reads), and the If in the exported graph, saved and loaded, must
+    still carry it False."""
+    plain = tf.function(lambda x: tf.cond(x > 0, lambda: x, lambda: -x), autograph=False)
+    ifs = [op for op in plain.get_concrete_function(tf.TensorSpec([], tf.float32)).graph.get_operations()
+           if op.type in ("If", "StatelessIf")]
+    assert [op.get_attr("_lower_using_switch_merge") for op in ifs] == [True]
+    loaded = tf.saved_model.load(mrpc_export["export_dir"])
+    for signature in (serving.SERVING_DEFAULT, serving.SERVING_TEXT):
+        settings = [op.get_attr("_lower_using_switch_merge") for op in _graph_ops(loaded.signatures[signature].graph)
+                    if op.type in ("If", "StatelessIf") and "_lower_using_switch_merge" in op.node_def.attr]
+        assert False in settings, (signature, settings)
+
+
+def test_serving_text_builds_no_dense_row_ids():
+    """Every task's serving_text graph, with every function it calls (the steps, the tokenizer's paths), holds
+    none of TensorFlow's ragged row ids or per-row repeats (name scopes RaggedSplitsToSegmentIds, RaggedValueRowIds,
+    Repeat), which tile a dense [rows x longest row]: a request whose rows pair one 100,000-character word with
+    42,000 words would need 33.6 GB. linear_ragged.py's operations stand in for them."""
+    options = ModelOptions(vocab_file=vocab(), max_seq_length=64)
+    config = tiny.config(max_position_embeddings=512, type_vocab_size=2)
+    modules = {"classifier": serving.ClassifierServing(modeling.ClassifierModel(config, 2), options, False, True),
+               "ner": serving.NerServing(modeling.ClassifierModel(config, 3, per_token=True), options, 16,
+                                         ["O", "B", "I"]),
+               "squad": serving.SquadServing(modeling.SquadModel(config), options,
+                                             serving.SquadAnswering(doc_stride=16, max_query_length=12))}
+    for name, module in modules.items():
+        module.run_in_steps(3)
+        names = _graph_op_names(module.signatures()[serving.SERVING_TEXT].graph)
+        assert len(names) > 500, name  # the whole graph was walked
+        dense = [op for op in names if any(part.startswith(("RaggedSplitsToSegmentIds", "RaggedValueRowIds",
+                                                              "Repeat")) for part in op.split("/"))]
+        assert not dense, (name, dense[:5])
+
+
 # ---------------------------------------------------------------------------------------------------------
 # The runners' exports, against generated requests in a child process.
 
@@ -279,18 +332,21 @@ def test_generated_requests_are_answered_or_refused_by_every_export(exports):
     """tests/serving_probe.py in a fresh process (the project not importable there), 70 requests to each export:
     valid, odd (empty, control characters, invalid UTF-8, long texts, no rows) and malformed requests (unequal
     rows, rows of no or too many positions, ids, masks and segments out of range, unequal shapes) against both
-    signatures of each task's export: each answered with its own rows and finite, normalised probabilities, or
-    refused by an InvalidArgumentError naming an input; nothing else."""
+    signatures of each task's export, then 6 serving_text requests whose rows differ in shape (a word of up to
+    100,000 characters beside up to 45,000 words, one long text beside thousands of empty rows, rows of lengths
+    far apart), then the answered text requests again from 8 threads at once: each answered with its own rows
+    and finite, normalised probabilities (under threads, as alone), or refused by an InvalidArgumentError naming
+    an input, the process's peak memory growing by at most the probe's linear bound per call; nothing else."""
     names = sorted(exports)
     proc = subprocess.run([sys.executable, "-I", PROBE, *(exports[name] for name in names), "--seed=0",
-                           "--count=70", "--max_rows=9"], capture_output=True, text=True, timeout=900,
-                          env=script_env())
+                           "--count=70", "--max_rows=9", "--cross_rows=6", "--threads=8"], capture_output=True,
+                          text=True, timeout=900, env=script_env())
     assert proc.returncode == 0, proc.stderr[-3000:]  # no crash, no hang
     lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     for export, name in enumerate(names):
         records = [r for r in lines if r["export"] == export and "summary" not in r]
         summary = [r for r in lines if r["export"] == export and "summary" in r]
-        assert len(records) == 70 and len(summary) == 1, (name, summary)
+        assert len(records) == 70 + 6 + 1 and len(summary) == 1, (name, summary)
         wrong = [r for r in records if r["outcome"] == "wrong"]
         assert not wrong, (name, wrong[:5])
         print(name, summary[0])
@@ -300,6 +356,9 @@ def test_generated_requests_are_answered_or_refused_by_every_export(exports):
             if signature == "serving_default" or name != "ner":  # NER's one text input has no pair to mismatch
                 assert "refused" in outcomes, (name, signature, outcomes)
         assert any(r["rows"] > 3 and r["outcome"] == "answered" for r in records), name  # calls in steps
+        assert any(r["kind"] == "cross_rows" and r["outcome"] == "answered" for r in records), name
+        assert [r["outcome"] for r in records if r["kind"] == "threads"] == ["answered"], name
+        assert all(r["growth_mb"] is not None for r in records), name  # memory was measured
 
 
 MEMORY_CHILD = r"""
