@@ -332,7 +332,7 @@ def _join(text, cuts, cased):
             if after < next_cut:
                 out.append(after)
             continue
-        if plain or not _continues(text, start, left_end, cut, cuts[k + 1] if k + 1 < len(cuts) else len(text),
+        if plain or not _continues(text, (start, left_end), (cut, cuts[k + 1] if k + 1 < len(cuts) else len(text)),
                                    cased, ascii_only):
             out.append(cut)
     return out
@@ -530,9 +530,10 @@ def _in_lettered_list(text, cuts, position):
     return bool(marker) and marker.group(2) is not None and marker.group(2).isalpha()
 
 
-def _continues(text, start, left_end, cut, end, cased, ascii_only):
-    """Whether sentencex's piece text[cut:end] goes on with the sentence text[start:left_end] before it (the cut
-    between them is removed)."""
+def _continues(text, sentence, piece, cased, ascii_only):
+    """Whether sentencex's piece text[cut:end] (piece = (cut, end)) goes on with the sentence text[start:left_end]
+    before it (sentence = (start, left_end)): the cut between them is removed."""
+    (start, left_end), (cut, end) = sentence, piece
     first, last = text[cut], text[left_end - 1]
     # A piece that is only a list marker ("1.", "b)", "•") numbers the item after it.
     if left_end - start <= 8 and _LIST_MARKER.match(text[start:left_end]):

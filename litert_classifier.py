@@ -236,11 +236,10 @@ class LiteClassifier(tf.Module):
             self.serve_text = tf.function(self._single, input_signature=[spec_a])
 
     def _outputs(self, text_a, text_b):
-        ids_a, splits_a = self.tokenizer.tokenize(bounded_text(text_a, self.max_seq_length))
-        ids_b, splits_b = (self.tokenizer.tokenize(bounded_text(text_b, self.max_seq_length))
-                           if text_b is not None else (None, None))
-        input_ids, input_mask, segment_ids = packing.pack_pair_flat(ids_a, splits_a, ids_b, splits_b,
-                                                                    self.max_seq_length, self.cls_id, self.sep_id)
+        a = self.tokenizer.tokenize(bounded_text(text_a, self.max_seq_length))
+        b = self.tokenizer.tokenize(bounded_text(text_b, self.max_seq_length)) if text_b is not None else None
+        input_ids, input_mask, segment_ids = packing.pack_pair_flat(a, b, self.max_seq_length,
+                                                                    packing.SpecialIds(self.cls_id, self.sep_id))
         return self._serve_ids(input_ids=input_ids, input_mask=input_mask, segment_ids=segment_ids)
 
     def _pair(self, text_a, text_b):

@@ -216,14 +216,25 @@ def package_sentences(documents, labels):
     return {label: sorted(group - ambiguous) for label, group in by_label.items()}
 
 
-def build_classification_splits(documents, labels=DEFAULT_LABELS, train_per_label=None, dev_fraction=0.35,
-                                test_fraction=0.15, min_per_label=20, seed=12345):
+@dataclasses.dataclass(frozen=True)
+class SplitSizes:
+    """How many sentences of each label the package task's splits take: dev and test their fractions of the
+    smallest label's count n, training up to train_per_label of the rest (all of it when None); a label needs at
+    least min_per_label sentences."""
+    train_per_label: int = None
+    dev_fraction: float = 0.35
+    test_fraction: float = 0.15
+    min_per_label: int = 20
+
+
+def build_classification_splits(documents, labels=DEFAULT_LABELS, sizes=SplitSizes(), seed=12345):
     """Balanced (sentence, label) train/dev/test splits of the package task.
 
-    Each label gets the same number n of sentences (the smallest label's count), drawn with a fixed seed: the
-    test and dev sets take their fractions of n, and the training set up to train_per_label of the rest (all of
-    it when None). Sentences left out stay unlabelled text of the pre-training corpus (logged).
+    Each label gets the same number n of sentences (the smallest label's count), drawn with a fixed seed, split
+    as `sizes` (a SplitSizes) says. Sentences left out stay unlabelled text of the pre-training corpus (logged).
     """
+    train_per_label, dev_fraction, test_fraction, min_per_label = (sizes.train_per_label, sizes.dev_fraction,
+                                                                   sizes.test_fraction, sizes.min_per_label)
     if len(labels) < 2:
         raise cli.UserError(f"--labels: need at least two packages, got {list(labels)}")
     groups = package_sentences(documents, labels)
@@ -627,7 +638,8 @@ def _corpus_stage(job, out, progress):
         job.task_data_dir = os.path.join(job.output_dir, "classifier_data")
         tf_gfile().makedirs(job.task_data_dir)
         docs = stdlib_documents()
-        splits = build_classification_splits(docs, job.labels, job.train_per_label, seed=job.seed)
+        splits = build_classification_splits(docs, job.labels, SplitSizes(train_per_label=job.train_per_label),
+                                             seed=job.seed)
         for name, rows in splits.items():
             write_tsv(rows, os.path.join(job.task_data_dir, f"{name}.tsv"))
             if name != "train":

@@ -6,21 +6,47 @@ fast_tokenization.FastBertTokenizer, in the graph), so training and serving cann
 
   pack_pair(ids_a, ids_b, max_seq_length, cls_id, sep_id): [CLS] a [SEP] (b [SEP]) with the original's pair
     truncation (classifier, extract_features).
-  squad_windows(query_ids, doc_pieces, ...): the original run_squad.py's windows over a context, with the
-    "max context" flags and, for training, the answer's start/end positions (max_context_span: that rule for one
-    token, in plain Python, as the original's per-token helper).
-  ner_windows(word_pieces, ...): windows over a sentence in which every word is scored exactly once.
+  squad_windows(query_ids, doc_pieces, windowing, special_ids): the original run_squad.py's windows over a
+    context, with the "max context" flags and, for training, the answer's start/end positions (max_context_span:
+    that rule for one token, in plain Python, as the original's per-token helper).
+  ner_windows(word_pieces, windowing, special_ids): windows over a sentence in which every word is scored
+    exactly once.
+A Windowing (max_seq_length, doc_stride, max_query_length) says how a long text is read in windows, SpecialIds
+the vocabulary's [CLS], [SEP] and [UNK] ids.
 
 Inputs are ragged int tensors ([batch, (ids)] or [batch, (words), (pieces)]); ragged_ids and ragged_word_ids
 make them from Python lists. Outputs are dense int32 tensors, one row per packed sequence; pack_pairs(tokenizer,
 ids_a, ids_b, max_seq_length) packs Python lists of ids into numpy arrays, chunk by chunk.
 """
+import dataclasses
 import itertools
 
 import numpy as np
 import tensorflow as tf
 
 import linear_ragged
+
+
+@dataclasses.dataclass(frozen=True)
+class SpecialIds:
+    """The ids of a vocabulary's [CLS], [SEP] and [UNK] (unk: None where a packer needs none)."""
+    cls: int
+    sep: int
+    unk: int = None
+
+    @classmethod
+    def of(cls, vocab):
+        """The special ids of a vocabulary (token -> id)."""
+        return cls(vocab["[CLS]"], vocab["[SEP]"], vocab.get("[UNK]"))
+
+
+@dataclasses.dataclass(frozen=True)
+class Windowing:
+    """How a text longer than one window is read: windows of max_seq_length positions, a new one every doc_stride
+    pieces; SQuAD's questions cut to max_query_length pieces."""
+    max_seq_length: int
+    doc_stride: int
+    max_query_length: int = None
 
 
 def ragged_ids(rows):
@@ -54,14 +80,15 @@ def pack_pair(ids_a, ids_b, max_seq_length, cls_id, sep_id):
     def flat(ids):
         return tf.cast(ids.flat_values, tf.int32), tf.cast(ids.row_splits, tf.int32)
 
-    ids_a, splits_a = flat(ids_a)
-    ids_b, splits_b = flat(ids_b) if ids_b is not None else (None, None)
-    return pack_pair_flat(ids_a, splits_a, ids_b, splits_b, max_seq_length, cls_id, sep_id)
+    return pack_pair_flat(flat(ids_a), flat(ids_b) if ids_b is not None else None, max_seq_length,
+                          SpecialIds(cls_id, sep_id))
 
 
-def pack_pair_flat(ids_a, splits_a, ids_b, splits_b, max_seq_length, cls_id, sep_id):
-    """pack_pair from flat int32 ids and row splits, with dense ops only (TFLite builtins: the LiteRT model
-    packs with it too)."""
+def pack_pair_flat(a, b, max_seq_length, special_ids):
+    """pack_pair from flat int32 ids and row splits, a and b each (ids, splits) (b None for single sequences),
+    with dense ops only (TFLite builtins: the LiteRT model packs with it too)."""
+    (ids_a, splits_a), (ids_b, splits_b) = a, b if b is not None else (None, None)
+    cls_id, sep_id = special_ids.cls, special_ids.sep
     start_a = splits_a[:-1]
     len_a = splits_a[1:] - start_a
     if ids_b is None:
@@ -234,22 +261,24 @@ def max_context_window(window_starts, window_lengths, position):
     return tf.reduce_min(tf.where(contains & (score == best_score), window_ids, tf.int64.max), axis=-1)
 
 
-def squad_windows(query_ids, doc_pieces, max_seq_length, doc_stride, max_query_length, cls_id, sep_id,
-                  answer_start=None, answer_end=None):
+def squad_windows(query_ids, doc_pieces, windowing, special_ids, answers=None):
     """Windows of (question, context) pairs, as the original run_squad.py's convert_examples_to_features.
 
-    query_ids: ragged [batch, (ids)] of the question (cut to max_query_length here); doc_pieces: ragged
+    query_ids: ragged [batch, (ids)] of the question (cut to windowing.max_query_length here); doc_pieces: ragged
     [batch, (words), (ids)] of the context's whitespace-separated words, each tokenized on its own.
     Each window is [CLS] question [SEP] context piece window [SEP], zero padded; windows of at most
-    max_seq_length - len(question) - 3 pieces start every doc_stride pieces.
+    max_seq_length - len(question) - 3 pieces start every doc_stride pieces (a Windowing; special_ids: SpecialIds).
 
     Returns a dict, one row per window: example_index, doc_span_index [K] int32; input_ids, input_mask,
     segment_ids, token_to_orig (context word index, -1 elsewhere), token_to_piece (index of the piece among
     the context's pieces, -1 elsewhere) [K, max_seq_length] int32; token_is_max_context [K, max_seq_length] bool.
-    With answer_start/answer_end ([batch] piece positions of the answer in the context, -1 for none) also
-    start_positions/end_positions [K] int32: the answer's slots in a window that holds all of it, else 0 (the
-    [CLS] slot), as the original labels training windows.
+    With answers = (answer_start, answer_end) ([batch] piece positions of the answer in the context, -1 for
+    none) also start_positions/end_positions [K] int32: the answer's slots in a window that holds all of it, else
+    0 (the [CLS] slot), as the original labels training windows.
     """
+    max_seq_length, doc_stride, max_query_length = (windowing.max_seq_length, windowing.doc_stride,
+                                                    windowing.max_query_length)
+    cls_id, sep_id = special_ids.cls, special_ids.sep
     query = _ragged_int(query_ids)[:, :max_query_length]
     query_len = query.row_lengths()
     doc_pieces = _ragged_int(doc_pieces)
@@ -300,7 +329,8 @@ def squad_windows(query_ids, doc_pieces, max_seq_length, doc_stride, max_query_l
         "token_to_piece": tf.cast(tf.where(is_doc, doc_pos, -tf.ones_like(doc_pos)), tf.int32),
         "token_is_max_context": is_doc & windows.has_max_context(doc_pos),
     }
-    if answer_start is not None:
+    if answers is not None:
+        answer_start, answer_end = answers
         start = tf.gather(tf.cast(answer_start, tf.int64), example)
         end = tf.gather(tf.cast(answer_end, tf.int64), example)
         inside = (start >= 0) & (start >= windows.start) & (end <= windows.start + windows.length - 1)
@@ -310,21 +340,23 @@ def squad_windows(query_ids, doc_pieces, max_seq_length, doc_stride, max_query_l
     return out
 
 
-def ner_windows(word_pieces, max_seq_length, doc_stride, cls_id, sep_id, unk_id, left_context=None,
-                right_context=None):
+def ner_windows(word_pieces, windowing, special_ids, context=None):
     """Windows of sentences for token classification, every word scored in exactly one window.
 
-    word_pieces: ragged [batch, (words), (ids)]; a word without pieces is fed as [UNK] (unk_id). A sentence of
-    at most max_seq_length - 2 pieces is one window [CLS] left sentence right [SEP] (left_context /
-    right_context: ragged [batch, (ids)] of context pieces, not scored; None for none). A longer one is split
-    into windows of max_seq_length - 2 pieces starting every doc_stride pieces (no context), and each word is
-    scored in the window where its first piece has the most context (the original run_squad.py's rule);
+    word_pieces: ragged [batch, (words), (ids)]; a word without pieces is fed as [UNK] (special_ids.unk). A
+    sentence of at most max_seq_length - 2 pieces is one window [CLS] left sentence right [SEP] (context: None,
+    or (left, right), each ragged [batch, (ids)] of context pieces, not scored). A longer one is split into
+    windows of max_seq_length - 2 pieces starting every doc_stride pieces (windowing; no context), and each word
+    is scored in the window where its first piece has the most context (the original run_squad.py's rule);
     windows that score no word are left out.
 
     Returns a dict, one row per window: sentence_index [K] int32; input_ids, input_mask, segment_ids and
     scored_word (the index in its sentence of the word scored at that slot, -1 elsewhere)
     [K, max_seq_length] int32.
     """
+    max_seq_length, doc_stride = windowing.max_seq_length, windowing.doc_stride
+    cls_id, sep_id, unk_id = special_ids.cls, special_ids.sep, special_ids.unk
+    left_context, right_context = context if context is not None else (None, None)
     max_tokens = max_seq_length - 2
     word_pieces = _ragged_int(word_pieces)
     pieces = word_pieces.values  # [total words, (pieces)]

@@ -913,7 +913,7 @@ class Job(runner.Job):
                     or options.export_rows_per_step):
                 export_dir = serving.export_saved_model(os.path.join(scratch, "saved_model"), self.task.build_model,
                                                         self.inference_checkpoint()[0], self.serving,
-                                                        labels=self.labels, rows_per_step=None)
+                                                        self.labels, serving.ExportSettings(rows_per_step=None))
             litert_classifier.export(options.export_tflite, export_dir, self.model, self.is_pair,
                                      options.tflite_quantize)
         logging.info("Wrote the LiteRT model %s%s", options.export_tflite,

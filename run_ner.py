@@ -252,8 +252,8 @@ def convert_sentences_to_features(sentences, label_list, max_seq_length, tokeniz
         left = packing.ragged_ids([full_tokenizer.convert_tokens_to_ids(c[0]) for c in contexts])
         right = packing.ragged_ids([full_tokenizer.convert_tokens_to_ids(c[1]) for c in contexts])
     word_ids = [[full_tokenizer.convert_tokens_to_ids(word_tokenizer(w)) for w in s.words] for s in sentences]
-    packed = packing.ner_windows(packing.ragged_word_ids(word_ids), max_seq_length, doc_stride, vocab["[CLS]"],
-                                 vocab["[SEP]"], vocab[tokenization.UNK_TOKEN], left, right)
+    packed = packing.ner_windows(packing.ragged_word_ids(word_ids), packing.Windowing(max_seq_length, doc_stride),
+                                 packing.SpecialIds.of(vocab), (left, right) if document_context else None)
     packed = {name: value.numpy() for name, value in packed.items()}
     features = []
     for k, index in enumerate(packed["sentence_index"]):

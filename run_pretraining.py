@@ -10,8 +10,8 @@ error naming the file and the record; the checkpoints written so far are kept, s
 and running the same command again resumes from the last one.
 
 The original's Python API (model_fn_builder, get_masked_lm_output, get_next_sentence_output, gather_indexes,
-input_fn_builder) is kept, over PretrainingModel's heads and pretraining_input_fn (README, "Your code written for
-the original").
+input_fn_builder) is kept, over PretrainingModel's heads and pretraining_input_fn (docs/original_code.md, "Your
+code written for the original").
 """
 import cli  # first: quiets TensorFlow's start-up logging
 
@@ -120,16 +120,16 @@ class DynamicMasker:
 NUM_CPU_THREADS = 4  # files read at once when training (the original input_fn_builder's num_cpu_threads)
 
 
-def pretraining_input_fn(input_files, max_seq_length, max_predictions_per_seq, is_training, seed=12345,
-                         masker=None, num_cpu_threads=NUM_CPU_THREADS):
-    """Returns input_fn(batch_size, input_context) -> dataset of feature dicts (training.py's contract).
+def pretraining_input_fn(input_files, record_format, is_training, seed=12345, masker=None,
+                         num_cpu_threads=NUM_CPU_THREADS):
+    """Returns input_fn(batch_size, input_context) -> dataset of feature dicts (training.py's contract) over the
+    records of `record_format` (records.pretraining(max_seq_length, max_predictions_per_seq)).
 
     Training: files shuffled and repeated, records interleaved from several files and shuffled (buffer 100,
     as the original), full batches only; every step is deterministic given `seed`. Workers read disjoint file
     shards when there are at least as many files as input pipelines; otherwise every worker builds the same
     global batches and takes its slice. Eval: one deterministic pass in file order, last batch kept.
     """
-    record_format = records.pretraining(max_seq_length, max_predictions_per_seq)
     holding = [path for path in input_files if records.check_first_record(path, record_format, FLAG_OF_FEATURE)]
     if not holding:
         raise cli.UserError(f"--input_file: no records in {', '.join(input_files)}")
@@ -346,8 +346,8 @@ def input_fn_builder(input_files, max_seq_length, max_predictions_per_seq, is_tr
     (pretraining_input_fn, this script's own): when training, files shuffled and repeated, num_cpu_threads of
     them read at once, records shuffled in a buffer of 100, whole batches only; for evaluation one pass in file
     order, the last batch kept (the original repeated it for TPUEstimator's steps)."""
-    make = pretraining_input_fn(list(input_files), max_seq_length, max_predictions_per_seq, is_training,
-                                num_cpu_threads=num_cpu_threads)
+    make = pretraining_input_fn(list(input_files), records.pretraining(max_seq_length, max_predictions_per_seq),
+                                is_training, num_cpu_threads=num_cpu_threads)
     return lambda params: make(params["batch_size"])
 
 
@@ -382,9 +382,12 @@ class Job(runner.Job):
         if options.do_train and options.dynamic_masking:
             masker = DynamicMasker(self.model.vocab_file, self.bert_config.vocab_size,
                                    options.max_predictions_per_seq, options.masked_lm_prob)
-        self.train_input = pretraining_input_fn(self.input_files, self.model.max_seq_length,
-                                                options.max_predictions_per_seq, True, seed=self.config.seed,
-                                                masker=masker)
+        self.train_input = pretraining_input_fn(self.input_files, self.record_format(), True,
+                                                seed=self.config.seed, masker=masker)
+
+    def record_format(self):
+        """The pre-training records' format: --max_seq_length, --max_predictions_per_seq."""
+        return records.pretraining(self.model.max_seq_length, self.options.max_predictions_per_seq)
 
     def train(self):
         logging.info("***** Running training *****")
@@ -394,8 +397,7 @@ class Job(runner.Job):
     def evaluate(self):
         logging.info("***** Running evaluation *****")
         logging.info("  Batch size = %d", self.config.eval_batch_size)
-        input_fn = pretraining_input_fn(self.input_files, self.model.max_seq_length,
-                                        self.options.max_predictions_per_seq, False)
+        input_fn = pretraining_input_fn(self.input_files, self.record_format(), False)
         checkpoint, _ = self.inference_checkpoint()
         results = records.naming_corrupt_records(self.input_files, lambda: training.evaluate(
             self.task, input_fn, self.config, self.inference_strategy, checkpoint, self.options.max_eval_steps))

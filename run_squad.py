@@ -352,9 +352,9 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride
             pieces.append(doc[1].word_ids)
             if is_training:
                 answers.append(_answer_pieces(example, doc[1], tokenizer))
-        answer_start, answer_end = zip(*answers) if answers else (None, None)
-        packed = packing.squad_windows(packing.ragged_ids(queries), packing.ragged_word_ids(pieces), max_seq_length,
-                                       doc_stride, max_query_length, cls_id, sep_id, answer_start, answer_end)
+        packed = packing.squad_windows(packing.ragged_ids(queries), packing.ragged_word_ids(pieces),
+                                       packing.Windowing(max_seq_length, doc_stride, max_query_length),
+                                       packing.SpecialIds(cls_id, sep_id), tuple(zip(*answers)) if answers else None)
         packed = {name: value.numpy() for name, value in packed.items()}
         packed["example_index"] += chunk_start
         for feature in features_from_packed(packed, tokenizer.inv_vocab, UNIQUE_ID_BASE + num_features):

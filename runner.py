@@ -313,10 +313,9 @@ class Job:
         widths = None
         if self.config.use_xla:
             widths = packing.bucket_widths(self.model.max_seq_length, self.bert_config.max_position_embeddings)
+        settings = serving.ExportSettings(self.options.export_dtype, widths, self.options.export_rows_per_step)
         return serving.export_saved_model(self.options.export_dir, self.task.build_model,
-                                          self.inference_checkpoint()[0], self.serving, labels=self.labels,
-                                          dtype=self.options.export_dtype, xla_widths=widths,
-                                          rows_per_step=self.options.export_rows_per_step)
+                                          self.inference_checkpoint()[0], self.serving, self.labels, settings)
 
     def float32_module(self):
         """The SavedModel's module (self.serving) of the inference checkpoint in float32, without XLA: what the

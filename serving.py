@@ -12,11 +12,11 @@ Loading one needs TensorFlow and `import tensorflow_text` (the tokenizer's ops),
   NerServing: serving_text(sentence) -> words and one tag per word; serving_default -> per-token probabilities.
   SquadServing: serving_text(question, context) -> the answer, its character span, score and null_score_diff
     (chosen with run_squad.py's n-best rules), with the windows and their logits.
-  export_saved_model(export_dir, build_model, checkpoint_path, make_module, labels=None, dtype="float32",
-    xla_widths=None) writes one: the model in float32, or mixed bfloat16 / float16 (variables float32, outputs
-    float32); with xla_widths (packing.bucket_widths) the model's calls compiled with XLA at padded shapes:
-    the batch padded to a power of two rows and its width to one of xla_widths, so that a few shapes are
-    compiled whatever the requests (the padding's outputs are cut off again).
+  export_saved_model(export_dir, build_model, checkpoint_path, make_module, labels=None, settings=ExportSettings())
+    writes one: the model in float32, or mixed bfloat16 / float16 (variables float32, outputs float32); with
+    xla_widths (packing.bucket_widths) the model's calls compiled with XLA at padded shapes: the batch padded to a
+    power of two rows and its width to one of xla_widths, so that a few shapes are compiled whatever the requests
+    (the padding's outputs are cut off again).
 The modules take the model's flags as a model_options.ModelOptions (vocab, casing, sequence length), SQuAD's
 windowing and answer rules as a SquadAnswering (run_squad.py's flags). Settings a client may want (labels,
 packing) are variables of the module: loaded.labels.numpy().
@@ -102,12 +102,23 @@ def float32_policy():
     return dtype_policy("float32")
 
 
-def export_saved_model(export_dir, build_model, checkpoint_path, make_module, labels=None, dtype="float32",
-                       xla_widths=None, rows_per_step=ROWS_PER_STEP):
-    """Builds the model in `dtype` (an EXPORT_DTYPES policy) with the weights of checkpoint_path, wraps it with
-    make_module(model) (its model calls compiled with XLA at padded shapes when xla_widths are given; run over at
-    most rows_per_step rows at a time, _Serving.run_in_steps, unless None) and saves it with the module's
+@dataclasses.dataclass(frozen=True)
+class ExportSettings:
+    """How a SavedModel computes: its dtype (an EXPORT_DTYPES policy: --export_dtype), the widths its model's
+    calls are compiled with XLA at (packing.bucket_widths; None: no XLA), the most rows its model runs at once
+    (--export_rows_per_step; None: whole calls)."""
+    dtype: str = "float32"
+    xla_widths: tuple = None
+    rows_per_step: int = ROWS_PER_STEP
+
+
+def export_saved_model(export_dir, build_model, checkpoint_path, make_module, labels=None,
+                       settings=ExportSettings()):
+    """Builds the model in settings.dtype with the weights of checkpoint_path, wraps it with make_module(model)
+    (its model calls compiled with XLA at padded shapes when settings.xla_widths are given; run over at most
+    settings.rows_per_step rows at a time, _Serving.run_in_steps, unless None) and saves it with the module's
     signatures; writes assets.extra/labels.txt (one label per line) when given."""
+    dtype, xla_widths, rows_per_step = settings.dtype, settings.xla_widths, settings.rows_per_step
     if dtype not in EXPORT_DTYPES:
         raise cli.UserError(f"--export_dtype={dtype!r}: expected one of {EXPORT_DTYPES}")
     parent = os.path.dirname(export_dir.rstrip("/"))
@@ -364,6 +375,7 @@ class _Serving(tf.Module):
         tokenization.check_special_tokens(vocab, model_options.vocab_file)
         self.tokenizer = fast_tokenization.FastBertTokenizer(model_options.vocab_file, model_options.do_lower_case)
         self.cls_id, self.sep_id = vocab["[CLS]"], vocab["[SEP]"]
+        self.special_ids = packing.SpecialIds(self.cls_id, self.sep_id, self.tokenizer.unk_id)
 
     def signatures(self):
         out = {SERVING_DEFAULT: self.serve_ids.get_concrete_function()}
@@ -466,7 +478,7 @@ class NerServing(_Serving):
         if model_options is not None and model_options.vocab_file:
             self._text_input(model_options)
             self.unk_id = self.tokenizer.unk_id
-            self.windows = (model_options.max_seq_length, doc_stride)
+            self.windowing = packing.Windowing(model_options.max_seq_length, doc_stride)
             self.labels = _setting([str(label) for label in labels], "labels")
             spec = tf.TensorSpec([None], tf.string)
             self.serve_text = tf.function(self._serve_text, input_signature=[spec], autograph=False)
@@ -481,7 +493,7 @@ class NerServing(_Serving):
         words = dense_bounded(tf.strings.split(bounded_text(sentence, "sentence")))
         pieces = self.tokenizer.tokenize(words.flat_values)
         word_pieces = tf.RaggedTensor.from_row_splits(pieces, words.row_splits, validate=False)
-        packed = packing.ner_windows(word_pieces, *self.windows, self.cls_id, self.sep_id, self.unk_id)
+        packed = packing.ner_windows(word_pieces, self.windowing, self.special_ids)
         predicted = tf.argmax(self._logits(packed["input_ids"], packed["input_mask"], packed["segment_ids"]),
                               axis=-1, output_type=tf.int32)
         scored = tf.where(packed["scored_word"] >= 0)
@@ -538,8 +550,10 @@ class SquadServing(_Serving):
         if model_options is not None and model_options.vocab_file:
             answering = answering or SquadAnswering()
             self._text_input(model_options)
-            self.packing = (model_options.max_seq_length, answering.doc_stride, answering.max_query_length)
-            self.packing_config = _setting(list(self.packing), "packing_config")
+            self.windowing = packing.Windowing(model_options.max_seq_length, answering.doc_stride,
+                                               answering.max_query_length)
+            self.packing_config = _setting([model_options.max_seq_length, answering.doc_stride,
+                                            answering.max_query_length], "packing_config")
             self.do_lower_case = _setting(model_options.do_lower_case, "do_lower_case")
             self.decoding = (answering.n_best_size, answering.max_answer_length, answering.version_2_with_negative,
                              answering.null_score_diff_threshold)
@@ -555,10 +569,10 @@ class SquadServing(_Serving):
 
     def _serve_text(self, question, context):
         question, context = same_rows(question, context, "question", "context")
-        question = bounded_text(question, "question", self.tokenizer, self.packing[2])
+        question = bounded_text(question, "question", self.tokenizer, self.windowing.max_query_length)
         context = bounded_text(context, "context")
-        packed, words, pieces = squad_text_windows(self.tokenizer, question, context, self.packing,
-                                                   (self.cls_id, self.sep_id))
+        packed, words, pieces = squad_text_windows(self.tokenizer, question, context, self.windowing,
+                                                   self.special_ids)
         packed["start_logits"], packed["end_logits"] = self._logits(
             packed["input_ids"], packed["input_mask"], packed["segment_ids"])
         n_best_size, max_answer_length, version_2, threshold = self.decoding
@@ -671,14 +685,14 @@ def answer_text(context, words, pieces, packed, best, unk_id):
 
 
 def squad_text_windows(tokenizer, questions, contexts, windowing, special_ids):
-    """packing.squad_windows of raw (question, context) strings (windowing: max_seq_length, doc_stride,
-    max_query_length; special_ids: [CLS] and [SEP]): the context split into words as the original reader splits
+    """packing.squad_windows of raw (question, context) strings (a packing.Windowing and packing.SpecialIds):
+    the context split into words as the original reader splits
     it, each word tokenized on its own (as run_squad.py tokenizes them). Returns (the windows, (words, their byte
     begin, end), (pieces ragged [batch, (words), (pieces)], their byte begin, end within their word))."""
     words, word_begin, word_end = context_words_with_offsets(contexts)
     pieces, piece_begin, piece_end = tokenizer.tokenize_with_offsets(words.flat_values)
     doc_pieces = tf.RaggedTensor.from_row_splits(pieces, words.row_splits, validate=False)
-    windows = packing.squad_windows(tokenizer.tokenize(questions), doc_pieces, *windowing, *special_ids)
+    windows = packing.squad_windows(tokenizer.tokenize(questions), doc_pieces, windowing, special_ids)
     return windows, (words, word_begin, word_end), (doc_pieces, piece_begin, piece_end)
 
 

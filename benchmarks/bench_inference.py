@@ -639,8 +639,10 @@ def accuracy_ort(ctx, dtype):
 
 def prep_ours_onnx(ctx):
     """Our own ONNX export of the classifier (run_classifier.py --export_onnx) quantized as --onnx_quantize
-    quantizes it (onnx_export.quantized), and the LiteRT models of the SavedModel's serving_default (token ids
-    in, float32 and dynamic-range int8, as litert_export.py converts)."""
+    quantizes it (onnx_export.quantized), and the LiteRT models of serving_default (token ids in, float32 and
+    dynamic-range int8, as litert_export.py converts) of the same model exported in whole calls
+    (--export_rows_per_step=0, `export_dir_whole`: LiteRT cannot convert the steps' loop, tf.TensorListReserve);
+    none when that export is missing and the SavedModel runs in steps."""
     import onnx
     sys.path.insert(0, ROOT)
     import litert_export
@@ -650,8 +652,13 @@ def prep_ours_onnx(ctx):
     with open(int8, "wb") as f:
         f.write(onnx_export.quantized(onnx.load(fp32)))
     quantize_s = time.perf_counter() - t0
-    _, loaded = _load_savedmodel(ctx)
+    _, loaded = _load_savedmodel(ctx, "export_dir_whole" if ctx.get("export_dir_whole") else "export_dir")
     sizes = {}
+    if hasattr(loaded, "rows_per_step"):
+        ctx["ours_litert"] = {}
+        return dict(quantize_s=quantize_s, fp32_mb=os.path.getsize(fp32) / 2 ** 20,
+                    int8_mb=os.path.getsize(int8) / 2 ** 20, litert="skipped: the SavedModel runs its model in steps "
+                    "(--export_rows_per_step), which LiteRT cannot convert; pass --export_dir_whole")
     for dtype, path in ctx["ours_litert"].items():
         model = litert_export.converter(loaded.signatures["serving_default"], loaded, dtype == "int8").convert()
         with open(path, "wb") as f:
@@ -1093,6 +1100,9 @@ def main():
     parser.add_argument("--export_dir_xla", help="with --xla, part onnx: --export_dir's model exported with "
                         "--use_xla=true (run_classifier.py --do_train=false --init_checkpoint=... --use_xla=true "
                         "--export_dir=...); made here when the benchmark exports the SavedModel itself")
+    parser.add_argument("--export_dir_whole", help="part onnx: --export_dir's model exported in whole calls "
+                        "(run_classifier.py --export_rows_per_step=0 --export_dir=...), for the LiteRT rows; made here "
+                        "when the benchmark exports the SavedModel itself")
     parser.add_argument("--export_onnx", help="our ONNX export of --export_dir's model (run_classifier.py "
                         "--export_onnx=FILE), for part onnx; made with the SavedModel when the benchmark exports it")
     parser.add_argument("--classifier_checkpoint_dir",
@@ -1149,13 +1159,18 @@ def main():
         raise SystemExit("--rounds must be >= 1")
     for flag, folder, writer in (("--export_dir", args.export_dir, "run_classifier.py --export_dir"),
                                  ("--export_dir_xla", args.export_dir_xla,
-                                  "run_classifier.py --use_xla=true --export_dir")):
+                                  "run_classifier.py --use_xla=true --export_dir"),
+                                 ("--export_dir_whole", args.export_dir_whole,
+                                  "run_classifier.py --export_rows_per_step=0 --export_dir")):
         if folder and not any(os.path.isfile(os.path.join(folder, name))
                               for name in ("saved_model.pb", "saved_model.pbtxt")):
             raise SystemExit(f"{flag}={folder}: expected a SavedModel folder (saved_model.pb), as {writer} writes")
 
     if args.export_dir_xla and not args.xla:
         raise SystemExit("--export_dir_xla is timed with --xla: pass both")
+    if args.export_dir_whole and not args.export_dir:
+        raise SystemExit("--export_dir_whole is --export_dir's model exported with --export_rows_per_step=0: pass "
+                         "--export_dir too")
     if args.export_dir_xla and not args.export_dir:
         raise SystemExit("--export_dir_xla is --export_dir's model exported with --use_xla=true: pass --export_dir "
                          "too (without both, the benchmark exports the two itself)")
@@ -1241,6 +1256,10 @@ def main():
             made = [os.path.join(ctx["export_dir"], "saved_model.pb"), ctx["ours_onnx"]["float32"]]
             if xla_dir:
                 made.append(os.path.join(xla_dir, "saved_model.pb"))
+            # part onnx's LiteRT models: the same model in whole calls (LiteRT cannot convert the steps' loop)
+            whole_dir = os.path.join(work_dir, "saved_model_whole") if "onnx" in args.parts else None
+            if whole_dir:
+                made.append(os.path.join(whole_dir, "saved_model.pb"))
             if checkpoint:
                 init, config, vocab = checkpoint, args.bert_config_file, args.vocab_file
             else:
@@ -1265,8 +1284,14 @@ def main():
                     runner.script("run_classifier.py --use_xla=true --export_dir",
                                   export + ["--use_xla=true", f"--export_dir={xla_dir}",
                                             f"--output_dir={os.path.join(work_dir, 'export_output_xla')}"])
+                if whole_dir:
+                    runner.script("run_classifier.py --export_rows_per_step=0 --export_dir",
+                                  export + ["--export_rows_per_step=0", f"--export_dir={whole_dir}",
+                                            f"--output_dir={os.path.join(work_dir, 'export_output_whole')}"])
             if xla_dir:
                 ctx["export_dir_xla"] = xla_dir
+            if whole_dir:
+                ctx["export_dir_whole"] = whole_dir
             info["classifier"] = ("MiniLM L6 H384, untrained head" if not checkpoint
                                   else f"{os.path.basename(checkpoint)}")
         elif need_sm:
@@ -1329,9 +1354,15 @@ def main():
         if "onnx" in args.parts:
             prep = runner.child("prep_ours_onnx", quiet=True)
             if prep:
+                if "litert" in prep:  # skipped: no LiteRT rows in the rounds
+                    ctx["ours_litert"] = {}
+                    save_ctx()
+                    litert = "LiteRT token-ids models " + prep["litert"]
+                else:
+                    litert = (f"LiteRT token-ids models {prep['litert_float32_mb']:.0f} MB and "
+                              f"{prep['litert_int8_mb']:.0f} MB (int8)")
                 print(f"our ONNX export {ctx['ours_onnx']['float32']} ({prep['fp32_mb']:.0f} MB), --onnx_quantize's "
-                      f"quantization {prep['quantize_s']:.1f} s ({prep['int8_mb']:.0f} MB); LiteRT token-ids models "
-                      f"{prep['litert_float32_mb']:.0f} MB and {prep['litert_int8_mb']:.0f} MB (int8)", flush=True)
+                      f"quantization {prep['quantize_s']:.1f} s ({prep['int8_mb']:.0f} MB); {litert}", flush=True)
                 for batch in args.batch_sizes:
                     runner.child(f"interleaved:{batch}", label=f"interleaved SavedModel / our ONNX b{batch}",
                                  quiet=True)
@@ -1341,6 +1372,8 @@ def main():
                 for name in ("savedmodel", "savedmodel_xla", "ort_float32", "ort_int8", "litert_float32",
                              "litert_int8"):
                     if name in SAVEDMODEL_DIRS and not ctx.get(SAVEDMODEL_DIRS[name]):
+                        continue
+                    if name.startswith("litert_") and name[len("litert_"):] not in ctx["ours_litert"]:
                         continue
                     r = runner.child(f"memory:{name}", label=f"memory {name}", quiet=True)
                     if r:

@@ -237,3 +237,38 @@ def test_an_xla_export_folder_must_hold_a_savedmodel(tmp_path, monkeypatch):
     monkeypatch.setattr("sys.argv", ["bench_inference.py", "--parts=onnx", "--xla", f"--export_dir_xla={tmp_path}"])
     with pytest.raises(SystemExit, match=f"--export_dir_xla={tmp_path}: expected a SavedModel folder"):
         load_benchmark("bench_inference").main()
+
+
+def test_part_onnxs_litert_models_come_from_the_export_in_whole_calls(bench, mrpc_classifier, mrpc_export,
+                                                                        tmp_path, monkeypatch):
+    """prep_ours_onnx converts serving_default to LiteRT from the same model exported in whole calls
+    (export_dir_whole: LiteRT cannot convert the steps' loop); with the stepped export alone it says why it
+    has no LiteRT rows instead of failing. The ONNX quantization is stubbed (not what this checks)."""
+    import onnx
+
+    import model_options
+    import modeling
+    import onnx_export
+    import run_classifier
+    import serving
+    import tensorflow as tf
+    monkeypatch.setattr(bench, "_tf", lambda: tf)  # this process's TensorFlow runs already: no thread settings
+    monkeypatch.setattr(onnx, "load", lambda path: path)
+    monkeypatch.setattr(onnx_export, "quantized", lambda model: b"int8")
+    (tmp_path / "m.onnx").write_bytes(b"float32")
+    ctx = {"export_dir": mrpc_export["export_dir"],
+           "ours_onnx": {"float32": str(tmp_path / "m.onnx"), "int8": str(tmp_path / "m_int8.onnx")},
+           "ours_litert": {"float32": str(tmp_path / "ids.tflite"), "int8": str(tmp_path / "ids_int8.tflite")}}
+    skipped = bench.prep_ours_onnx(dict(ctx))
+    assert "steps" in skipped["litert"] and not (tmp_path / "ids.tflite").exists()
+
+    job = mrpc_classifier
+    options = model_options.ModelOptions(vocab_file=job["vocab_file"], max_seq_length=job["max_seq_length"])
+    task = run_classifier.ClassifierTask(modeling.BertConfig.load(job["config_file"]), 2)
+    whole = serving.export_saved_model(
+        str(tmp_path / "whole"), task.build_model, job["checkpoint"],
+        lambda model: serving.ClassifierServing(model, options, False, True, ["0", "1"]),
+        settings=serving.ExportSettings(rows_per_step=None))
+    made = bench.prep_ours_onnx(dict(ctx, export_dir_whole=whole))
+    assert "litert" not in made and made["litert_float32_mb"] > 0 and made["litert_int8_mb"] > 0
+    assert (tmp_path / "ids.tflite").stat().st_size > 0 and (tmp_path / "ids_int8.tflite").stat().st_size > 0

@@ -18,6 +18,7 @@ import tensorflow as tf
 import checkpoints
 import cli
 import modeling
+import records
 import run_classifier as rc
 import run_pretraining as rp
 import serving
@@ -173,7 +174,8 @@ def _tiny_train(output_dir, steps, init_checkpoint=None):
                                      iterations_per_loop=20, deterministic=True)
     bert_config = modeling.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1,
                                       num_attention_heads=2, intermediate_size=64, type_vocab_size=2)
-    input_fn = rp.pretraining_input_fn([pretraining_records()], 128, 20, is_training=True, seed=config.seed)
+    input_fn = rp.pretraining_input_fn([pretraining_records()], records.pretraining(128, 20), is_training=True,
+                                       seed=config.seed)
     return training.train(rp.PretrainingTask(bert_config), input_fn, config, init_checkpoint=init_checkpoint)
 
 

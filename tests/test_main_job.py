@@ -42,8 +42,11 @@ def test_split_sentences_and_filters():
     assert not main_job.is_prose_sentence("Encoding basic Python object hierarchies::")
 
 
+FORTY = main_job.SplitSizes(train_per_label=40)
+
+
 def test_classification_splits(documents, tmp_path):
-    splits = main_job.build_classification_splits(documents, train_per_label=40)
+    splits = main_job.build_classification_splits(documents, sizes=FORTY)
     labels = set(main_job.DEFAULT_LABELS)
     seen = {}
     for name, rows in splits.items():
@@ -56,11 +59,11 @@ def test_classification_splits(documents, tmp_path):
     assert len(set(counts["dev"].values())) == 1 and len(splits["dev"]) >= 500
     assert len(set(counts["test"].values())) == 1 and len(splits["test"]) >= 200
     # Same seed, same data; more training sentences leave dev and test as they are.
-    assert main_job.build_classification_splits(documents, train_per_label=40) == splits
+    assert main_job.build_classification_splits(documents, sizes=FORTY) == splits
     every = main_job.build_classification_splits(documents)
     assert every["dev"] == splits["dev"] and every["test"] == splits["test"]
     assert set(splits["train"]) < set(every["train"]) and len(every["train"]) >= 5 * 150
-    assert main_job.build_classification_splits(documents, train_per_label=40, seed=1)["dev"] != splits["dev"]
+    assert main_job.build_classification_splits(documents, sizes=FORTY, seed=1)["dev"] != splits["dev"]
     path = tmp_path / "train.tsv"
     main_job.write_tsv(splits["train"], str(path))
     lines = path.read_text(encoding="utf-8").splitlines()

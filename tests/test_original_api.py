@@ -346,16 +346,16 @@ def test_extract_features_original_functions(tokenizer, tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------------------
-# README: every name its section for code written for the original lists exists and is tested.
+# docs/original_code.md: every name its section for code written for the original lists exists and is tested.
 
 _OUR_MODULES = ("create_pretraining_data", "extract_features", "modeling", "optimization", "run_classifier",
                 "run_pretraining", "run_squad", "tokenization", "cli")
 
 
 def _readme_section(title):
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+    with open(os.path.join(ROOT, "docs", "original_code.md"), encoding="utf-8") as f:
         text = f.read()
-    assert text.count("\n## " + title + "\n") == 1, f"README: one section {title!r}"
+    assert text.count("\n## " + title + "\n") == 1, f"docs/original_code.md: one section {title!r}"
     return text.split("\n## " + title + "\n")[1].split("\n## ")[0]
 
 

@@ -62,7 +62,8 @@ def test_windows_cover_every_token_and_pick_max_context():
     """A 10-piece sentence in windows of 4 pieces every 2: windows start at 0, 2, 4, 6; each word (one piece
     here) is scored in the window where it has the most context (the original run_squad.py's rule)."""
     words = [[[1000 + i] for i in range(10)], [[2000], [2001], [2002]]]
-    packed = packing.ner_windows(packing.ragged_word_ids(words), 6, 2, 101, 102, 100)
+    packed = packing.ner_windows(packing.ragged_word_ids(words), packing.Windowing(6, 2),
+                                 packing.SpecialIds(101, 102, 100))
     ids = packed["input_ids"].numpy()
     assert packed["sentence_index"].numpy().tolist() == [0, 0, 0, 0, 1]
     assert [row[1:5].tolist() for row in ids[:4]] == [[1000 + s + i for i in range(4)] for s in (0, 2, 4, 6)]

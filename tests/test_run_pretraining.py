@@ -12,6 +12,7 @@ import checkpoints
 import cli
 import filesystem
 import modeling
+import records
 import run_pretraining as rp
 import training
 from tests import tiny
@@ -28,7 +29,7 @@ def reference_batch():
 
 def test_eval_input_is_the_records_in_order():
     ref, batch = reference_batch()
-    input_fn = rp.pretraining_input_fn([pretraining_records()], 128, 20, is_training=False)
+    input_fn = rp.pretraining_input_fn([pretraining_records()], records.pretraining(128, 20), is_training=False)
     batches = list(input_fn(8, None))
     assert sum(int(b["input_ids"].shape[0]) for b in batches) == 118
     for name, expected in batch.items():
@@ -38,7 +39,7 @@ def test_eval_input_is_the_records_in_order():
 
 
 def test_training_input_is_deterministic_and_repeats():
-    input_fn = rp.pretraining_input_fn([pretraining_records()], 128, 20, is_training=True, seed=7)
+    input_fn = rp.pretraining_input_fn([pretraining_records()], records.pretraining(128, 20), is_training=True, seed=7)
     first = [b["input_ids"].numpy() for b in input_fn(32, None).take(6)]
     second = [b["input_ids"].numpy() for b in input_fn(32, None).take(6)]
     for a, b in zip(first, second):
@@ -50,9 +51,9 @@ def test_training_input_is_deterministic_and_repeats():
 def test_record_not_matching_flags_names_file_and_feature():
     with pytest.raises(ValueError, match=r"sample_text_default.tfrecord.*masked_lm_positions.*10.*"
                                          r"max_predictions_per_seq"):
-        rp.pretraining_input_fn([pretraining_records()], 128, 10, is_training=True)
+        rp.pretraining_input_fn([pretraining_records()], records.pretraining(128, 10), is_training=True)
     with pytest.raises(ValueError, match=r"sample_text_default.tfrecord.*input_ids.*max_seq_length"):
-        rp.pretraining_input_fn([pretraining_records()], 64, 20, is_training=False)
+        rp.pretraining_input_fn([pretraining_records()], records.pretraining(64, 20), is_training=False)
 
 
 def test_input_file_globs(tmp_path):
@@ -65,7 +66,7 @@ def test_input_file_globs(tmp_path):
 
 def test_dynamic_masking_draws_new_masks():
     masker = rp.DynamicMasker(vocab(), 30522, 20, 0.15)
-    input_fn = rp.pretraining_input_fn([pretraining_records()], 128, 20, is_training=True, seed=3)
+    input_fn = rp.pretraining_input_fn([pretraining_records()], records.pretraining(128, 20), is_training=True, seed=3)
     static = next(iter(input_fn(16, None)))
     original = rp.unmask_input_ids(static).numpy()
     assert (original != 103).all()  # every stored [MASK] restored to its original token

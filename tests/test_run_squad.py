@@ -271,7 +271,7 @@ def test_improve_answer_span_and_max_context(tokenizer):
         max_seq_length = 5 + query_length + 3
         packed = packing.squad_windows(packing.ragged_ids([list(range(1, query_length + 1))]),
                                        packing.ragged_word_ids([[[100 + i] for i in range(num_tokens)]]),
-                                       max_seq_length, stride, 64, 101, 102)
+                                       packing.Windowing(max_seq_length, stride, 64), packing.SpecialIds(101, 102))
         want = original_doc_spans(num_tokens, 5, stride)
         assert packed["doc_span_index"].numpy().tolist() == list(range(len(want)))
         for k, (span_start, length) in enumerate(want):
@@ -665,8 +665,8 @@ def test_in_graph_packing_equals_convert_examples_to_features(tokenizer):
         examples = run_squad.read_squad_examples(path, is_training=False)[:limit]
         expected = _features(examples, tokenizer, max_seq_length, doc_stride, max_query_length)
         pack = tf.function(lambda q, c: serving.squad_text_windows(
-            fast, q, c, (max_seq_length, doc_stride, max_query_length),
-            (tokenizer.vocab["[CLS]"], tokenizer.vocab["[SEP]"]))[0], autograph=False)
+            fast, q, c, packing.Windowing(max_seq_length, doc_stride, max_query_length),
+            packing.SpecialIds.of(tokenizer.vocab))[0], autograph=False)
         parts = []
         for i in range(0, limit, 128):
             chunk = questions[i:i + 128]

@@ -223,7 +223,8 @@ def test_a_50_mb_request_is_answered_as_its_first_tokens_alone_in_bounded_memory
     serving.export_saved_model(export_dir, lambda: modeling.ClassifierModel(config, 3),
                                str(tmp_path / "ckpt" / "model.ckpt-0"),
                                lambda m: serving.ClassifierServing(m, _options(vocab_file), False, False,
-                                                                   ["a", "b", "c"]), rows_per_step=None)
+                                                                   ["a", "b", "c"]),
+                               settings=serving.ExportSettings(rows_per_step=None))
     tflite = litert_classifier.export(str(tmp_path / "model.tflite"), export_dir, _options(vocab_file), False)
     first = "return the file path of the module loader, naïve café σας"
     request = tmp_path / "request.txt"

@@ -56,10 +56,11 @@ def save(model, output_dir, step=0):
 def pretraining_input_fn(masker=None, seed=5):
     """run_pretraining's training input over the original's sample text records (sequences of 128, 20
     predictions)."""
+    import records
     import run_pretraining
     from tests.shared_data import pretraining_records
-    return run_pretraining.pretraining_input_fn([pretraining_records()], 128, 20, is_training=True, seed=seed,
-                                                masker=masker)
+    return run_pretraining.pretraining_input_fn([pretraining_records()], records.pretraining(128, 20),
+                                                is_training=True, seed=seed, masker=masker)
 
 
 def pretraining_config(dropout=0.0):

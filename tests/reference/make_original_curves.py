@@ -203,8 +203,9 @@ def training_batches(runner, output_dir, steps):
     from tests import training_curves as tc
     tf.random.set_seed(tc.SEED)  # as the runner's training.train does (keras.utils.set_random_seed(--seed))
     if runner == "run_pretraining":
-        input_fn = run_pretraining.pretraining_input_fn([tc.pretraining_records()], tc.MAX_SEQ_LENGTH,
-                                                        tc.MAX_PREDICTIONS_PER_SEQ, True, seed=tc.SEED)
+        input_fn = run_pretraining.pretraining_input_fn(
+            [tc.pretraining_records()], records.pretraining(tc.MAX_SEQ_LENGTH, tc.MAX_PREDICTIONS_PER_SEQ), True,
+            seed=tc.SEED)
     else:
         record_format = (records.classifier(tc.MAX_SEQ_LENGTH, False) if runner == "run_classifier"
                          else records.squad(tc.MAX_SEQ_LENGTH, True))
