@@ -9,8 +9,8 @@ where a mixed-precision model runs its elementwise work (--elementwise_dtype, mo
     replicas (several_replicas: mirrored on several GPUs, multi_worker_mirrored), where XLA (the gradients
     compiled, the all-reduce and update outside: training._make_train_loop) has not been measured yet.
   xla_flags(existing, cache_dir) -> XLA_FLAGS with the project's GPU options added where `existing` (the user's)
-    does not set them: cuBLAS GEMMs instead of Triton's (GEMM_FLAG; with XLA's default Triton GEMM autotuning
-    BERT-base had not compiled after 240 s on an H100), and the per-fusion autotune cache in `cache_dir`
+    does not set them: cuBLAS GEMMs instead of Triton's (GEMM_FLAG; XLA's default Triton GEMM autotuning makes
+    BERT's compile take minutes: benchmarks/GPU.md), and the per-fusion autotune cache in `cache_dir`
     (CACHE_FLAG: a resumed run reads the results instead of tuning again; XLA fills it where it autotunes
     fusions, Triton GEMMs among them, which a user's XLA_FLAGS may turn back on: with cuBLAS GEMMs a tiny model's
     job left it empty on an H200). Both exist in TensorFlow 2.20's and

@@ -12,7 +12,7 @@
 The model is the SavedModel's serving_default (serving.py: NER's probabilities, SQuAD's start_logits and
 end_logits, the encoder's sequence_output and pooled_output) in float32, any batch and sequence length up to
 max_position_embeddings. quantize: dynamic-range int8 (TFLite's Optimize.DEFAULT): weights stored as int8 per
-output channel (about 4x smaller), the matmuls run in int8 on activations quantized as they come; softmax,
+output channel, the matmuls run in int8 on activations quantized as they come; softmax,
 LayerNorm and the rest stay float32.
 
 Input checks: LiteRT has no op that fails a request with a message, and asserts do not convert. serving_default's

@@ -239,7 +239,7 @@ def check_attention_heads(hidden_size, num_attention_heads):
 def gelu(x):
     """The original's GELU: tanh approximation, spelled as the original (x * cdf). tf.nn.gelu(approximate=True),
     the form TensorFlow's CPU remapper fuses with the MatMul before it, rounds differently: it moved
-    pre-training's curve past the original's own spread (benchmarks/SPEED.md), for 2% at batch 1."""
+    pre-training's curve past the original's own spread, for little speed (benchmarks/SPEED.md)."""
     cdf = 0.5 * (1.0 + tf.tanh(np.sqrt(2 / np.pi).astype(np.float32) * (x + 0.044715 * tf.pow(x, 3))))
     return x * cdf
 

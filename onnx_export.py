@@ -12,8 +12,8 @@ probabilities, SQuAD's start_logits and end_logits; the encoder's sequence_outpu
 convert_checkpoint.py --mode=original_to_onnx) with tf2onnx in this process, from the model in float32 (whatever
 --export_dtype says), without XLA.
 
---onnx_quantize (quantize): ONNX Runtime's dynamic int8 quantization (quantized): about 4x smaller and 2-3x faster
-on a CPU, but its activations are quantized per tensor, and a classifier keeps fewer of its float32 predictions
+--onnx_quantize (quantize): ONNX Runtime's dynamic int8 quantization (quantized): smaller and faster on a CPU
+(int8 weights), but its activations are quantized per tensor, and a classifier keeps fewer of its float32 predictions
 than with LiteRT's dynamic-range int8 (per token; litert_export.py): see benchmarks/SPEED.md.
 
 The text signature stays out: ONNX has no WordPiece tokenizer, so a client tokenizes and packs (e.g. the HF

@@ -237,7 +237,9 @@ def gather_checked_ids(input_ids, input_mask, segment_ids, vocab_size, type_voca
 def _cond_unlowered(pred, true_fn, false_fn):
     """tf.cond whose branches stay functions when the graph runs: only the branch taken is touched. Lowered to
     Switch/Merge, TensorFlow's default, the branch not taken (here a whole model in a loop) is walked on every
-    call by dead tensors: about half a millisecond, 6-9 % of a call of one row of the small model (benchmarks/SPEED.md)."""
+    call by dead tensors, a cost measured in benchmarks/SPEED.md. The attribute is TensorFlow's own and private:
+    tests/test_serving.py checks on both TensorFlow versions that it is still the one TensorFlow sets and that
+    an export keeps it."""
     graph = tf.compat.v1.get_default_graph()
     known = {op.name for op in graph.get_operations()}
     outputs = tf.cond(pred, true_fn, false_fn)
