@@ -293,6 +293,7 @@ def test_create_optimizer_trains_every_variable_the_loss_reads(mode):
     """A Keras head and a tf.Variable on a BertModel (the usual TensorFlow 2 way): create_optimizer's step trains
     them with modeling's variables, in the order they were made, each as the original's step would (written out
     in numpy from the same start, on the gradients of the same loss)."""
+    keras.utils.set_random_seed(1)  # the same start whatever ran before in this process
     config = modeling.BertConfig(vocab_size=40, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
                                  intermediate_size=16, type_vocab_size=2)
     rng = np.random.RandomState(1)
