@@ -22,6 +22,10 @@ _SCRIPT = textwrap.dedent("""
 
     def main(_):
         logging.info("progress stays")
+        os.write(2, b"2026-11-23 12:00:00.123456: E tensorflow/core/common_runtime/base_collective_executor.cc:249] "
+                    b"BaseCollectiveExecutor::StartAbort UNAVAILABLE: Socket closed\\n")
+        os.write(2, b"Additional GRPC error information from remote target /job:worker/replica:0/task:1\\n")
+        os.write(2, b":{{created_time:2026-11-23T12:00:00.1+00:00, grpc_status:14}}\\n")
         os.write(2, b"2026-11-23 E external/local_xla/cuda_platform.cc:51] failed call to cuInit: UNKNOWN (303)\\n")
         os.write(2, b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\\n")
         os.write(2, b"I0000 device_compiler.h:196] Compiled cluster using XLA!  This line is logged at most once\\n")
@@ -54,7 +58,8 @@ def test_user_error_is_one_line_with_status_2_and_noise_is_dropped(tmp_path):
     assert lines[-1] == "error: --vocab_file=x.txt: no such file second line"
     assert "Traceback" not in proc.stderr
     assert "a real C++ error line" in proc.stderr and "progress stays" in proc.stderr
-    for noise in ("cuInit", "InitializeLog", "Compiled cluster"):
+    # The collectives' report of a lost worker, its lines up to the next log record (WARNING: ...) included.
+    for noise in ("cuInit", "InitializeLog", "Compiled cluster", "StartAbort", "GRPC error", "grpc_status"):
         assert noise not in proc.stderr
 
 
