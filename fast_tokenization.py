@@ -400,15 +400,15 @@ class FastBertTokenizer(tf.Module):
         changed = self._has(info, _F_DROP | _F_MAP_MANY) | tf.equal(tf.bitwise.bitwise_and(info, _KIND_MASK),
                                                                     _KIND_DELIM)
         row_changed = linear_ragged.row_any(changed, chars.row_splits)
+        row = linear_ragged.row_ids(ids.row_splits)  # each piece's word
         lengths = tf.gather(self._piece_chars, ids.flat_values)
-        ends_chars = linear_ragged.row_cumsum(lengths, ids.row_splits)
+        ends_chars = linear_ragged.row_cumsum(lengths, ids.row_splits, row)
         has_unk = linear_ragged.row_any(tf.equal(ids.flat_values, self.unk_id), ids.row_splits)
         exact = ~row_changed & ~has_unk & tf.equal(linear_ragged.row_sums(lengths, ids.row_splits),
                                                    chars.row_lengths())
         byte_length = tf.cast(tf.strings.length(words), tf.int64)
         # Byte offset of every character, and of the word's end.
         char_bytes = tf.concat([char_bytes, byte_length[:, tf.newaxis]], axis=1)
-        row = linear_ragged.row_ids(ids.row_splits)
         base = tf.gather(char_bytes.row_starts(), row)
         piece_exact = tf.gather(exact, row)
         end_char = tf.where(piece_exact, ends_chars, 0)

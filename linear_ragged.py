@@ -41,11 +41,12 @@ def row_any(flags, splits):
     return row_sums(tf.cast(flags, tf.int64), splits) > 0
 
 
-def row_cumsum(values, splits):
-    """The running sum of the values within each row (tf.cumsum(ragged, axis=1)), flat like the values."""
+def row_cumsum(values, splits, ids=None):
+    """The running sum of the values within each row (tf.cumsum(ragged, axis=1)), flat like the values; ids:
+    row_ids(splits) where the caller has them already."""
     totals = tf.cumsum(values)
     before_row = tf.gather(tf.concat([tf.zeros([1], values.dtype), totals], 0), splits[:-1])
-    return totals - tf.gather(before_row, row_ids(splits))
+    return totals - tf.gather(before_row, row_ids(splits) if ids is None else ids)
 
 
 def boolean_mask(values, splits, mask):

@@ -226,7 +226,7 @@ class LiteClassifier(tf.Module):
                                 "with --export_rows_per_step=0")
         self._serve_ids = self._loaded.signatures["serving_default"]
         self.tokenizer = LiteTokenizer(model_options.vocab_file, model_options.do_lower_case)
-        self.cls_id, self.sep_id = self.tokenizer.vocab["[CLS]"], self.tokenizer.vocab["[SEP]"]
+        self.special_ids = packing.SpecialIds.of(self.tokenizer.vocab)
         self.max_seq_length = int(model_options.max_seq_length)
         spec_a = tf.TensorSpec([None], tf.string, name="text_a")
         if is_pair:
@@ -238,8 +238,7 @@ class LiteClassifier(tf.Module):
     def _outputs(self, text_a, text_b):
         a = self.tokenizer.tokenize(bounded_text(text_a, self.max_seq_length))
         b = self.tokenizer.tokenize(bounded_text(text_b, self.max_seq_length)) if text_b is not None else None
-        input_ids, input_mask, segment_ids = packing.pack_pair_flat(a, b, self.max_seq_length,
-                                                                    packing.SpecialIds(self.cls_id, self.sep_id))
+        input_ids, input_mask, segment_ids = packing.pack_pair_flat(a, b, self.max_seq_length, self.special_ids)
         return self._serve_ids(input_ids=input_ids, input_mask=input_mask, segment_ids=segment_ids)
 
     def _pair(self, text_a, text_b):

@@ -336,7 +336,8 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride
     if max_seq_length <= max_query_length + 3:
         raise cli.UserError("--max_seq_length=%d must be greater than --max_query_length=%d + 3"
                             % (max_seq_length, max_query_length))
-    cls_id, sep_id = tokenizer.vocab["[CLS]"], tokenizer.vocab["[SEP]"]
+    windowing = packing.Windowing(max_seq_length, doc_stride, max_query_length)
+    special_ids = packing.SpecialIds.of(tokenizer.vocab)
     docs = {}  # examples of one paragraph share their doc_tokens list: tokenize it once
     num_features = num_truncated_queries = 0
     for chunk_start in range(0, len(examples), CONVERT_CHUNK):
@@ -352,9 +353,8 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride
             pieces.append(doc[1].word_ids)
             if is_training:
                 answers.append(_answer_pieces(example, doc[1], tokenizer))
-        packed = packing.squad_windows(packing.ragged_ids(queries), packing.ragged_word_ids(pieces),
-                                       packing.Windowing(max_seq_length, doc_stride, max_query_length),
-                                       packing.SpecialIds(cls_id, sep_id), tuple(zip(*answers)) if answers else None)
+        packed = packing.squad_windows(packing.ragged_ids(queries), packing.ragged_word_ids(pieces), windowing,
+                                       special_ids, tuple(zip(*answers)) if answers else None)
         packed = {name: value.numpy() for name, value in packed.items()}
         packed["example_index"] += chunk_start
         for feature in features_from_packed(packed, tokenizer.inv_vocab, UNIQUE_ID_BASE + num_features):

@@ -376,8 +376,7 @@ class _Serving(tf.Module):
         vocab = tokenization.load_vocab(model_options.vocab_file)
         tokenization.check_special_tokens(vocab, model_options.vocab_file)
         self.tokenizer = fast_tokenization.FastBertTokenizer(model_options.vocab_file, model_options.do_lower_case)
-        self.cls_id, self.sep_id = vocab["[CLS]"], vocab["[SEP]"]
-        self.special_ids = packing.SpecialIds(self.cls_id, self.sep_id, self.tokenizer.unk_id)
+        self.special_ids = packing.SpecialIds(vocab["[CLS]"], vocab["[SEP]"], self.tokenizer.unk_id)
 
     def signatures(self):
         out = {SERVING_DEFAULT: self.serve_ids.get_concrete_function()}
@@ -454,8 +453,8 @@ class ClassifierServing(_Serving):
         ids_b = None
         if text_b is not None:
             ids_b = self.tokenizer.tokenize(bounded_text(text_b, "text_b", self.tokenizer, self.max_seq_length))
-        packed = packing.pack_pair(self.tokenizer.tokenize(text_a), ids_b, self.max_seq_length, self.cls_id,
-                                   self.sep_id)
+        packed = packing.pack_pair(self.tokenizer.tokenize(text_a), ids_b, self.max_seq_length,
+                                   self.special_ids.cls, self.special_ids.sep)
         length = packing.real_length(packed[1])
         return [tensor[:, :length] for tensor in packed]
 
@@ -479,7 +478,6 @@ class NerServing(_Serving):
         self.serve_text = None
         if model_options is not None and model_options.vocab_file:
             self._text_input(model_options)
-            self.unk_id = self.tokenizer.unk_id
             self.windowing = packing.Windowing(model_options.max_seq_length, doc_stride)
             self.labels = _setting([str(label) for label in labels], "labels")
             spec = tf.TensorSpec([None], tf.string)
@@ -554,8 +552,7 @@ class SquadServing(_Serving):
             self._text_input(model_options)
             self.windowing = packing.Windowing(model_options.max_seq_length, answering.doc_stride,
                                                answering.max_query_length)
-            self.packing_config = _setting([model_options.max_seq_length, answering.doc_stride,
-                                            answering.max_query_length], "packing_config")
+            self.packing_config = _setting(list(dataclasses.astuple(self.windowing)), "packing_config")
             self.do_lower_case = _setting(model_options.do_lower_case, "do_lower_case")
             self.decoding = (answering.n_best_size, answering.max_answer_length, answering.version_2_with_negative,
                              answering.null_score_diff_threshold)
@@ -579,7 +576,7 @@ class SquadServing(_Serving):
             packed["input_ids"], packed["input_mask"], packed["segment_ids"])
         n_best_size, max_answer_length, version_2, threshold = self.decoding
         best = best_spans(packed, tf.shape(question)[0], n_best_size, max_answer_length)
-        answers = answer_text(context, words, pieces, packed, best, self.tokenizer.unk_id)
+        answers = answer_text(context, words, pieces, packed, best, self.special_ids.unk)
         if version_2:
             no_answer = best["null_score_diff"] > threshold
             answers["answer"] = tf.where(no_answer, "", answers["answer"])

@@ -62,6 +62,18 @@ def reset_peak():
         return False
 
 
+def with_peak_growth(call):
+    """(call()'s result or None, its exception or None, how many MB it raised the process's peak memory by, or
+    None where that cannot be read)."""
+    before, measured = memory_mb("VmRSS"), reset_peak()
+    try:
+        result, error = call(), None
+    except Exception as err:  # pylint: disable=broad-except
+        result, error = None, err
+    growth = memory_mb("VmHWM") - before if measured and before is not None else None
+    return result, error, growth
+
+
 def request_bytes(inputs):
     return sum(len(text) for texts in inputs.values() for text in texts if isinstance(text, bytes))
 
@@ -312,19 +324,19 @@ def _threads(probe, export, answered, threads):
     jobs = [answered[i % len(answered)] for i in range(max(threads, len(answered)))]
     bound = memory_bound_mb(max(request_bytes(inputs) for inputs, _ in jobs), threads,
                             max(answer_mb(alone) for _, alone in jobs))
-    before, measured = memory_mb("VmRSS"), reset_peak()
 
     def ask(job):
         inputs, alone = job
         outputs = {name: value.numpy() for name, value in probe.run("serving_text", inputs).items()}
         return _same_answer(alone, outputs)
 
-    try:
+    def ask_at_once():
         with concurrent.futures.ThreadPoolExecutor(threads) as pool:
-            problems = [problem for problem in pool.map(ask, jobs) if problem]
-    except Exception as err:  # pylint: disable=broad-except
-        problems = [f"{type(err).__name__}: {str(err).strip()[:300]}"]
-    growth = memory_mb("VmHWM") - before if measured and before is not None else None
+            return [problem for problem in pool.map(ask, jobs) if problem]
+
+    problems, error, growth = with_peak_growth(ask_at_once)
+    if error is not None:
+        problems = [f"{type(error).__name__}: {str(error).strip()[:300]}"]
     record["growth_mb"] = None if growth is None else round(growth, 1)
     if growth is not None and growth > bound:
         problems.append(f"peak memory grew {growth:.0f} MB under {threads} threads (bound {bound:.0f} MB)")
@@ -346,12 +358,7 @@ def probe_export(export, export_dir, seed, count, max_rows, cross_rows=0, thread
         size = request_bytes(inputs)
         record = {"export": export, "signature": signature, "kind": kind, "rows": rows, "bytes": size,
                   "shapes": {name: list(np.shape(value)) for name, value in inputs.items()}}
-        before, measured = memory_mb("VmRSS"), reset_peak()
-        try:
-            outputs, error = probe.run(signature, inputs), None
-        except Exception as err:  # pylint: disable=broad-except
-            outputs, error = None, err
-        growth = memory_mb("VmHWM") - before if measured and before is not None else None
+        outputs, error, growth = with_peak_growth(lambda: probe.run(signature, inputs))
         record["growth_mb"] = None if growth is None else round(growth, 1)
         if isinstance(error, tf.errors.InvalidArgumentError):
             message = refusal(error.message)

@@ -28,6 +28,8 @@ def test_every_operation_equals_tensorflows_ragged_one(seed):
     np.testing.assert_array_equal(linear_ragged.row_any(flags, splits),
                                   tf.reduce_any(ragged.with_flat_values(flags), axis=1))
     np.testing.assert_array_equal(linear_ragged.row_cumsum(values, splits), tf.cumsum(ragged, axis=1).flat_values)
+    np.testing.assert_array_equal(linear_ragged.row_cumsum(values, splits, ragged.value_rowids()),
+                                  tf.cumsum(ragged, axis=1).flat_values)
     masked = tf.ragged.boolean_mask(ragged, ragged.with_flat_values(flags))
     kept, kept_splits = linear_ragged.boolean_mask(values, splits, flags)
     np.testing.assert_array_equal(kept, masked.flat_values)

@@ -221,18 +221,26 @@ def _read_results(path):
     return out
 
 
+def _tiny_job_options(tmp_path, task_name, data_dir, **flags):
+    """run_classifier's options training a tiny model (64 positions, 2 token types) for one epoch at learning rate
+    1e-3 on data_dir, sequences of 32, then evaluating and predicting into tmp_path/out; flags: the test's own."""
+    values = dict(output_dir=str(tmp_path / "out"), task_name=task_name, data_dir=data_dir,
+                  bert_config_file=tiny.config_file(tmp_path / "bert_config.json", max_position_embeddings=64,
+                                                    type_vocab_size=2),
+                  vocab_file=shared_path("vocab", "uncased", "vocab.txt"), max_seq_length=32, learning_rate=1e-3,
+                  do_train=True, do_eval=True, do_predict=True, num_train_epochs=1.0)
+    values.update(flags)
+    return cli.build_options(rc.ClassifierOptions, **values)
+
+
 @pytest.mark.slow
 def test_fine_tune_tiny_model_on_mrpc_end_to_end(tmp_path):
     """Trains a tiny model a few steps, evaluates and predicts: the original's output files appear."""
     import training
     data_dir = _subset("MRPC", tmp_path / "mrpc", {"train.tsv": 97, "dev.tsv": 41, "test.tsv": 31})
     output_dir = str(tmp_path / "out")
-    options = cli.build_options(
-        rc.ClassifierOptions, output_dir=output_dir,
-        bert_config_file=tiny.config_file(tmp_path / "bert_config.json", max_position_embeddings=64, type_vocab_size=2), train_batch_size=16,
-        eval_batch_size=8, predict_batch_size=8, learning_rate=1e-3, save_checkpoints_steps=4, iterations_per_loop=2,
-        task_name="MRPC", data_dir=data_dir, vocab_file=shared_path("vocab", "uncased", "vocab.txt"),
-        max_seq_length=32, do_train=True, do_eval=True, do_predict=True, num_train_epochs=1.0)
+    options = _tiny_job_options(tmp_path, "MRPC", data_dir, train_batch_size=16, eval_batch_size=8,
+                                predict_batch_size=8, save_checkpoints_steps=4, iterations_per_loop=2)
     config = options.training
     results = rc.run(options)
     assert results["train"]["global_step"] == 6  # int(96 / 16 * 1.0)
@@ -268,12 +276,8 @@ def test_fine_tune_tiny_regression_on_stsb(tmp_path):
     """STS-B: one output, squared error, Pearson and Spearman in eval_results.txt, a score per test row."""
     data_dir = _subset("STS-B", tmp_path / "stsb", {"train.tsv": 49, "dev.tsv": 61, "test.tsv": 11})
     output_dir = str(tmp_path / "out")
-    options = cli.build_options(
-        rc.ClassifierOptions, output_dir=output_dir,
-        bert_config_file=tiny.config_file(tmp_path / "bert_config.json", max_position_embeddings=64, type_vocab_size=2), train_batch_size=16,
-        eval_batch_size=16, predict_batch_size=16, learning_rate=1e-3, task_name="sts-b", data_dir=data_dir,
-        vocab_file=shared_path("vocab", "uncased", "vocab.txt"), max_seq_length=32, do_train=True, do_eval=True,
-        do_predict=True, num_train_epochs=1.0)
+    options = _tiny_job_options(tmp_path, "sts-b", data_dir, train_batch_size=16, eval_batch_size=16,
+                                predict_batch_size=16)
     config = options.training
     rc.run(options)
     written = _read_results(os.path.join(output_dir, "eval_results.txt"))
