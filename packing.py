@@ -69,40 +69,50 @@ def _ragged_int(ids):
     return ids.with_row_splits_dtype(tf.int64)
 
 
-def pack_pair(ids_a, ids_b, max_seq_length, cls_id, sep_id):
+def pack_pair(ids_a, ids_b, max_seq_length, cls_id, sep_id, head=None):
     """Packs ragged ids [batch, (ids)] into dense int32 input_ids, input_mask, segment_ids [batch, max_seq_length].
 
     [CLS] a [SEP] b [SEP], as the original run_classifier.py and extract_features.py: a pair is truncated by
     popping from the longer sequence (from b on ties) until it fits max_seq_length - 3 (b's [SEP] only when b
     keeps a token); a row whose b is empty (or ids_b None) is a single sequence cut to max_seq_length - 2;
-    zero padding. The work is pack_pair_flat's.
+    zero padding. head (run_classifier's --long_text=head_tail): a cut a keeps its first `head` tokens and then
+    its last ones instead of its first only. The work is pack_pair_flat's.
     """
     def flat(ids):
         return tf.cast(ids.flat_values, tf.int32), tf.cast(ids.row_splits, tf.int32)
 
     return pack_pair_flat(flat(ids_a), flat(ids_b) if ids_b is not None else None, max_seq_length,
-                          SpecialIds(cls_id, sep_id))
+                          SpecialIds(cls_id, sep_id), head)
 
 
-def pack_pair_flat(a, b, max_seq_length, special_ids):
+def pack_pair_flat(a, b, max_seq_length, special_ids, head=None):
     """pack_pair from flat int32 ids and row splits, a and b each (ids, splits) (b None for single sequences),
     with dense ops only (TFLite builtins: the LiteRT model packs with it too)."""
-    (ids_a, splits_a), (ids_b, splits_b) = a, b if b is not None else (None, None)
-    cls_id, sep_id = special_ids.cls, special_ids.sep
+    ids_a, splits_a = a
     start_a = splits_a[:-1]
-    len_a = splits_a[1:] - start_a
-    if ids_b is None:
-        ids_b = tf.zeros([0], tf.int32)
-        start_b = len_b = tf.zeros_like(len_a)
-    else:
-        start_b = splits_b[:-1]
-        len_b = splits_b[1:] - start_b
+    if b is None:
+        b = (tf.zeros([0], tf.int32), tf.zeros_like(splits_a))
+    ids_b, splits_b = b
+    start_b = splits_b[:-1]
+    return pack_spans((ids_a, start_a, splits_a[1:] - start_a), (ids_b, start_b, splits_b[1:] - start_b),
+                      max_seq_length, special_ids, head)
+
+
+def pack_spans(a, b, max_seq_length, special_ids, head=None):
+    """pack_pair of spans of flat int32 ids: a and b each (ids, start [rows], length [rows]), spans that may
+    overlap (run_classifier's windows read one text in several). Dense ops only."""
+    (ids_a, start_a, len_a), (ids_b, start_b, len_b) = a, b
+    cls_id, sep_id = special_ids.cls, special_ids.sep
     has_b = tf.cast(len_b > 0, tf.int32)
     budget = max_seq_length - 2 - has_b
     # Popping from the longer (b on ties) until the pair fits keeps these many of each.
     keep_a = tf.minimum(len_a, tf.maximum(budget - len_b, (budget + 1) // 2))[:, tf.newaxis]
     keep_b = tf.minimum(len_b, tf.maximum(budget - len_a, budget // 2))[:, tf.newaxis]
     positions = tf.range(max_seq_length, dtype=tf.int32)[tf.newaxis, :]
+    # Slot p of a holds a's token p - 1: with a head, past the head a's tokens from its end.
+    a_index = positions - 1
+    if head is not None:
+        a_index = tf.where(a_index < tf.minimum(head, keep_a), a_index, a_index + len_a[:, tf.newaxis] - keep_a)
     b_first = keep_a + 2
     # As the original, b's [SEP] only follows a b that keeps a token (at max_seq_length 3 or 4 it may not).
     sep_b = tf.cast(keep_b > 0, tf.int32)
@@ -111,12 +121,13 @@ def pack_pair_flat(a, b, max_seq_length, special_ids):
     in_b = (positions >= b_first) & (positions < b_first + keep_b)
     is_sep = tf.equal(positions, keep_a + 1) | (tf.equal(positions, b_first + keep_b) & (sep_b > 0))
 
-    def tokens(ids, start, offset):
+    def tokens(ids, index):
         ids = tf.concat([ids, tf.zeros([1], tf.int32)], 0)  # a gather never reads an empty tensor
-        return tf.gather(ids, tf.clip_by_value(start[:, tf.newaxis] + positions - offset, 0, tf.size(ids) - 1))
+        return tf.gather(ids, tf.clip_by_value(index, 0, tf.size(ids) - 1))
 
     zeros = tf.zeros_like(positions + keep_a)
-    input_ids = tf.where(in_a, tokens(ids_a, start_a, 1), tf.where(in_b, tokens(ids_b, start_b, b_first), zeros))
+    input_ids = tf.where(in_a, tokens(ids_a, start_a[:, tf.newaxis] + a_index),
+                         tf.where(in_b, tokens(ids_b, start_b[:, tf.newaxis] + positions - b_first), zeros))
     input_ids = tf.where(tf.equal(positions, 0), zeros + cls_id, input_ids)
     input_ids = tf.where(is_sep, zeros + sep_id, input_ids)
     input_mask = tf.cast(positions < length, tf.int32)
@@ -425,15 +436,15 @@ def ner_windows(word_pieces, windowing, special_ids, context=None):
 PACK_CHUNK = 8192  # rows packed per pack_pair call
 
 
-def pack_pairs(tokenizer, ids_a, ids_b, max_seq_length):
+def pack_pairs(tokenizer, ids_a, ids_b, max_seq_length, head=None):
     """{"input_ids", "input_mask", "segment_ids": int32 array [rows, max_seq_length]} of [CLS] a [SEP] (b [SEP])
-    (pack_pair) for lists of id lists (an empty b: a single sequence)."""
+    (pack_pair, with its head) for lists of id lists (an empty b: a single sequence)."""
     cls_id, sep_id = tokenizer.vocab["[CLS]"], tokenizer.vocab["[SEP]"]
     parts = [[], [], []]
     for start in range(0, len(ids_a), PACK_CHUNK):
         end = start + PACK_CHUNK
         tensors = pack_pair(ragged_ids(ids_a[start:end]), ragged_ids(ids_b[start:end]), max_seq_length, cls_id,
-                            sep_id)
+                            sep_id, head)
         for part, tensor in zip(parts, tensors):
             part.append(tensor.numpy())
     return {name: np.concatenate(part) if part else np.zeros([0, max_seq_length], np.int32)

@@ -45,6 +45,7 @@ from absl import logging
 import filesystem
 import glue_evaluation
 import litert_classifier
+import long_text
 import modeling
 import original_model_fn
 import packing
@@ -544,18 +545,27 @@ def user_processor_class(spec):
 FEATURE_NAMES = records.names(records.classifier(None, False))
 
 
-def examples_to_arrays(examples, label_list, max_seq_length, tokenizer, num_workers=1, log_examples=5):
+def examples_to_arrays(examples, label_list, max_seq_length, tokenizer, num_workers=1, log_examples=5,
+                       reading=None):
     """{feature name: array} of `InputExample`s, in the original's layout and feature names.
 
     Texts are tokenized with the exact tokenizer (in num_workers processes when > 1) and packed by
-    packing.pack_pair. `label_list` None means regression (float labels). `PaddingInputExample`s become
-    all-zero rows with is_real_example 0.
+    packing.pack_pair (the original's truncation; reading, a long_text.LongText: head_tail's head, or with
+    windows long_text.windows side by side per example, [examples, max_windows_per_document * max_seq_length]).
+    `label_list` None means regression (float labels). `PaddingInputExample`s become all-zero rows with
+    is_real_example 0.
     """
+    reading = reading or long_text.LongText()
     real = [not isinstance(example, PaddingInputExample) for example in examples]
     texts_a = [example.text_a if is_real else "" for example, is_real in zip(examples, real)]
     texts_b = [(example.text_b or "") if is_real else "" for example, is_real in zip(examples, real)]
     ids = tokenization.tokenize_in_processes(texts_a + texts_b, tokenizer, num_workers)
-    arrays = packing.pack_pairs(tokenizer, ids[:len(examples)], ids[len(examples):], max_seq_length)
+    if reading.windows:
+        arrays = _windows_arrays(tokenizer, ids[:len(examples)], ids[len(examples):], max_seq_length, reading)
+        log_examples = 0
+    else:
+        arrays = packing.pack_pairs(tokenizer, ids[:len(examples)], ids[len(examples):], max_seq_length,
+                                    reading.head_tokens_for(max_seq_length))
     is_real = np.asarray(real, np.int64)
     for name in FEATURE_NAMES[:3]:
         arrays[name] = arrays[name] * is_real[:, np.newaxis].astype(np.int32)
@@ -565,6 +575,34 @@ def examples_to_arrays(examples, label_list, max_seq_length, tokenizer, num_work
         if real[ex_index]:
             _log_example(examples[ex_index], arrays, ex_index, label_list, tokenizer)
     return arrays
+
+
+def _windows_arrays(tokenizer, ids_a, ids_b, max_seq_length, reading):
+    """long_text.windows of id lists, side by side per text (long_text.by_document), numpy; logs how many
+    windows were read and how many texts the max_windows_per_document bound cut."""
+    special_ids = packing.SpecialIds.of(tokenizer.vocab)
+    bound = reading.max_windows_per_document
+    parts, counts = collections.defaultdict(list), []
+    for start in range(0, len(ids_a), WINDOWS_CHUNK):
+        end = start + WINDOWS_CHUNK
+        packed = long_text.windows(packing.ragged_ids(ids_a[start:end]), packing.ragged_ids(ids_b[start:end]),
+                                   max_seq_length, reading, special_ids)
+        counts.append(packed["num_windows"].numpy())
+        for name, value in long_text.by_document(packed, len(ids_a[start:end]), bound).items():
+            parts[name].append(value.numpy())
+    counts = np.concatenate(counts) if counts else np.zeros([0], np.int32)
+    cut = int(np.sum(counts > bound))
+    logging.info("--long_text=windows: %d texts in %d windows of %d tokens (a new one every %d tokens of text_a)",
+                 len(counts), int(np.minimum(counts, bound).sum()), max_seq_length, reading.doc_stride)
+    if cut:
+        logging.warning("--max_windows_per_document=%d: %d of %d texts have more windows (up to %d): only their "
+                        "first %d are read", bound, cut, len(counts), int(counts.max()), bound)
+    width = bound * max_seq_length
+    return {name: np.concatenate(parts[name]) if parts[name] else np.zeros([0, width], np.int32)
+            for name in long_text.FEATURES}
+
+
+WINDOWS_CHUNK = 1024  # texts read in windows per long_text.windows call
 
 
 def label_ids(examples, label_list):
@@ -694,24 +732,34 @@ def classifier_loss(logits, labels, is_regression):
 
 
 class ClassifierTask(training.Task):
-    """The classifier job for training.py: loss, and per-example outputs (probabilities or score, loss)."""
+    """The classifier job for training.py: loss, and per-example outputs (probabilities or score, loss).
 
-    def __init__(self, bert_config, num_labels, is_regression=False, output_dropout=modeling.CLASSIFIER_DROPOUT):
+    windows (a long_text.WindowedLogits): the examples are documents read in windows (long_text.by_document), a
+    document's logits pooled over its windows, in the loss as in the outputs."""
+
+    def __init__(self, bert_config, num_labels, is_regression=False, output_dropout=modeling.CLASSIFIER_DROPOUT,
+                 windows=None):
         self.bert_config = bert_config
         self.num_labels = 1 if is_regression else num_labels
         self.is_regression = is_regression
         self.output_dropout = output_dropout
+        self.windows = windows
 
     def build_model(self):
         return modeling.ClassifierModel(self.bert_config, self.num_labels, dropout=self.output_dropout)
 
+    def logits(self, model, features, training):
+        if self.windows is None:
+            return model(features, training=training)
+        return self.windows(model, features, training)
+
     def compute_loss(self, model, features, training):
-        logits = model(features, training=training)
+        logits = self.logits(model, features, training)
         loss, _ = classifier_loss(logits, features["label_ids"], self.is_regression)
         return loss, {"loss": loss}
 
     def predict_outputs(self, model, features):
-        logits = model(features, training=False)
+        logits = self.logits(model, features, False)
         if self.is_regression:
             outputs = {"score": logits[:, 0]}
         else:
@@ -752,10 +800,19 @@ class ClassifierOptions(runner.RecordFinetuningOptions):
                                       "instead of --task_name's processor; --task_name then only names the task.")
     custom: CustomTask = cli.nested(CustomTask)
     output_dropout_prob: float = runner.output_dropout_option()
+    reading: long_text.LongText = cli.nested(long_text.LongText)
 
     def __post_init__(self):
         super().__post_init__()
         runner.check_output_dropout(self.output_dropout_prob)
+        self.reading.check(self.model.max_seq_length)
+        mode = self.reading.long_text
+        for flag, what in (("export_onnx", "The ONNX model takes token ids"),
+                           ("export_tflite", "The LiteRT model packs text")):
+            if mode != "truncate" and getattr(self, flag):
+                raise cli.UserError(f"--{flag} with --long_text={mode}: {what} cut to one window of "
+                                    f"--max_seq_length tokens and cannot read text as trained; export a SavedModel "
+                                    f"(--export_dir), whose serving_text reads long texts with --long_text={mode}")
 
     def processor(self):
         """The task's DataProcessor, configured by these options (get_processor)."""
@@ -775,7 +832,12 @@ class Job(runner.Job):
         self.labels = self.label_list
         self.is_regression = self.processor.is_regression
         num_labels = 1 if self.is_regression else len(self.label_list)
-        self.task = ClassifierTask(self.bert_config, num_labels, self.is_regression, options.output_dropout_prob)
+        self.reading = options.reading
+        windows = None
+        if self.reading.windows:
+            windows = long_text.WindowedLogits(self.model.max_seq_length, self.reading)
+        self.task = ClassifierTask(self.bert_config, num_labels, self.is_regression, options.output_dropout_prob,
+                                   windows)
         self.splits = {}
         self.is_pair = self.processor.is_pair
 
@@ -799,17 +861,21 @@ class Job(runner.Job):
             logging.info("%s: a %s task (its examples)", type(self.processor).__name__,
                          "sentence-pair" if self.is_pair else "single-sentence")
 
+    def start(self):
+        if self.task.windows is not None:  # one static shape where XLA or a TPU compiles the step
+            self.task.windows.static = not runner.uses_real_lengths(self.config)
+
     def features(self, examples):
-        """The feature arrays of `examples`."""
+        """The feature arrays of `examples` (with --long_text=windows, each example's windows side by side)."""
         return examples_to_arrays(examples, self.label_list, self.model.max_seq_length, self.tokenizer,
-                                  self.options.num_workers)
+                                  self.options.num_workers, reading=self.reading)
 
     def train(self):
         examples = self.splits["train"]
-        config = self.finetuning_config(len(examples))
-        record_format = records.classifier(self.model.max_seq_length, self.is_regression)
-        file_based_convert_examples_to_features(examples, self.label_list, self.model.max_seq_length, self.tokenizer,
-                                                self.record_path("train.tf_record"), self.options.num_workers)
+        config = self.finetuning_config(len(examples), "documents" if self.reading.windows else "examples")
+        width = self.model.max_seq_length * (self.reading.max_windows_per_document if self.reading.windows else 1)
+        record_format = records.classifier(width, self.is_regression)
+        records.write_file(self.record_path("train.tf_record"), self.features(examples), record_format)
         input_fn = self.train_input_fn(self.record_path("train.tf_record"), record_format, len(examples),
                                        config.seed)
         return self.train_loop(input_fn, config)
@@ -823,7 +889,10 @@ class Job(runner.Job):
         logging.info("  Num examples = %d (%d actual, %d padding)", len(examples), num_actual,
                      len(examples) - num_actual)
         logging.info("  Batch size = %d", batch_size)
-        return arrays, self.predict_arrays(arrays, batch_size, what="evaluation" if name == "eval" else "prediction")
+        # Windows side by side are cut to their longest inside the task (WindowedLogits), not as rows here.
+        real_lengths = False if self.reading.windows else None
+        return arrays, self.predict_arrays(arrays, batch_size, real_lengths,
+                                           what="evaluation" if name == "eval" else "prediction")
 
     def evaluate(self):
         """Writes eval_results.txt; returns the results."""
@@ -876,12 +945,17 @@ class Job(runner.Job):
             except Exception as err:  # pylint: disable=broad-except
                 errors.append(err)
 
-        cls_id, sep_id, length = tokenizer.vocab["[CLS]"], tokenizer.vocab["[SEP]"], self.model.max_seq_length
+        special_ids, length, reading = packing.SpecialIds.of(tokenizer.vocab), self.model.max_seq_length, self.reading
 
         def pack(ids_a, ids_b):
-            input_ids, input_mask, segment_ids = packing.pack_pair(ids_a, ids_b, length, cls_id, sep_id)
-            return {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids,
-                    "is_real_example": tf.ones_like(input_ids[:, 0])}
+            if reading.windows:
+                packed = long_text.by_document(long_text.windows(ids_a, ids_b, length, reading, special_ids),
+                                               ids_a.nrows(), reading.max_windows_per_document)
+            else:
+                packed = dict(zip(long_text.FEATURES, packing.pack_pair(
+                    ids_a, ids_b, length, special_ids.cls, special_ids.sep, reading.head_tokens_for(length))))
+            packed["is_real_example"] = tf.ones_like(packed["input_ids"][:, 0])
+            return packed
 
         def input_fn(batch_size, input_context=None):
             spec = tf.TensorSpec([None], tf.int32)
@@ -900,7 +974,7 @@ class Job(runner.Job):
 
     def serving(self, model):
         return serving.ClassifierServing(model, self.model, self.is_regression, self.is_pair,
-                                         self.label_list)
+                                         self.label_list, self.reading)
 
     def export_tflite(self):
         """Writes the LiteRT model (litert_classifier.py) of the SavedModel in --export_dir (exported to a scratch

@@ -67,6 +67,7 @@ import cli
 import fast_tokenization
 import filesystem
 import linear_ragged
+import long_text
 import modeling
 import packing
 import tokenization
@@ -422,16 +423,28 @@ class ClassifierServing(_Serving):
     both return {"label": string [batch], "probabilities": [batch, num_labels]} ({"score": [batch]} for
     regression); `labels` holds the label of each column (also in assets.extra/labels.txt).
 
-    serving_text packs at most max_seq_length pieces, then cuts the batch to its longest sequence (the model's
-    [CLS] output does not depend on the padding), so short requests run at their own length."""
+    serving_text reads a long text_a as the run trained (reading, a long_text.LongText, recorded as
+    loaded.long_text, head_tokens, doc_stride, window_pooling, max_windows_per_document): truncate packs at most
+    max_seq_length pieces; head_tail reads text_a whole and packs its head and tail; windows reads text_a whole,
+    runs the model over its windows (in steps of rows_per_step windows) and pools their logits per text, and also
+    returns "windows" (int32 [batch], the windows read of each text). serving_default takes one packed window
+    per row. Batches are cut to their longest sequence (the model's [CLS] output does not depend on the padding),
+    so short requests run at their own length."""
 
-    def __init__(self, model, model_options, is_regression, is_pair, labels=None):
+    def __init__(self, model, model_options, is_regression, is_pair, labels=None, reading=None):
         super().__init__(model, name="classifier_export")
         self._text_input(model_options)
         self.max_seq_length = model_options.max_seq_length
         self.is_regression = is_regression
         self.is_pair = is_pair
         self.max_seq_length_value = _setting(self.max_seq_length, "max_seq_length")
+        self.reading = reading or long_text.LongText()
+        self.head = self.reading.head_tokens_for(self.max_seq_length)
+        self.long_text = _setting(self.reading.long_text, "long_text")
+        self.head_tokens = _setting(-1 if self.head is None else self.head, "head_tokens")
+        self.doc_stride = _setting(self.reading.doc_stride, "doc_stride")
+        self.window_pooling = _setting(self.reading.window_pooling, "window_pooling")
+        self.max_windows_per_document = _setting(self.reading.max_windows_per_document, "max_windows_per_document")
         if not is_regression and labels is None:
             labels = [str(i) for i in range(model.num_labels)]
         self.labels = None if is_regression else _setting([str(label) for label in labels], "labels")
@@ -442,28 +455,46 @@ class ClassifierServing(_Serving):
             self.serve_text = tf.function(self._serve_single, input_signature=[spec], autograph=False)
 
     def _outputs(self, input_ids, input_mask, segment_ids):
-        logits = self._run_model(input_ids, input_mask, segment_ids)
+        return self._answer(self._run_model(input_ids, input_mask, segment_ids))
+
+    def _answer(self, logits):
         if self.is_regression:
             return {"score": logits[:, 0]}
         return {"label": tf.gather(self.labels, tf.argmax(logits, axis=-1)),
                 "probabilities": tf.nn.softmax(logits, axis=-1)}
 
-    def _pack(self, text_a, text_b):
-        text_a = bounded_text(text_a, "text_a", self.tokenizer, self.max_seq_length)
+    def _text(self, text_a, text_b):
+        """(text_a's ids, text_b's ids or None): text_a cut after its first max_seq_length tokens unless the
+        reading needs all of it."""
+        cut = None if self.reading.long_text != "truncate" else self.max_seq_length
+        ids_a = self.tokenizer.tokenize(bounded_text(text_a, "text_a", self.tokenizer if cut else None, cut))
         ids_b = None
         if text_b is not None:
             ids_b = self.tokenizer.tokenize(bounded_text(text_b, "text_b", self.tokenizer, self.max_seq_length))
-        packed = packing.pack_pair(self.tokenizer.tokenize(text_a), ids_b, self.max_seq_length,
-                                   self.special_ids.cls, self.special_ids.sep)
-        length = packing.real_length(packed[1])
-        return [tensor[:, :length] for tensor in packed]
+        return ids_a, ids_b
+
+    def _serve(self, text_a, text_b):
+        ids_a, ids_b = self._text(text_a, text_b)
+        if not self.reading.windows:
+            packed = packing.pack_pair(ids_a, ids_b, self.max_seq_length, self.special_ids.cls, self.special_ids.sep,
+                                       self.head)
+            length = packing.real_length(packed[1])
+            return self._outputs(*[tensor[:, :length] for tensor in packed])
+        windows = long_text.windows(ids_a, ids_b, self.max_seq_length, self.reading, self.special_ids)
+        length = packing.real_length(windows["input_mask"])
+        logits = self._run_model(*[windows[name][:, :length] for name in long_text.FEATURES])
+        answer = self._answer(long_text.pool(logits, windows["document"], tf.shape(text_a)[0],
+                                             self.reading.window_pooling))
+        answer["windows"] = tf.minimum(windows["num_windows"], self.reading.max_windows_per_document)
+        return answer
 
     def _serve_single(self, text_a):
-        return self._outputs(*self._pack(text_a, None))
+        return self._serve(text_a, None)
 
     def _serve_pair(self, text_a, text_b):
         text_a, text_b = same_rows(text_a, text_b, "text_a", "text_b")
-        return self._outputs(*self._pack(text_a, text_b))
+        return self._serve(text_a, text_b)
+
 
 class NerServing(_Serving):
     """serving_default(input_ids, input_mask, segment_ids: int32 [batch, seq]) ->
