@@ -20,7 +20,8 @@ tokenizer inside (raw text in; litert_classifier.py; --tflite_quantize: int8). -
 with the model loaded once. --task_name=custom reads a user's TSV/CSV (--text_a_column, --text_b_column,
 --label_column, --label_list, --delimiter, --has_header, --regression). --processor_class=module.Class runs your own
 DataProcessor subclass, written as the original's README says. --output_dropout_prob sets the output layer's
-dropout (the original's fixed 0.1).
+dropout (the original's fixed 0.1). --long_text reads a text_a longer than max_seq_length by its head and tail, or
+whole in windows pooled per document (long_text.py; the default, truncate, is the original's).
 
 The original's Python API is here too: the processors (DataProcessor._read_tsv returns a list of field lists),
 InputExample, PaddingInputExample, InputFeatures, convert_single_example, convert_examples_to_features,
