@@ -42,6 +42,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+import encoder
 import filesystem
 import glue_evaluation
 import litert_classifier
@@ -696,17 +697,18 @@ def classifier_loss(logits, labels, is_regression):
 class ClassifierTask(training.Task):
     """The classifier job for training.py: loss, and per-example outputs (probabilities or score, loss)."""
 
-    def __init__(self, bert_config, num_labels, is_regression=False, output_dropout=modeling.CLASSIFIER_DROPOUT):
+    def __init__(self, bert_config, num_labels, is_regression=False, output_dropout=encoder.CLASSIFIER_DROPOUT):
         self.bert_config = bert_config
         self.num_labels = 1 if is_regression else num_labels
         self.is_regression = is_regression
         self.output_dropout = output_dropout
 
-    def build_model(self):
-        return modeling.ClassifierModel(self.bert_config, self.num_labels, dropout=self.output_dropout)
+    def build_model(self, elementwise_dtype="float32"):
+        return encoder.ClassifierModel(self.bert_config, self.num_labels, dropout=self.output_dropout,
+                                       elementwise_dtype=elementwise_dtype)
 
-    def compute_loss(self, model, features, training):
-        logits = model(features, training=training)
+    def compute_loss(self, model, features, training, dropout_seed=None):
+        logits = model(features, training=training, dropout_seed=dropout_seed)
         loss, _ = classifier_loss(logits, features["label_ids"], self.is_regression)
         return loss, {"loss": loss}
 
@@ -911,7 +913,7 @@ class Job(runner.Job):
             export_dir = options.export_dir
             if (not export_dir or options.export_dtype != "float32" or self.config.use_xla
                     or options.export_rows_per_step):
-                export_dir = serving.export_saved_model(os.path.join(scratch, "saved_model"), self.task.build_model,
+                export_dir = serving.export_saved_model(os.path.join(scratch, "saved_model"), self.build_model,
                                                         self.inference_checkpoint()[0], self.serving,
                                                         self.labels, serving.ExportSettings(rows_per_step=None))
             litert_classifier.export(options.export_tflite, export_dir, self.model, self.is_pair,
