@@ -25,19 +25,16 @@ def absl_info_logging():
     yield
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture
 def modeling_defaults():
-    """Every test starts with no variables of modeling's original API (as a fresh TF1 graph) and ends with them
-    gone and modeling's elementwise dtype back at its default, "float32": a job decides it for its device
-    (device_setup.setup), and a test that sets up a GPU's ("compute") would leave it to the next tests."""
-    modeling = sys.modules.get("modeling")
-    if modeling is not None:
-        modeling.reset_variables()
+    """For the tests of the original's API (modeling.py's namespace and settings; `pytestmark` of
+    tests/test_original_*.py): the test starts with no variables of it (as a fresh TF1 graph) and ends with them
+    gone and modeling's elementwise dtype back at its default, "float32"."""
+    import modeling
+    modeling.reset_variables()
     yield
-    modeling = sys.modules.get("modeling")
-    if modeling is not None:
-        modeling.set_elementwise_dtype("float32")
-        modeling.reset_variables()
+    modeling.set_elementwise_dtype("float32")
+    modeling.reset_variables()
 
 
 # Markers of the tests that need a peer implementation (pytest.ini): not the product's own tests.

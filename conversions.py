@@ -25,8 +25,8 @@ import tensorflow as tf
 from absl import logging
 
 import checkpoints
+import encoder
 import filesystem
-import modeling
 import tokenization
 from checkpoints import ORIGINAL_CHECKPOINT_NAME, load_checkpoint, resolve_checkpoint, save_checkpoint
 from cli import MissingFileError, UserError
@@ -54,19 +54,19 @@ def hf_config_to_bert_config(hf):
     if hf.get("position_embedding_type", "absolute") != "absolute":
         raise UserError(f"HF config: position_embedding_type {hf['position_embedding_type']!r} is not supported")
     eps = hf.get("layer_norm_eps", 1e-12)
-    if abs(eps - modeling.LAYER_NORM_EPSILON) > 1e-15:
-        logging.warning("HF config: layer_norm_eps %g differs from BERT's %g", eps, modeling.LAYER_NORM_EPSILON)
-    missing = [key for key in modeling.CONFIG_KEYS if key not in hf]
+    if abs(eps - encoder.LAYER_NORM_EPSILON) > 1e-15:
+        logging.warning("HF config: layer_norm_eps %g differs from BERT's %g", eps, encoder.LAYER_NORM_EPSILON)
+    missing = [key for key in encoder.CONFIG_KEYS if key not in hf]
     if missing:
         logging.info("HF config: using HF's defaults for %s", ", ".join(missing))
-    values = {key: hf.get(key, _HF_CONFIG_DEFAULTS[key]) for key in modeling.CONFIG_KEYS}
+    values = {key: hf.get(key, _HF_CONFIG_DEFAULTS[key]) for key in encoder.CONFIG_KEYS}
     values["hidden_act"] = _HF_ACT_TO_ORIGINAL[act]
-    return modeling.BertConfig.from_dict(values).validate("HF config")
+    return encoder.BertConfig.from_dict(values).validate("HF config")
 
 
 def bert_config_to_hf_config(config):
     """HF config.json dict of a BertConfig."""
-    out = {"architectures": ["BertModel"], "model_type": "bert", "layer_norm_eps": modeling.LAYER_NORM_EPSILON,
+    out = {"architectures": ["BertModel"], "model_type": "bert", "layer_norm_eps": encoder.LAYER_NORM_EPSILON,
            "pad_token_id": 0, "position_embedding_type": "absolute"}
     out.update(config.to_dict())
     out["hidden_act"] = _ORIGINAL_ACT_TO_HF[config.hidden_act]
@@ -192,8 +192,8 @@ def read_hf(hf_dir):
 
 def check_weights_against_config(weights, config, source="weights"):
     """Errors naming the variable when a weight's shape disagrees with what the config builds."""
-    model = modeling.PretrainingModel(config) if any(n.startswith("cls/") for n in weights) else \
-        modeling.BertEncoder(config)
+    model = encoder.PretrainingModel(config) if any(n.startswith("cls/") for n in weights) else \
+        encoder.BertEncoder(config)
     expected = {n: [int(d) for d in v.shape] for n, v in model.variables_by_name().items()}
     problems = []
     for name, value in weights.items():
@@ -311,7 +311,7 @@ def original_to_hf(init_checkpoint, bert_config_file, vocab_file, output_dir, do
     variables is an error too.
     """
     import safetensors.numpy
-    config = modeling.BertConfig.load(bert_config_file)
+    config = encoder.BertConfig.load(bert_config_file)
     vocab = tokenization.load_vocab(vocab_file)
     tokenization.check_special_tokens(vocab, vocab_file, tuple(HF_SPECIAL_TOKENS.values()))
     tokenization.require_vocab_of(vocab_file, config.vocab_size, bert_config_file)
@@ -430,7 +430,7 @@ def tfm_to_original_weights(checkpoint, hidden_act="gelu"):
     for key in sorted(set(keys) - used):
         logging.info("tf-models-official checkpoint entry not converted: %s", key)
     word = weights["bert/embeddings/word_embeddings"]
-    config = modeling.BertConfig(
+    config = encoder.BertConfig(
         vocab_size=int(word.shape[0]), hidden_size=int(word.shape[1]), num_hidden_layers=len(layer_ids),
         num_attention_heads=int(heads), intermediate_size=int(weights["bert/encoder/layer_0/intermediate/dense/bias"]
                                                              .shape[0]),

@@ -1,6 +1,6 @@
 """What the device a job runs on decides, once, where every script's job starts (runner.Job.run, before the
 strategy is made): whether XLA compiles the model's steps, the XLA options that make its compile finish, and
-where a mixed-precision model runs its elementwise work (--elementwise_dtype, modeling.set_elementwise_dtype).
+where a mixed-precision model runs its elementwise work (--elementwise_dtype, the models' elementwise_dtype).
 
   device_type(config, devices=None) -> "tpu" | "gpu" | "cpu": --use_tpu / --distribution_strategy=tpu, else
     whether TensorFlow sees a GPU (`devices`: a list of tf.config.PhysicalDevice, injected by tests).
@@ -17,7 +17,7 @@ where a mixed-precision model runs its elementwise work (--elementwise_dtype, mo
     2.21's XLA (an unknown flag in XLA_FLAGS ends the process at its first XLA compile).
   decide_elementwise(elementwise_dtype, device): "auto" is "float32" on a CPU, "compute" on a GPU or TPU.
   setup(config, devices=None, environ=None) -> the config with use_xla and elementwise_dtype decided (the latter
-    applied to modeling); on a GPU with XLA on, sets XLA_FLAGS (through xla_flags); logs what it decided and why.
+    reaches the models through training.py's Task.build_model); on a GPU with XLA on, sets XLA_FLAGS (through xla_flags); logs what it decided and why.
     The entries it added are named in ADDED_ENV too, so that a process started from this one (which inherits
     XLA_FLAGS) replaces them with its own job's instead of keeping them as the user's.
   make_cache_dir() creates the autotune cache folder setup() named (after --output_dir exists).
@@ -56,7 +56,7 @@ def device_type(config, devices=None):
 
 def decide_elementwise(elementwise_dtype, device):
     """--elementwise_dtype decided: "auto" is "float32" on a CPU (elementwise bfloat16 is slow there), "compute" on
-    a GPU or TPU (modeling.set_elementwise_dtype)."""
+    a GPU or TPU (encoder.py's ELEMENTWISE_DTYPES)."""
     if elementwise_dtype != "auto":
         return elementwise_dtype
     return "float32" if device == "cpu" else "compute"
@@ -111,7 +111,7 @@ _ours = set()  # the XLA_FLAGS entries setup() added in this process (an earlier
 
 def setup(config, devices=None, environ=None):
     """The config with use_xla and elementwise_dtype decided for the device (device_type, decide_xla,
-    decide_elementwise; the latter set in modeling); with XLA on a GPU, XLA_FLAGS gets the project's options
+    decide_elementwise); with XLA on a GPU, XLA_FLAGS gets the project's options
     (xla_flags) unless the user's XLA_FLAGS sets them. Logs the decisions and why."""
     global _cache_dir
     environ = os.environ if environ is None else environ
@@ -120,8 +120,6 @@ def setup(config, devices=None, environ=None):
     on, why = decide_xla(config.use_xla, device, device == "gpu" and several_replicas(config, devices))
     elementwise = decide_elementwise(config.elementwise_dtype, device)
     resolved = dataclasses.replace(config, use_xla=on, elementwise_dtype=elementwise)
-    import modeling  # imports TensorFlow: not for xla_flags' callers (the benchmarks' parent processes)
-    modeling.set_elementwise_dtype(elementwise)
     if config.dtype != "float32":
         given = config.elementwise_dtype != "auto"
         logging.info("Mixed precision (%s): elementwise work in %s (%s)", config.dtype,

@@ -22,6 +22,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+import encoder
 import filesystem
 import modeling
 import original_model_fn
@@ -171,8 +172,8 @@ class ExtractFeaturesTask(training.Task):
         self.layer_indexes = list(layer_indexes)
         self.sentence_vector = sentence_vector
 
-    def build_model(self):
-        return modeling.BertEncoder(self.bert_config)
+    def build_model(self, elementwise_dtype="float32"):
+        return encoder.BertEncoder(self.bert_config, elementwise_dtype=elementwise_dtype)
 
     def predict_outputs(self, model, features):
         input_mask = features["input_mask"]

@@ -134,26 +134,28 @@ def pool(logits, document, num_documents, pooling, present=None):
 
 class WindowedLogits:
     """The document logits of a classifier model over by_document features: the present windows through the
-    model (cut to their longest one; all windows at one static shape where `static` (XLA, TPU)), pooled."""
+    model (cut to their longest one; all windows at one static shape where `static` (XLA, TPU)), pooled; in
+    training, dropout drawn from dropout_seed as a model call draws it (encoder.py)."""
 
     def __init__(self, max_seq_length, long_text, static=False):
         self.max_seq_length = max_seq_length
         self.long_text = long_text
         self.static = static
 
-    def __call__(self, model, features, training):
+    def __call__(self, model, features, training, dropout_seed=None):
         length = self.max_seq_length
         rows = {name: tf.reshape(features[name], [-1, length]) for name in FEATURES}
         num_documents = tf.shape(features["input_ids"])[0]
         document = tf.range(tf.shape(rows["input_ids"])[0]) // self.long_text.max_windows_per_document
         present = rows["input_mask"][:, 0] > 0
         if self.static:
-            logits = model(rows, training=training)
+            logits = model(rows, training=training, dropout_seed=dropout_seed)
             return pool(logits, document, num_documents, self.long_text.window_pooling, present)
         where = tf.where(present)[:, 0]
         rows = {name: tf.gather(value, where) for name, value in rows.items()}
         width = packing.real_length(rows["input_mask"])
-        logits = model({name: value[:, :width] for name, value in rows.items()}, training=training)
+        logits = model({name: value[:, :width] for name, value in rows.items()}, training=training,
+                       dropout_seed=dropout_seed)
         return pool(logits, tf.gather(document, where), num_documents, self.long_text.window_pooling)
 
 

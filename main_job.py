@@ -380,11 +380,11 @@ def make_vocab(corpus_files, vocab_size, do_lower_case, path):
 
 def small_bert_config(vocab_size, hidden_size, num_layers, num_heads, max_seq_length, dropout=0.1):
     """A small BertConfig for pre-training from scratch (original defaults otherwise)."""
-    import modeling
-    return modeling.BertConfig(vocab_size=vocab_size, hidden_size=hidden_size, num_hidden_layers=num_layers,
-                               num_attention_heads=num_heads, intermediate_size=4 * hidden_size,
-                               hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout,
-                               max_position_embeddings=max(128, max_seq_length)).validate()
+    import encoder
+    return encoder.BertConfig(vocab_size=vocab_size, hidden_size=hidden_size, num_hidden_layers=num_layers,
+                              num_attention_heads=num_heads, intermediate_size=4 * hidden_size,
+                              hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout,
+                              max_position_embeddings=max(128, max_seq_length)).validate()
 
 
 def pretraining_options(job, records, output_dir, **flags):
@@ -713,11 +713,11 @@ def _pretraining_data_stage(job, out, progress, corpus_path, eval_corpus_path):
 def _pretraining_stage(job, out, progress, records, eval_records):
     """4. Pre-training (or --init_checkpoint as is) and the masked-LM accuracy of every checkpoint."""
     import checkpoints
-    import modeling
+    import encoder
     import run_pretraining
     pretrain_dir = os.path.join(job.output_dir, "pretrain")
     if job.init_checkpoint:
-        bert_config = modeling.BertConfig.load(job.bert_config_file)
+        bert_config = encoder.BertConfig.load(job.bert_config_file)
     else:
         with tf_gfile().GFile(job.vocab_file, "r") as f:
             n_vocab = sum(1 for _ in f)
@@ -789,8 +789,8 @@ def reference_row(job, progress, seeds):
     import conversions
     out_dir = os.path.join(job.output_dir, "reference_checkpoint")
     prefix = conversions.hf_to_original(hf_dir, out_dir, replace=True)
-    import modeling
-    config = modeling.BertConfig.from_json_file(os.path.join(out_dir, "bert_config.json"))
+    import encoder
+    config = encoder.BertConfig.from_json_file(os.path.join(out_dir, "bert_config.json"))
     name = "MiniLM-L6" if job.reference_hf_dir == REFERENCE_AUTO else os.path.basename(hf_dir.rstrip("/"))
     progress.note(f"{hf_dir} -> {prefix} ({config.num_hidden_layers} layers x {config.hidden_size} hidden, vocab "
                   f"{config.vocab_size}; convert_checkpoint.py --mode=hf_to_original)")

@@ -13,8 +13,8 @@ import dataclasses
 
 import checkpoints
 import cli
+import encoder
 import filesystem
-import modeling
 import tokenization
 
 
@@ -33,7 +33,7 @@ class ModelOptions:
     def bert_config(self, min_seq_length=1):
         """The BertConfig of --bert_config_file, checked against --max_seq_length."""
         filesystem.require_file(self.bert_config_file, "--bert_config_file")
-        bert_config = modeling.BertConfig.load(self.bert_config_file)
+        bert_config = encoder.BertConfig.load(self.bert_config_file)
         check_seq_length(bert_config, self.max_seq_length, min_seq_length, self.bert_config_file)
         return bert_config
 

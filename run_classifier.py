@@ -43,6 +43,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+import encoder
 import filesystem
 import glue_evaluation
 import litert_classifier
@@ -738,7 +739,7 @@ class ClassifierTask(training.Task):
     windows (a long_text.WindowedLogits): the examples are documents read in windows (long_text.by_document), a
     document's logits pooled over its windows, in the loss as in the outputs."""
 
-    def __init__(self, bert_config, num_labels, is_regression=False, output_dropout=modeling.CLASSIFIER_DROPOUT,
+    def __init__(self, bert_config, num_labels, is_regression=False, output_dropout=encoder.CLASSIFIER_DROPOUT,
                  windows=None):
         self.bert_config = bert_config
         self.num_labels = 1 if is_regression else num_labels
@@ -746,16 +747,17 @@ class ClassifierTask(training.Task):
         self.output_dropout = output_dropout
         self.windows = windows
 
-    def build_model(self):
-        return modeling.ClassifierModel(self.bert_config, self.num_labels, dropout=self.output_dropout)
+    def build_model(self, elementwise_dtype="float32"):
+        return encoder.ClassifierModel(self.bert_config, self.num_labels, dropout=self.output_dropout,
+                                       elementwise_dtype=elementwise_dtype)
 
-    def logits(self, model, features, training):
+    def logits(self, model, features, training, dropout_seed=None):
         if self.windows is None:
-            return model(features, training=training)
-        return self.windows(model, features, training)
+            return model(features, training=training, dropout_seed=dropout_seed)
+        return self.windows(model, features, training, dropout_seed)
 
-    def compute_loss(self, model, features, training):
-        logits = self.logits(model, features, training)
+    def compute_loss(self, model, features, training, dropout_seed=None):
+        logits = self.logits(model, features, training, dropout_seed)
         loss, _ = classifier_loss(logits, features["label_ids"], self.is_regression)
         return loss, {"loss": loss}
 
@@ -986,7 +988,7 @@ class Job(runner.Job):
             export_dir = options.export_dir
             if (not export_dir or options.export_dtype != "float32" or self.config.use_xla
                     or options.export_rows_per_step):
-                export_dir = serving.export_saved_model(os.path.join(scratch, "saved_model"), self.task.build_model,
+                export_dir = serving.export_saved_model(os.path.join(scratch, "saved_model"), self.build_model,
                                                         self.inference_checkpoint()[0], self.serving,
                                                         self.labels, serving.ExportSettings(rows_per_step=None))
             litert_classifier.export(options.export_tflite, export_dir, self.model, self.is_pair,

@@ -57,6 +57,7 @@ import tensorflow as tf
 from absl import logging
 
 import conlleval
+import encoder
 import filesystem
 import modeling
 import packing
@@ -349,7 +350,7 @@ def format_predictions(triples):
 
 
 # ----------------------------------------------------------------------------------------------
-# Model: modeling.ClassifierModel(per_token=True): the classifier's dropout and output_weights /
+# Model: encoder.ClassifierModel(per_token=True): the classifier's dropout and output_weights /
 # output_bias on every position.
 
 
@@ -366,16 +367,16 @@ MICRO_BATCH_WEIGHT = "label_weight_per_micro_batch"
 class NerTask(training.Task):
     """Token classification for training.py: loss = weighted token cross entropy / scored tokens."""
 
-    def __init__(self, bert_config, num_labels, output_dropout=modeling.CLASSIFIER_DROPOUT):
+    def __init__(self, bert_config, num_labels, output_dropout=encoder.CLASSIFIER_DROPOUT):
         self.bert_config = bert_config
         self.num_labels = num_labels
         self.output_dropout = output_dropout
 
     sequence_outputs = ("predicted_ids", "token_loss")
 
-    def build_model(self):
-        return modeling.ClassifierModel(self.bert_config, self.num_labels, per_token=True, dropout=self.output_dropout,
-                                        name="ner")
+    def build_model(self, elementwise_dtype="float32"):
+        return encoder.ClassifierModel(self.bert_config, self.num_labels, per_token=True, dropout=self.output_dropout,
+                                       name="ner", elementwise_dtype=elementwise_dtype)
 
     def prepare_batch(self, features, num_micro_batches):
         # Normalise every micro-batch by the scored tokens of the whole batch, so that accumulation over
@@ -385,8 +386,8 @@ class NerTask(training.Task):
         features[MICRO_BATCH_WEIGHT] = total / float(num_micro_batches)
         return features
 
-    def compute_loss(self, model, features, training):
-        logits = model(features, training=training)
+    def compute_loss(self, model, features, training, dropout_seed=None):
+        logits = model(features, training=training, dropout_seed=dropout_seed)
         weights = tf.cast(features["label_weights"], tf.float32)
         numerator = tf.reduce_sum(token_losses(logits, features["label_ids"]) * weights)
         denominator = features.get(MICRO_BATCH_WEIGHT)

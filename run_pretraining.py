@@ -21,6 +21,7 @@ import json
 import tensorflow as tf
 from absl import logging
 
+import encoder
 import filesystem
 import modeling
 import original_model_fn
@@ -189,8 +190,8 @@ class PretrainingTask(training.Task):
     def __init__(self, bert_config):
         self.bert_config = bert_config
 
-    def build_model(self):
-        return modeling.PretrainingModel(self.bert_config)
+    def build_model(self, elementwise_dtype="float32"):
+        return encoder.PretrainingModel(self.bert_config, elementwise_dtype=elementwise_dtype)
 
     def prepare_batch(self, features, num_micro_batches):
         context = tf.distribute.get_replica_context()
@@ -212,9 +213,9 @@ class PretrainingTask(training.Task):
         mlm_loss = numerator * features["mlm_num_parts"] / (features["mlm_weight_total"] + 1e-5)
         return mlm_loss, outputs["nsp_loss"]
 
-    def compute_loss(self, model, features, training):
+    def compute_loss(self, model, features, training, dropout_seed=None):
         inputs = {name: features[name] for name in FEATURE_NAMES}
-        outputs = model(inputs, training=training)
+        outputs = model(inputs, training=training, dropout_seed=dropout_seed)
         mlm_loss, nsp_loss = self._losses(outputs, features)
         total = mlm_loss + nsp_loss
         return total, {"loss": total, "masked_lm_loss": mlm_loss, "next_sentence_loss": nsp_loss}
@@ -247,7 +248,7 @@ class PretrainingTask(training.Task):
 
 # ---------------------------------------------------------------------------------------------------------
 # The original's model_fn_builder, heads and input_fn_builder, on TensorFlow 2 (modeling's original API): the
-# layers of PretrainingModel (modeling.MaskedLMHead, NextSentenceHead) and its losses, with modeling's variables.
+# layers of PretrainingModel (encoder.MaskedLMHead, NextSentenceHead) and its losses, with modeling's variables.
 
 
 def _original_head(scope, bert_config, make):
@@ -255,14 +256,14 @@ def _original_head(scope, bert_config, make):
     (`<scope>/...`, made once per name), as the original's tf.variable_scope(scope) made them."""
     current = tf.compat.v1.get_variable_scope().name
     full = f"{current}/{scope}" if current else scope
-    key = (scope, json.dumps(bert_config.to_dict(), sort_keys=True, default=repr))
+    key = (scope, json.dumps(bert_config.to_dict(), sort_keys=True, default=repr), modeling.elementwise_dtype())
     return modeling.namespace_layer(full, key, make, None)
 
 
 def gather_indexes(sequence_tensor, positions):
     """Gathers the vectors at the specific positions over a minibatch: sequence_tensor [batch_size, seq_length,
     width], positions [batch_size, num_positions] -> [batch_size * num_positions, width]."""
-    return modeling.gather_indexes(sequence_tensor, positions)
+    return encoder.gather_indexes(sequence_tensor, positions)
 
 
 def get_masked_lm_output(bert_config, input_tensor, output_weights, positions, label_ids, label_weights):
@@ -271,9 +272,9 @@ def get_masked_lm_output(bert_config, input_tensor, output_weights, positions, l
     output_bias; the decoder is output_weights, the word embeddings) at `positions` of input_tensor (the
     sequence output), the loss weighted by label_weights."""
     head = _original_head("cls/predictions", bert_config,
-                          lambda: modeling.MaskedLMHead(bert_config, name="predictions"))
+                          lambda: encoder.MaskedLMHead(bert_config, modeling.elementwise_dtype(), name="predictions"))
     log_probs = head(gather_indexes(input_tensor, positions), output_weights)
-    loss, per_example_loss = modeling.masked_lm_loss(log_probs, label_ids, label_weights)
+    loss, per_example_loss = encoder.masked_lm_loss(log_probs, label_ids, label_weights)
     return loss, per_example_loss, log_probs
 
 
@@ -282,9 +283,9 @@ def get_next_sentence_output(bert_config, input_tensor, labels):
     [batch_size, 2]) of the head `cls/seq_relationship` (output_weights [2, hidden_size], output_bias [2]) on
     input_tensor (the pooled output); label 0 is "next sentence", 1 "random sentence"."""
     head = _original_head("cls/seq_relationship", bert_config,
-                          lambda: modeling.NextSentenceHead(bert_config, name="seq_relationship"))
+                          lambda: encoder.NextSentenceHead(bert_config, name="seq_relationship"))
     log_probs = head(input_tensor)
-    loss, per_example_loss = modeling.next_sentence_loss(log_probs, labels)
+    loss, per_example_loss = encoder.next_sentence_loss(log_probs, labels)
     return loss, per_example_loss, log_probs
 
 

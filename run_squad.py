@@ -30,6 +30,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+import encoder
 import filesystem
 import model_options
 import modeling
@@ -756,11 +757,11 @@ class SquadTask(training.Task):
     def __init__(self, bert_config):
         self.bert_config = bert_config
 
-    def build_model(self):
-        return modeling.SquadModel(self.bert_config)
+    def build_model(self, elementwise_dtype="float32"):
+        return encoder.SquadModel(self.bert_config, elementwise_dtype=elementwise_dtype)
 
-    def compute_loss(self, model, features, training):
-        start_logits, end_logits = model(features, training=training)
+    def compute_loss(self, model, features, training, dropout_seed=None):
+        start_logits, end_logits = model(features, training=training, dropout_seed=dropout_seed)
         loss = squad_loss(start_logits, end_logits, features["start_positions"], features["end_positions"])
         return loss, {"loss": loss}
 

@@ -25,9 +25,9 @@ from absl import logging
 import checkpoints
 import cli
 import device_setup
+import encoder
 import filesystem
 import litert_export
-import modeling
 import onnx_export
 import packing
 import records
@@ -81,7 +81,7 @@ class FinetuningOptions:
 
 def output_dropout_option():
     """The --output_dropout_prob flag of the runners whose output layer has dropout (run_classifier.py, run_ner.py)."""
-    return cli.option(modeling.CLASSIFIER_DROPOUT, "Dropout probability on the output layer's input when training "
+    return cli.option(encoder.CLASSIFIER_DROPOUT, "Dropout probability on the output layer's input when training "
                       "(the original's fixed keep_prob=0.9, i.e. 0.1; the BERT config's dropout probabilities do not "
                       "reach it). 0 turns it off.")
 
@@ -306,6 +306,11 @@ class Job:
         self.write_output(name, format_eval_results(results))
         return results
 
+    def build_model(self):
+        """The task's model for an export, its elementwise work where the job's device decided
+        (--elementwise_dtype)."""
+        return self.task.build_model(self.config.elementwise_dtype)
+
     def export(self):
         """Writes the SavedModel to --export_dir from the inference checkpoint (serving.export_saved_model), in
         --export_dtype; under XLA its model is compiled at the bucketed widths of --max_seq_length (and up to
@@ -314,14 +319,14 @@ class Job:
         if self.config.use_xla:
             widths = packing.bucket_widths(self.model.max_seq_length, self.bert_config.max_position_embeddings)
         settings = serving.ExportSettings(self.options.export_dtype, widths, self.options.export_rows_per_step)
-        return serving.export_saved_model(self.options.export_dir, self.task.build_model,
+        return serving.export_saved_model(self.options.export_dir, self.build_model,
                                           self.inference_checkpoint()[0], self.serving, self.labels, settings)
 
     def float32_module(self):
         """The SavedModel's module (self.serving) of the inference checkpoint in float32, without XLA: what the
         ONNX and LiteRT exports convert."""
         with serving.float32_policy():
-            return serving.build_module(self.task.build_model, self.inference_checkpoint()[0], self.serving)
+            return serving.build_module(self.build_model, self.inference_checkpoint()[0], self.serving)
 
     def export_onnx(self):
         """Writes the ONNX model of the SavedModel's serving_default to --export_onnx (onnx_export.export), from

@@ -64,11 +64,11 @@ from tensorflow.core.framework import attr_value_pb2
 
 import checkpoints
 import cli
+import encoder
 import fast_tokenization
 import filesystem
 import linear_ragged
 import long_text
-import modeling
 import packing
 import tokenization
 
@@ -387,7 +387,7 @@ class _Serving(tf.Module):
 
 
 class EncoderServing(_Serving):
-    """The encoder alone (a modeling.BertEncoder): serving_default(input_ids, input_mask, segment_ids: int32
+    """The encoder alone (a encoder.BertEncoder): serving_default(input_ids, input_mask, segment_ids: int32
     [batch, seq]) -> {"sequence_output": float32 [batch, seq, hidden], "pooled_output": float32 [batch, hidden]}.
     For the ONNX and LiteRT exports of a pre-trained checkpoint (convert_checkpoint.py)."""
 
@@ -401,9 +401,9 @@ class EncoderServing(_Serving):
 
 
 def float32_encoder(config, prefix):
-    """modeling.BertEncoder in float32 with the encoder weights (bert/...) of the checkpoint `prefix`."""
+    """encoder.BertEncoder in float32 with the encoder weights (bert/...) of the checkpoint `prefix`."""
     with float32_policy():
-        bert = modeling.BertEncoder(config)
+        bert = encoder.BertEncoder(config)
         checkpoints.init_from_checkpoint(bert.variables_by_name(), prefix, required=checkpoints.ENCODER_PREFIX)
     return bert
 
@@ -411,7 +411,7 @@ def float32_encoder(config, prefix):
 def encoder_module(init_checkpoint, bert_config_file):
     """EncoderServing of a checkpoint's encoder (bert/...) in float32; an error naming the flag when the checkpoint
     holds no encoder."""
-    config = modeling.BertConfig.load(bert_config_file)
+    config = encoder.BertConfig.load(bert_config_file)
     prefix, _ = checkpoints.require_encoder(init_checkpoint)
     bert = float32_encoder(config, prefix)
     with float32_policy():

@@ -34,10 +34,10 @@ from absl import logging
 
 import checkpoints
 import cli
+import encoder
 import fast_tokenization
 import filesystem
 import model_options
-import modeling
 import packing
 import serving
 import tokenization
@@ -72,7 +72,7 @@ DROPOUT_OP_SEED = 1804
 
 
 class _Encoder:
-    """The encoder's computation over modeling.BertEncoder (and MaskedLMHead), traced into the SavedModel."""
+    """The encoder's computation over encoder.BertEncoder (and MaskedLMHead), traced into the SavedModel."""
 
     def __init__(self, bert, mlm_head=None):
         self.bert = bert
@@ -89,8 +89,7 @@ class _Encoder:
             # the caller enabled op determinism (tf.config.experimental.enable_op_determinism), which refuses
             # random ops without a seed; each call still draws new masks.
             seed = tf.random.uniform([2], maxval=tf.int64.max, dtype=tf.int64, seed=DROPOUT_OP_SEED)
-            with modeling.dropout_seed(seed):
-                out = self.bert(input_ids, input_mask, type_ids, training=True)
+            out = self.bert(input_ids, input_mask, type_ids, training=True, dropout_seed=seed)
         else:
             out = self.bert(input_ids, input_mask, type_ids, training=False)
         return {"pooled_output": out["pooled_output"], "sequence_output": out["sequence_output"],
@@ -99,7 +98,7 @@ class _Encoder:
     def mlm_outputs(self, inputs, training):
         out = self.outputs(inputs, training)
         positions = tf.cast(inputs["masked_lm_positions"], tf.int32)
-        hidden = modeling.gather_indexes(out["sequence_output"], positions)
+        hidden = encoder.gather_indexes(out["sequence_output"], positions)
         logits = self.mlm_head.logits(hidden, self.bert.embedding_table)
         shape = tf.shape(positions)
         out["mlm_logits"] = tf.reshape(logits, [shape[0], shape[1], self.config.vocab_size])
@@ -212,7 +211,7 @@ def _load_model(config, prefix, names):
     with serving.float32_policy():
         if not any(name.startswith(MLM_PREFIX) for name in names):
             return bert, None
-        head = modeling.MaskedLMHead(config, name="predictions")
+        head = encoder.MaskedLMHead(config, name="predictions")
         head.build(None)
         head_vars = {MLM_PREFIX + name: variable for name, variable in head.variables_by_name().items()}
         missing = [name for name in head_vars if name not in names]

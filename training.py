@@ -11,10 +11,10 @@ Usage:
     import training
 
     class MyTask(training.Task):
-        def build_model(self):                      # called under the strategy scope; variables must exist
-            return MyModel(...)                     # model.variables_by_name() required
-        def compute_loss(self, model, features, training):
-            out = model(features, training=training)
+        def build_model(self, elementwise_dtype="float32"):  # under the strategy scope; variables must exist
+            return MyModel(..., elementwise_dtype=elementwise_dtype)  # model.variables_by_name() required
+        def compute_loss(self, model, features, training, dropout_seed=None):
+            out = model(features, training=training, dropout_seed=dropout_seed)
             return out["loss"], {"loss": out["loss"]}
         def eval_metrics(self, model, features):    # name -> (numerator, denominator), summed over batches
             ...
@@ -36,9 +36,9 @@ The loop neither makes strategies nor writes result files: runner.Job does both,
 
 Resume: the input function must be deterministic (seeded); on restart the loop skips the batches already
 consumed (one per global step). Each step's dropout masks are drawn from --seed and the global step
-(modeling.dropout_seed), so a resumed run draws what an uninterrupted one draws. With `deterministic=True`
-(--deterministic) it also enables TensorFlow op determinism, so a run killed (or preempted: preemption.py) and
-restarted with the same command ends with exactly the weights of an uninterrupted run (on CPU).
+(the models' `dropout_seed`, encoder.py), so a resumed run draws what an uninterrupted one draws. With
+`deterministic=True` (--deterministic) it also enables TensorFlow op determinism, so a run killed (or preempted:
+preemption.py) and restarted with the same command ends with exactly the weights of an uninterrupted run (on CPU).
 
 Stopping early: a SIGTERM during training saves a checkpoint after the step in progress and ends the run with
 preemption.Preempted; under a multi-worker strategy a lost worker ends the others with preemption.WorkerLost.
@@ -58,7 +58,7 @@ from absl import logging
 import checkpoints
 import cli
 import device_setup
-import modeling
+import encoder
 import optimization
 import preemption
 from cli import UserError
@@ -112,7 +112,7 @@ class TrainingConfig:
         "auto", "Under a mixed --dtype, where the elementwise work around the matmuls runs (the dropouts, "
         "attention's scale, the dense layers' bias and activation): float32 (elementwise bfloat16 is slow on a "
         "CPU), compute (the mixed dtype itself), auto: float32 on a CPU, compute on a GPU or TPU. Softmax, residual "
-        "sums and LayerNorm run in float32 either way.", ("auto",) + modeling.ELEMENTWISE_DTYPES)
+        "sums and LayerNorm run in float32 either way.", ("auto",) + encoder.ELEMENTWISE_DTYPES)
     optimizer: str = cli.option("adamw", "adamw (the original) or lamb.", OPTIMIZERS)
     gradient_accumulation_steps: int = cli.option(1, "Micro-batches per optimizer step; train_batch_size is the "
                                                   "batch of one step.")
@@ -137,9 +137,9 @@ class TrainingConfig:
             raise UserError(f"--dtype={self.dtype!r}: expected one of {DTYPES}")
         if self.optimizer not in OPTIMIZERS:
             raise UserError(f"--optimizer={self.optimizer!r}: expected one of {OPTIMIZERS}")
-        if self.elementwise_dtype not in ("auto",) + modeling.ELEMENTWISE_DTYPES:
+        if self.elementwise_dtype not in ("auto",) + encoder.ELEMENTWISE_DTYPES:
             raise UserError(f"--elementwise_dtype={self.elementwise_dtype!r}: expected auto or one of "
-                            f"{modeling.ELEMENTWISE_DTYPES}")
+                            f"{encoder.ELEMENTWISE_DTYPES}")
         for name in ("train_batch_size", "eval_batch_size", "predict_batch_size", "save_checkpoints_steps",
                      "iterations_per_loop", "log_step_count_steps", "save_summary_steps",
                      "gradient_accumulation_steps", "keep_checkpoint_max"):
@@ -213,14 +213,11 @@ def end_together(strategy):
             preemption.raise_lost_worker(err, strategy, "at the end of the job")
 
 
-def set_precision_policy(dtype, elementwise_dtype=None):
-    """Keras global dtype policy for config.dtype, and the model's elementwise dtype when given (config's, decided:
-    modeling.set_elementwise_dtype)."""
+def set_precision_policy(dtype):
+    """Keras global dtype policy for config.dtype (the models take config.elementwise_dtype: Task.build_model)."""
     import keras
     policy = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}[dtype]
     keras.config.set_dtype_policy(policy)
-    if elementwise_dtype is not None:
-        modeling.set_elementwise_dtype(elementwise_dtype)
 
 
 
@@ -236,15 +233,17 @@ class Task:
     # to full length after real-length batches).
     sequence_outputs = ()
 
-    def build_model(self):
-        """Returns the model with its variables created (called under the strategy scope).
+    def build_model(self, elementwise_dtype="float32"):
+        """Returns the model with its variables created (called under the strategy scope), its elementwise work
+        in `elementwise_dtype` (the config's, decided for the device).
 
         The model must offer variables_by_name() -> {original name: variable}.
         """
         raise NotImplementedError
 
-    def compute_loss(self, model, features, training):
-        """Returns (loss scalar, {name: scalar} to log) for one (micro-)batch on one replica."""
+    def compute_loss(self, model, features, training, dropout_seed=None):
+        """Returns (loss scalar, {name: scalar} to log) for one (micro-)batch on one replica; in training, the
+        model's dropout masks are drawn from `dropout_seed` (pass it to the model's call)."""
         raise NotImplementedError
 
     def prepare_batch(self, features, num_micro_batches):
@@ -362,7 +361,7 @@ def _learning_rate(optimizer, step):
 def _setup_run(config):
     """Dtype policy, op determinism and seeds (fresh runs initialise identically for the same seed)."""
     import keras
-    set_precision_policy(config.dtype, config.elementwise_dtype)
+    set_precision_policy(config.dtype)
     if config.deterministic:
         tf.config.experimental.enable_op_determinism()
     keras.utils.set_random_seed(config.seed)
@@ -380,7 +379,7 @@ def _format_duration(seconds):
 
 
 def _dropout_seed(seed, global_step, micro_batch):
-    """The seed of one micro-batch's dropout masks on this replica (modeling.dropout_seed): --seed, the step
+    """The seed of one micro-batch's dropout masks on this replica (a model call's dropout_seed): --seed, the step
     being taken, the replica and the micro-batch, so that every step draws its own masks whatever ran before."""
     context = tf.distribute.get_replica_context()
     replica = context.replica_id_in_sync_group if context is not None else 0
@@ -402,9 +401,9 @@ def _build_replica_step(task, model, optimizer, config, loss_scale, num_replicas
     per_occurrence = config.strategy_name != "tpu"
 
     def micro_grads(features, micro_batch=0):
-        with tf.GradientTape() as tape, \
-                modeling.dropout_seed(_dropout_seed(config.seed, optimizer.global_step, micro_batch)):
-            loss, logs = task.compute_loss(model, features, training=True)
+        with tf.GradientTape() as tape:
+            loss, logs = task.compute_loss(model, features, training=True,
+                                           dropout_seed=_dropout_seed(config.seed, optimizer.global_step, micro_batch))
             loss = tf.cast(loss, tf.float32)
             scaled = loss * loss_scale.scale if loss_scale is not None else loss
         grads = tape.gradient(scaled, variables)
@@ -582,7 +581,7 @@ def _make_train_loop(strategy, replica_step, use_xla, notice, autograph=False, c
 def build_training_state(task, config, strategy):
     """Creates model, optimizer (with slots) and loss scale under the strategy scope."""
     with strategy.scope():
-        model = task.build_model()
+        model = task.build_model(config.elementwise_dtype)
         optimizer = create_optimizer(config)
         optimizer.build(model.variables_by_name())
         loss_scale = _LossScale() if config.dtype == "float16" else None
@@ -941,10 +940,10 @@ def evaluate(task, input_fn, config, strategy=None, checkpoint_path=None, max_st
     each replica's batch is compiled (once per input shape). Progress lines (_PassProgress) count the examples
     against total_examples, when the caller knows it, else against max_steps batches."""
     config = decide_for_device(config)
-    set_precision_policy(config.dtype, config.elementwise_dtype)
+    set_precision_policy(config.dtype)
     strategy = strategy or tf.distribute.get_strategy()
     with strategy.scope():
-        model = task.build_model()
+        model = task.build_model(config.elementwise_dtype)
     global_step = _restore_for_inference(model, checkpoint_path)
     dataset = input_fn(config.eval_batch_size, None)
     if max_steps is not None:
@@ -997,10 +996,10 @@ def predict(task, input_fn, config, strategy=None, checkpoint_path=None, total_e
     runner.predict_arrays gives a few, bucketed). Progress lines (_PassProgress, starting with `what`) count the
     examples against total_examples when the caller knows it."""
     config = decide_for_device(config)
-    set_precision_policy(config.dtype, config.elementwise_dtype)
+    set_precision_policy(config.dtype)
     strategy = strategy or tf.distribute.get_strategy()
     with strategy.scope():
-        model = task.build_model()
+        model = task.build_model(config.elementwise_dtype)
     _restore_for_inference(model, checkpoint_path)
     dist = strategy.experimental_distribute_dataset(input_fn(config.predict_batch_size, None))
     replica_step = _replica_function(lambda f: task.predict_outputs(model, f), config, task)

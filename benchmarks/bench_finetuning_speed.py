@@ -39,10 +39,10 @@ TASKS = {"mrpc": 128, "squad": 384}  # the task's default --max_seq_length
 def run_ours(args, dtype, xla):
     sys.path.insert(0, ROOT)
     import cli
-    import modeling
+    import encoder
     with tempfile.TemporaryDirectory() as output_dir:
         config_file = os.path.join(output_dir, "bert_config.json")
-        modeling.BertConfig.from_dict(bench.MODELS[args.model]).to_json_file(config_file)
+        encoder.BertConfig.from_dict(bench.MODELS[args.model]).to_json_file(config_file)
         common = dict(vocab_file=args.vocab_file, bert_config_file=config_file, max_seq_length=args.max_seq_length,
                       do_train=True, train_batch_size=args.batch_size, num_train_epochs=args.num_train_epochs,
                       iterations_per_loop=args.steps, save_checkpoints_steps=10 ** 9, dtype=dtype,

@@ -27,7 +27,7 @@ MiniLM package comes with --dev). Reads MRPC dev from ../shared/data/glue/MRPC (
 Part `encoder` (random weights, BERT-base by default: L12 H768 A12, intermediate 3072, vocab 30522,
 type_vocab_size 2, tanh GELU; seq 128 with every position real (input_mask all ones), the same random ids for
 every implementation; batch 1, 8, 32). Configurations `encoder:IMPL:DTYPE:BATCH:XLA`:
-- `ours`: modeling.BertEncoder called inside a tf.function (training=False), returning sequence_output and
+- `ours`: encoder.BertEncoder called inside a tf.function (training=False), returning sequence_output and
   pooled_output; bfloat16 = the Keras "mixed_bfloat16" policy; XLA=1 = jit_compile (only with --xla).
 - `peer`: tf-models-official (legacy tf_keras) networks.BertEncoder built as in bench_pretraining.py, in a
   tf.function (training=False); bfloat16 = tf_keras "mixed_bfloat16"; XLA=1 = jit_compile (only with --xla).
@@ -259,11 +259,11 @@ def encoder_ours(ctx, dtype, batch, xla):
     _tf()  # threads set before any op
     import keras
     sys.path.insert(0, ROOT)
-    import modeling
-    config = modeling.BertConfig(hidden_act="gelu", **_bert_base(ctx))
+    import encoder
+    config = encoder.BertConfig(hidden_act="gelu", **_bert_base(ctx))
     keras.mixed_precision.set_global_policy("mixed_bfloat16" if dtype == "bfloat16" else "float32")
     try:
-        model = modeling.BertEncoder(config)
+        model = encoder.BertEncoder(config)
     finally:
         keras.mixed_precision.set_global_policy("float32")
 
@@ -699,14 +699,14 @@ def interleaved_encoder(ctx, batch):
     alternating rounds (_alternate)."""
     tf = _tf()
     sys.path.insert(0, ROOT)
-    import modeling
-    encoder = modeling.BertEncoder(modeling.BertConfig(hidden_act="gelu", **_bert_base(ctx)))
+    import encoder
+    bert = encoder.BertEncoder(encoder.BertConfig(hidden_act="gelu", **_bert_base(ctx)))
     inputs = random_inputs(batch, ctx["seq_length"], ctx["vocab_size"])
     tensors = [tf.constant(a, tf.int32) for a in inputs]
 
     @tf.function(autograph=False)
     def forward(ids, mask, segments):
-        out = encoder(ids, mask, segments, training=False)
+        out = bert(ids, mask, segments, training=False)
         return out["sequence_output"], out["pooled_output"]
     runs = {"ours": lambda: forward(*tensors)[0].numpy()}
     if ctx.get("xla"):
@@ -721,7 +721,7 @@ def interleaved_encoder(ctx, batch):
     for dtype, path in ctx.get("encoder_litert", {}).items():
         if not os.path.exists(path):  # our encoder's LiteRT model (convert_checkpoint.py --mode=original_to_tflite)
             with open(path, "wb") as f:
-                f.write(litert_export.convert_ids(serving.EncoderServing(encoder), quantize=dtype == "int8"))
+                f.write(litert_export.convert_ids(serving.EncoderServing(bert), quantize=dtype == "int8"))
         run = litert_export.interpreter(path, num_threads=_threads()).get_signature_runner()
         feeds = dict(zip(("input_ids", "input_mask", "segment_ids"), (a.astype(np.int32) for a in inputs)))
         runs[f"litert_{dtype}"] = (lambda run=run, feeds=feeds: run(**feeds)["sequence_output"])
@@ -976,7 +976,7 @@ def summarize_interleaved(results, encoder=False):
     if not rows:
         return
     if encoder:
-        print("\nOur encoder (modeling.BertEncoder, float32; LiteRT: its model as --mode=original_to_tflite writes "
+        print("\nOur encoder (encoder.BertEncoder, float32; LiteRT: its model as --mode=original_to_tflite writes "
               "it) vs ONNX Runtime on HF's encoder export, random weights (speed only), one process, alternating "
               "rounds: ms a call, median (min); ratio = ORT ms / ours")
     else:

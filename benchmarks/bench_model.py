@@ -2,7 +2,7 @@
 
 Both sides run one full pre-training step (masked-LM + next-sentence losses, gradients, global-norm
 clipping to 1.0, AdamW with weight decay) on the same random batch and config (default BERT-base: L12 H768
-A12, seq 128, batch 8, 20 masked positions). Ours: modeling.PretrainingModel + optimization.AdamWeightDecay.
+A12, seq 128, batch 8, 20 masked positions). Ours: encoder.PretrainingModel + optimization.AdamWeightDecay.
 Peer: official.nlp BertEncoderV2 + BertPretrainerV2 (masked LM) + a 2-way ClassificationHead, with the
 Model Garden legacy AdamWeightDecay.
 
@@ -23,7 +23,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from absl import app, flags, logging  # noqa: E402
 
-import modeling  # noqa: E402
+import encoder  # noqa: E402
 import optimization  # noqa: E402
 import bench_pretraining  # noqa: E402  (beside this script)
 
@@ -70,7 +70,7 @@ def ours_step(config, precision, jit):
     import keras
     keras.mixed_precision.set_global_policy(precision)
     try:
-        model = modeling.PretrainingModel(config)
+        model = encoder.PretrainingModel(config)
     finally:
         keras.mixed_precision.set_global_policy("float32")
     variables = model.variables_by_name()
@@ -171,9 +171,9 @@ def matmul_peak(dtype, n=2048, repeats=5):
 
 def main(_):
     tf.get_logger().setLevel("ERROR")
-    config = modeling.BertConfig(vocab_size=FLAGS.vocab_size, hidden_size=FLAGS.hidden,
-                                 num_hidden_layers=FLAGS.layers, num_attention_heads=FLAGS.heads,
-                                 intermediate_size=4 * FLAGS.hidden, type_vocab_size=2)
+    config = encoder.BertConfig(vocab_size=FLAGS.vocab_size, hidden_size=FLAGS.hidden,
+                                num_hidden_layers=FLAGS.layers, num_attention_heads=FLAGS.heads,
+                                intermediate_size=4 * FLAGS.hidden, type_vocab_size=2)
     features = make_batch(FLAGS.batch_size, FLAGS.seq_length, FLAGS.vocab_size, FLAGS.max_predictions)
     flops = bench_pretraining.train_flops(config.to_dict(), FLAGS.batch_size, FLAGS.seq_length,
                                           FLAGS.max_predictions)

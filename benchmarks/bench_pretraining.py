@@ -196,7 +196,8 @@ def _decode_pool_in_subprocess(args, path):
 
 def run_ours(args, dtype, xla):
     sys.path.insert(0, ROOT)
-    import modeling
+    import device_setup
+    import encoder
     import run_pretraining
     import training
     from model_options import ModelOptions
@@ -210,14 +211,15 @@ def run_ours(args, dtype, xla):
             elementwise_dtype=args.elementwise_dtype)
         start = time.time()
         config_file = os.path.join(output_dir, "bert_config.json")
-        modeling.BertConfig.from_dict(MODELS[args.model]).to_json_file(config_file)
+        encoder.BertConfig.from_dict(MODELS[args.model]).to_json_file(config_file)
         result = run_pretraining.run(run_pretraining.PretrainingOptions(
             model=ModelOptions(bert_config_file=config_file, max_seq_length=args.max_seq_length), training=config,
             input_file=args.input_file, max_predictions_per_seq=args.max_predictions_per_seq, do_train=True))
         wall = time.time() - start
     return {"examples_per_sec": result["train"]["examples_per_sec"], "loss": result["train"]["loss"],
             "wall_s": wall, "compile_s": result["train"].get("compile_s"),
-            "elementwise_dtype": modeling.elementwise_dtype()}
+            "elementwise_dtype": device_setup.decide_elementwise(args.elementwise_dtype,
+                                                                 device_setup.device_type(config))}
 
 
 def run_peer(args, dtype, xla):

@@ -96,11 +96,11 @@ def make_checkpoint(folder, size):
 import os, sys
 sys.path.insert(0, {ROOT!r})
 import tensorflow as tf
-import checkpoints, modeling
-config = modeling.BertConfig(vocab_size=30522, max_position_embeddings=512, type_vocab_size=2, **{SIZES[size]!r})
+import checkpoints, encoder
+config = encoder.BertConfig(vocab_size=30522, max_position_embeddings=512, type_vocab_size=2, **{SIZES[size]!r})
 config.to_json_file(os.path.join({folder!r}, "bert_config.json"))
 tf.keras.utils.set_random_seed(1)
-bert = modeling.BertEncoder(config)
+bert = encoder.BertEncoder(config)
 bert(tf.ones([1, 4], tf.int32), tf.ones([1, 4], tf.int32), tf.zeros([1, 4], tf.int32))
 checkpoints.CheckpointManager({folder!r}).save(bert.variables_by_name(), 0)
 """

@@ -9,7 +9,7 @@ It also makes a trace of inference at a fixed shape and summarizes it (CPU servi
     # an exported SavedModel's signature (run_classifier.py --export_dir=DIR), random ids, every position real
     python benchmarks/profile_summary.py --trace_savedmodel=DIR [--signature=serving_default] [--batch=1]
       [--seq_length=128] [--calls=50] [--threads=N] [--trace_dir=DIR]
-    # the encoder alone (modeling.BertEncoder in a tf.function, training=False) of a bert_config.json, with the
+    # the encoder alone (encoder.BertEncoder in a tf.function, training=False) of a bert_config.json, with the
     # weights of --init_checkpoint (random without it)
     python benchmarks/profile_summary.py --trace_encoder=bert_config.json [--init_checkpoint=CKPT] ...
 
@@ -267,25 +267,25 @@ def savedmodel_call(export_dir, signature, batch, seq_length):
 
 
 def encoder_call(bert_config_file, init_checkpoint, batch, seq_length, jit_compile=False):
-    """A call of modeling.BertEncoder (training=False, in a tf.function) of the config, with the checkpoint's
+    """A call of encoder.BertEncoder (training=False, in a tf.function) of the config, with the checkpoint's
     weights (random without one); sequence and pooled output fetched to numpy."""
     check_inputs(None, bert_config_file)
     sys.path.insert(0, ROOT)
     import tensorflow as tf
     import checkpoints
-    import modeling
-    config = modeling.BertConfig.from_json_file(bert_config_file)
-    encoder = modeling.BertEncoder(config)
+    import encoder
+    config = encoder.BertConfig.from_json_file(bert_config_file)
+    bert = encoder.BertEncoder(config)
     ids, mask, segments = (tf.constant(a) for a in _inputs(batch, seq_length, config.vocab_size))
-    encoder(ids, mask, segments, training=False)
+    bert(ids, mask, segments, training=False)
     if init_checkpoint:
-        _, new, _ = checkpoints.init_from_checkpoint(encoder.variables_by_name(), init_checkpoint)
+        _, new, _ = checkpoints.init_from_checkpoint(bert.variables_by_name(), init_checkpoint)
         if new:
             raise UserError(f"--init_checkpoint={init_checkpoint}: lacks {', '.join(sorted(new)[:3])}")
 
     @tf.function(jit_compile=jit_compile, autograph=False)
     def forward(ids, mask, segments):
-        out = encoder(ids, mask, segments, training=False)
+        out = bert(ids, mask, segments, training=False)
         return out["sequence_output"], out["pooled_output"]
 
     def call():
@@ -314,7 +314,7 @@ def main(argv=None):
     parser.add_argument("path", nargs="?", help="an --output_dir run with --profile_loop=N, or an .xplane.pb file")
     parser.add_argument("--trace_savedmodel", help="trace this SavedModel's --signature on token ids, then summarize")
     parser.add_argument("--signature", default="serving_default")
-    parser.add_argument("--trace_encoder", help="trace modeling.BertEncoder of this bert_config.json, then summarize")
+    parser.add_argument("--trace_encoder", help="trace encoder.BertEncoder of this bert_config.json, then summarize")
     parser.add_argument("--init_checkpoint", help="weights of --trace_encoder (random without it)")
     parser.add_argument("--jit_compile", action="store_true", help="--trace_encoder's tf.function with XLA")
     parser.add_argument("--batch", type=int, default=1)

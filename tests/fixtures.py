@@ -79,13 +79,10 @@ def mrpc_export(mrpc_classifier, tmp_path_factory):
 
 @pytest.fixture
 def float32_policy():
-    """Keras's dtype policy and modeling's elementwise dtype back at float32 after the test (a job sets them for
-    its --dtype and device)."""
+    """Keras's dtype policy back at float32 after the test (a job sets it for its --dtype)."""
     yield
     import keras
-    import modeling
     keras.config.set_dtype_policy("float32")
-    modeling.set_elementwise_dtype("float32")
 
 
 # The uninterrupted run that the runs of the same command stopped, killed or resumed must end as.

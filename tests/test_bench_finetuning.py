@@ -408,7 +408,7 @@ def test_run_squad_training_takes_the_matched_hf_rows_steps_on_the_same_batches(
     import os
     import checkpoints
     import conversions
-    import modeling
+    import encoder
     import run_squad
     import runner
     import training
@@ -422,7 +422,7 @@ def test_run_squad_training_takes_the_matched_hf_rows_steps_on_the_same_batches(
     prefix = conversions.hf_to_original(minilm_dir(), str(tmp_path / "minilm"))
     with open(os.path.join(minilm_dir(), "config.json")) as f:
         hf_config = json.load(f)
-    config = modeling.BertConfig.from_json_file(os.path.join(str(tmp_path / "minilm"), "bert_config.json"))
+    config = encoder.BertConfig.from_json_file(os.path.join(str(tmp_path / "minilm"), "bert_config.json"))
     config.hidden_dropout_prob = config.attention_probs_dropout_prob = 0.0
     config.to_json_file(str(tmp_path / "no_dropout.json"))
     output_dir = str(tmp_path / "ours")
@@ -495,7 +495,7 @@ def test_dropout_under_training_costs_what_hfs_costs(tmp_path):
     import tensorflow as tf
     import checkpoints
     import conversions
-    import modeling
+    import encoder
     import run_squad
 
     draws, rows, length = 100, 4, 128
@@ -544,7 +544,7 @@ def test_dropout_under_training_costs_what_hfs_costs(tmp_path):
         torch.set_num_threads(threads)
 
     prefix = conversions.hf_to_original(minilm_dir(), str(tmp_path / "minilm"))
-    config = modeling.BertConfig.from_json_file(str(tmp_path / "minilm" / "bert_config.json"))
+    config = encoder.BertConfig.from_json_file(str(tmp_path / "minilm" / "bert_config.json"))
     assert config.hidden_dropout_prob == config.attention_probs_dropout_prob == 0.1
     task = run_squad.SquadTask(config)
     model = task.build_model()

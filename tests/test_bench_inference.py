@@ -247,7 +247,7 @@ def test_part_onnxs_litert_models_come_from_the_export_in_whole_calls(bench, mrp
     import onnx
 
     import model_options
-    import modeling
+    import encoder
     import onnx_export
     import run_classifier
     import serving
@@ -264,7 +264,7 @@ def test_part_onnxs_litert_models_come_from_the_export_in_whole_calls(bench, mrp
 
     job = mrpc_classifier
     options = model_options.ModelOptions(vocab_file=job["vocab_file"], max_seq_length=job["max_seq_length"])
-    task = run_classifier.ClassifierTask(modeling.BertConfig.load(job["config_file"]), 2)
+    task = run_classifier.ClassifierTask(encoder.BertConfig.load(job["config_file"]), 2)
     whole = serving.export_saved_model(
         str(tmp_path / "whole"), task.build_model, job["checkpoint"],
         lambda model: serving.ClassifierServing(model, options, False, True, ["0", "1"]),

@@ -1,7 +1,7 @@
 """benchmarks/bench_pretraining.py: the FLOP count behind "model TFLOP/s", and each configuration's environment."""
 import pytest
 
-import modeling
+import encoder
 from tests.benchmark_modules import load_benchmark
 
 
@@ -19,8 +19,8 @@ def bench():
 def test_train_flops_are_six_per_encoder_weight_per_token(bench, model):
     """Dense work is 2 FLOPs per weight per token forward, 4 backward; with one token per sequence and no masked
     positions, attention and the heads add little, so the count is 6 x the encoder's kernel weights x tokens."""
-    config = modeling.BertConfig.from_dict(bench.MODELS[model])
-    bert = modeling.BertEncoder(config)
+    config = encoder.BertConfig.from_dict(bench.MODELS[model])
+    bert = encoder.BertEncoder(config)
     kernels = sum(int(v.shape.num_elements()) for name, v in bert.variables_by_name().items()
                   if name.startswith("bert/encoder/") and name.endswith("/kernel"))
     flops = bench.train_flops(bench.MODELS[model], batch_size=4, seq_length=1, max_predictions=0)

@@ -7,11 +7,11 @@ import pytest
 import tensorflow as tf
 
 import checkpoints
-import modeling
+import encoder
 from tests import tiny
 
 def _reference_config(folder):
-    config = modeling.BertConfig.from_json_file(os.path.join(folder, "bert_config.json"))
+    config = encoder.BertConfig.from_json_file(os.path.join(folder, "bert_config.json"))
     config.hidden_dropout_prob = 0.0
     config.attention_probs_dropout_prob = 0.0
     return config
@@ -19,7 +19,7 @@ def _reference_config(folder):
 
 def test_init_from_checkpoint_reproduces_reference_outputs():
     folder = tiny.original_dir()
-    model = modeling.PretrainingModel(_reference_config(folder))
+    model = encoder.PretrainingModel(_reference_config(folder))
     loaded, new, unused = checkpoints.init_from_checkpoint(model.variables_by_name(), folder)
     assert new == [] and len(loaded) == len(model.variables_by_name())
     assert "global_step" in unused and "bert/pooler/dense/kernel/adam_m" in unused
@@ -37,7 +37,7 @@ def test_init_from_checkpoint_reproduces_reference_outputs():
 
 def test_init_from_checkpoint_keeps_new_variables_and_accepts_a_prefix():
     folder = tiny.original_dir()
-    model = modeling.BertEncoder(_reference_config(folder))
+    model = encoder.BertEncoder(_reference_config(folder))
     head = tf.Variable(tf.zeros([2, 128]), name="output_weights")
     variables = dict(model.variables_by_name(), output_weights=head)
     loaded, new, unused = checkpoints.init_from_checkpoint(variables, os.path.join(folder, "model.ckpt-30"))
@@ -52,7 +52,7 @@ def test_shape_mismatch_and_missing_checkpoint_errors(tmp_path):
     folder = tiny.original_dir()
     config = _reference_config(folder)
     config.vocab_size = 1000
-    model = modeling.BertEncoder(config)
+    model = encoder.BertEncoder(config)
     with pytest.raises(ValueError) as err:
         checkpoints.init_from_checkpoint(model.variables_by_name(), folder)
     message = str(err.value)

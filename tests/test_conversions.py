@@ -12,7 +12,7 @@ import tensorflow as tf
 import checkpoints
 import cli
 import conversions
-import modeling
+import encoder
 import tokenization
 from model_options import ModelOptions
 from tests import tiny
@@ -34,11 +34,11 @@ def _random_checkpoint(folder, vocab_file, **config_values):
     values = dict(vocab_size=len(tokenization.load_vocab(vocab_file)), hidden_size=32, num_hidden_layers=1,
                   num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)
     values.update(config_values)
-    config = modeling.BertConfig(**values)
-    encoder = modeling.BertEncoder(config)
+    config = encoder.BertConfig(**values)
+    bert = encoder.BertEncoder(config)
     os.makedirs(folder)
     checkpoints.save_checkpoint(os.path.join(folder, "bert_model.ckpt"),
-                                {name: v.numpy() for name, v in encoder.variables_by_name().items()})
+                                {name: v.numpy() for name, v in bert.variables_by_name().items()})
     config.to_json_file(os.path.join(folder, "bert_config.json"))
     return os.path.join(folder, "bert_config.json")
 
@@ -163,7 +163,7 @@ def test_bad_input_is_refused_whole(tmp_path, monkeypatch):
     fresh = str(tmp_path / "fresh")
     small_config = str(tmp_path / "small.json")
     with open(small_config, "w") as f:
-        json.dump(dict(modeling.BertConfig.from_json_file(config_file).to_dict(), vocab_size=30600), f)
+        json.dump(dict(encoder.BertConfig.from_json_file(config_file).to_dict(), vocab_size=30600), f)
     with pytest.raises(cli.UserError, match=r"has 30522 tokens but --bert_config_file=.* says vocab_size 30600"):
         conversions.original_to_hf(folder, small_config, vocab, fresh)
     head_only = str(tmp_path / "head")
@@ -210,14 +210,14 @@ def test_keras_hub_loads_the_folder(tmp_path):
     for text in texts:
         assert np.asarray(tokenizer(text)).tolist() == ours.convert_tokens_to_ids(ours.tokenize(text)), text
     # The backbone equals the project's encoder (the tiny model's GELU is tanh, as keras-hub's).
-    config = modeling.BertConfig.load(config_file)
-    encoder = modeling.BertEncoder(config)
-    checkpoints.init_from_checkpoint(encoder.variables_by_name(), folder)
+    config = encoder.BertConfig.load(config_file)
+    bert = encoder.BertEncoder(config)
+    checkpoints.init_from_checkpoint(bert.variables_by_name(), folder)
     ids = np.array([[101] + ours.convert_tokens_to_ids(ours.tokenize(t))[:30] + [102] + [0] * 3 for t in texts[:4]
                     if len(ours.tokenize(t)) >= 30], np.int32)
     mask = (ids > 0).astype(np.int32)
     theirs = classifier.backbone({"token_ids": ids, "padding_mask": mask, "segment_ids": np.zeros_like(ids)})
-    mine = encoder(tf.constant(ids), tf.constant(mask), tf.zeros_like(ids), training=False)
+    mine = bert(tf.constant(ids), tf.constant(mask), tf.zeros_like(ids), training=False)
     real = mask.astype(bool)
     np.testing.assert_allclose(np.asarray(theirs["sequence_output"])[real], mine["sequence_output"].numpy()[real],
                                atol=1e-5, rtol=0)
@@ -246,7 +246,7 @@ def test_minilm_hf_import_matches_hf_and_original(tmp_path):
 
     config, weights = conversions.read_hf(hf_dir)
     assert config.hidden_act == "gelu_exact" and config.num_hidden_layers == 6
-    model = modeling.BertEncoder(config)
+    model = encoder.BertEncoder(config)
     for name, var in model.variables_by_name().items():
         var.assign(weights[name])
     _compare_minilm(model, ref_hf)
@@ -256,9 +256,9 @@ def test_minilm_hf_import_matches_hf_and_original(tmp_path):
     assert sorted(os.listdir(out_dir)) == sorted([
         "bert_config.json", "vocab.txt", "bert_model.ckpt.index", "bert_model.ckpt.data-00000-of-00001",
         "tokenizer_config.json"])
-    config2 = modeling.BertConfig.from_json_file(os.path.join(out_dir, "bert_config.json"))
+    config2 = encoder.BertConfig.from_json_file(os.path.join(out_dir, "bert_config.json"))
     config2.hidden_act = "gelu"
-    model2 = modeling.BertEncoder(config2)
+    model2 = encoder.BertEncoder(config2)
     loaded, new, unused = checkpoints.init_from_checkpoint(model2.variables_by_name(), prefix)
     assert new == [] and unused == []
     _compare_minilm(model2, ref_orig)
@@ -310,7 +310,7 @@ def test_bad_hf_and_vocab_inputs(tmp_path):
         conversions.read_hf(str(tmp_path))
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("\n".join(f"tok{i}" for i in range(12)) + "\n")
-    config = modeling.BertConfig(vocab_size=10)
+    config = encoder.BertConfig(vocab_size=10)
     with pytest.raises(ValueError, match="vocab.txt has 12 tokens but the config's vocab_size is 10"):
         tokenization.check_vocab_size(str(vocab), config.vocab_size)
     with pytest.raises(ValueError, match="hidden_act"):
@@ -349,7 +349,7 @@ def test_hf_weights_not_matching_config(tmp_path):
 def test_tf_models_official_encoder_import(tmp_path):
     import tf_keras
     from official.nlp.modeling import networks
-    encoder = networks.BertEncoderV2(
+    peer_encoder = networks.BertEncoderV2(
         vocab_size=99, hidden_size=32, num_layers=2, num_attention_heads=4, inner_dim=64, type_vocab_size=2,
         max_sequence_length=64, output_dropout=0.0, attention_dropout=0.0,
         inner_activation=lambda x: tf_keras.activations.gelu(x, approximate=True))
@@ -357,16 +357,16 @@ def test_tf_models_official_encoder_import(tmp_path):
     mask = np.array([[1] * 12 + [0] * 4, [1] * 16], np.int32)
     ids = rng.randint(1, 99, size=[2, 16]).astype(np.int32) * mask
     types = (np.arange(16)[None, :] >= 7).astype(np.int32) * mask
-    peer = encoder({"input_word_ids": ids, "input_mask": mask, "input_type_ids": types})
-    saved = tf.train.Checkpoint(encoder=encoder).save(str(tmp_path / "tfm" / "ckpt"))
+    peer = peer_encoder({"input_word_ids": ids, "input_mask": mask, "input_type_ids": types})
+    saved = tf.train.Checkpoint(encoder=peer_encoder).save(str(tmp_path / "tfm" / "ckpt"))
 
     import convert_checkpoint
     prefix = convert_checkpoint.run(convert_checkpoint.ConvertOptions(
         "tfm_to_original", output_dir=str(tmp_path / "original"), init_checkpoint=saved))
-    config = modeling.BertConfig.from_json_file(str(tmp_path / "original" / "bert_config.json"))
+    config = encoder.BertConfig.from_json_file(str(tmp_path / "original" / "bert_config.json"))
     assert (config.num_hidden_layers, config.num_attention_heads, config.intermediate_size) == (2, 4, 64)
     config.hidden_dropout_prob = config.attention_probs_dropout_prob = 0.0
-    model = modeling.BertEncoder(config)
+    model = encoder.BertEncoder(config)
     loaded, new, unused = checkpoints.init_from_checkpoint(model.variables_by_name(), prefix)
     assert new == [] and unused == []
     ours = model(ids, mask, types)

@@ -9,7 +9,7 @@ import tensorflow as tf
 from safetensors.numpy import load_file
 
 import convert_checkpoint
-import modeling
+import encoder
 from tests import tiny
 from tests.processes import assert_ran, run_script
 from tests.shared_data import vocab
@@ -32,7 +32,7 @@ def test_convert_checkpoint_cli_round_trip(tmp_path):
     assert sorted(back.get_variable_to_shape_map()) == sorted(names)
     for name in names:
         np.testing.assert_array_equal(back.get_tensor(name), original.get_tensor(name), err_msg=name)
-    assert modeling.BertConfig.from_json_file(os.path.join(orig_out, "bert_config.json")) == \
-        modeling.BertConfig.from_json_file(os.path.join(folder, "bert_config.json"))
+    assert encoder.BertConfig.from_json_file(os.path.join(orig_out, "bert_config.json")) == \
+        encoder.BertConfig.from_json_file(os.path.join(folder, "bert_config.json"))
     with pytest.raises(ValueError, match="--init_checkpoint, --bert_config_file"):
         convert_checkpoint.run(convert_checkpoint.ConvertOptions("original_to_hf", output_dir=hf_out, vocab_file=vocab()))

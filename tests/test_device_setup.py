@@ -10,7 +10,6 @@ import pytest
 import tensorflow as tf
 
 import device_setup
-import modeling
 import training
 from tests import tiny
 from tests.processes import run_script
@@ -183,6 +182,5 @@ def test_the_elementwise_dtype_is_decided_by_the_device_unless_given():
                                      (GPU, "float32", "float32")):
         config = training.TrainingConfig(dtype="bfloat16", elementwise_dtype=given)
         assert device_setup.setup(config, devices, {}).elementwise_dtype == expected
-        assert modeling.elementwise_dtype() == expected
     with pytest.raises(ValueError, match="--elementwise_dtype='half': expected auto or one of"):
         training.TrainingConfig(elementwise_dtype="half")

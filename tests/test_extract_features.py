@@ -142,8 +142,8 @@ def _reference_features(reference):
 
 
 def test_minilm_layers_and_sentence_vectors_equal_reference(minilm, reference):
-    import modeling
-    config = modeling.BertConfig.from_json_file(minilm["bert_config_file"])
+    import encoder
+    config = encoder.BertConfig.from_json_file(minilm["bert_config_file"])
     features = _reference_features(reference)
     masks = reference["input_mask"].astype(bool)
     for sentence_vector in ("pooled", "mean"):

@@ -17,7 +17,7 @@ import tensorflow as tf
 
 import checkpoints
 import cli
-import modeling
+import encoder
 import records
 import run_classifier as rc
 import run_pretraining as rp
@@ -172,8 +172,8 @@ def _tiny_train(output_dir, steps, init_checkpoint=None):
     config = training.TrainingConfig(output_dir=str(output_dir), train_batch_size=8, learning_rate=1e-3,
                                      num_train_steps=steps, num_warmup_steps=0, save_checkpoints_steps=20,
                                      iterations_per_loop=20, deterministic=True)
-    bert_config = modeling.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1,
-                                      num_attention_heads=2, intermediate_size=64, type_vocab_size=2)
+    bert_config = encoder.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1,
+                                     num_attention_heads=2, intermediate_size=64, type_vocab_size=2)
     input_fn = rp.pretraining_input_fn([pretraining_records()], records.pretraining(128, 20), is_training=True,
                                        seed=config.seed)
     return training.train(rp.PretrainingTask(bert_config), input_fn, config, init_checkpoint=init_checkpoint)
@@ -300,7 +300,7 @@ def test_kill_during_a_save_resumes_to_the_same_weights(tmp_path):
 
 
 def test_config_without_a_size_key_is_refused_by_name(tmp_path):
-    for key in modeling.REQUIRED_KEYS:
+    for key in encoder.REQUIRED_KEYS:
         path = tiny_config_file(tmp_path / f"{key}.json")
         with open(path) as f:
             values = json.load(f)
@@ -308,30 +308,30 @@ def test_config_without_a_size_key_is_refused_by_name(tmp_path):
         with open(path, "w") as f:
             json.dump(values, f)
         with pytest.raises(cli.UserError, match=f"required key\\(s\\) `{key}` missing"):
-            modeling.BertConfig.load(path)
+            encoder.BertConfig.load(path)
 
 
 def test_checkpoint_lacking_encoder_variables_is_an_error(tmp_path):
     folder = shared_path("reference", "original_checkpoint_tiny")
-    config = modeling.BertConfig.from_json_file(os.path.join(folder, "bert_config.json"))
-    deeper = modeling.BertConfig(**dict(config.to_dict(), num_hidden_layers=config.num_hidden_layers + 1))
-    model = modeling.ClassifierModel(deeper, 2)
+    config = encoder.BertConfig.from_json_file(os.path.join(folder, "bert_config.json"))
+    deeper = encoder.BertConfig(**dict(config.to_dict(), num_hidden_layers=config.num_hidden_layers + 1))
+    model = encoder.ClassifierModel(deeper, 2)
     with pytest.raises(cli.UserError, match=r"lacks 16 encoder variable\(s\) of the model: "
                                             r"bert/encoder/layer_2/attention/self/query/kernel"):
         checkpoints.init_from_checkpoint(model.variables_by_name(), os.path.join(folder, "model.ckpt-30"))
-    loaded, new, _ = checkpoints.init_from_checkpoint(modeling.ClassifierModel(config, 2).variables_by_name(),
+    loaded, new, _ = checkpoints.init_from_checkpoint(encoder.ClassifierModel(config, 2).variables_by_name(),
                                                       os.path.join(folder, "model.ckpt-30"))
     assert new == ["output_weights", "output_bias"] and loaded
 
 
 @pytest.mark.slow
 def test_exported_signature_checks_its_inputs(tmp_path):
-    config = modeling.BertConfig(vocab_size=40, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
-                                 intermediate_size=16, max_position_embeddings=64, type_vocab_size=2)
+    config = encoder.BertConfig(vocab_size=40, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                                intermediate_size=16, max_position_embeddings=64, type_vocab_size=2)
     vocab_file = tmp_path / "vocab.txt"
     vocab_file.write_text("".join(t + "\n" for t in ["[PAD]", "[UNK]", "[CLS]", "[SEP]"] +
                                   [f"w{i}" for i in range(36)]))
-    model = modeling.ClassifierModel(config, 2)
+    model = encoder.ClassifierModel(config, 2)
     export = serving.ClassifierServing(model, ModelOptions(vocab_file=str(vocab_file), max_seq_length=16), False, True)
     tf.saved_model.save(export, str(tmp_path / "sm"), signatures=export.signatures())
     serve = tf.saved_model.load(str(tmp_path / "sm")).signatures["serving_default"]

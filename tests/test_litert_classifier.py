@@ -7,8 +7,8 @@ import tensorflow as tf
 
 import checkpoints
 import cli
+import encoder
 import litert_classifier
-import modeling
 import run_classifier as rc
 import tokenization
 from tests.shared_data import glue, mrpc_pairs, vocab
@@ -31,12 +31,12 @@ def test_lite_tokenizer_gives_the_reference_ids(name):
 @pytest.mark.slow
 def test_litert_classifier_matches_the_saved_model_on_mrpc_dev(tmp_path):
     config_file = tmp_path / "bert_config.json"
-    config = modeling.BertConfig(vocab_size=30522, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
-                                 intermediate_size=128, type_vocab_size=2, initializer_range=0.2)
+    config = encoder.BertConfig(vocab_size=30522, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                                intermediate_size=128, type_vocab_size=2, initializer_range=0.2)
     config.to_json_file(str(config_file))
     vocab_file = vocab()
     tf.keras.utils.set_random_seed(1)
-    model = modeling.ClassifierModel(config, 2)
+    model = encoder.ClassifierModel(config, 2)
     model.head.output_weights.assign(model.head.output_weights * 20.0)  # probabilities far apart
     # Centre the two classes on the dev set, so that both are predicted.
     examples = rc.MrpcProcessor().get_dev_examples(glue("MRPC"))

@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 
 import cli
-import modeling
+import encoder
 import run_classifier as rc
 from model_options import ModelOptions
 from tests.shared_data import vocab
@@ -13,8 +13,8 @@ from tests.shared_data import vocab
 
 def test_model_and_job_checks_name_the_flag_and_write_nothing(tmp_path):
     config_file = tmp_path / "bert_config.json"
-    modeling.BertConfig(vocab_size=30522, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
-                        intermediate_size=16, max_position_embeddings=64).to_json_file(str(config_file))
+    encoder.BertConfig(vocab_size=30522, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                       intermediate_size=16, max_position_embeddings=64).to_json_file(str(config_file))
     out = tmp_path / "out"
     model = ModelOptions(bert_config_file=str(config_file), vocab_file=vocab(), max_seq_length=64)
     bert_config, tokenizer = model.check()
@@ -32,8 +32,8 @@ def test_model_and_job_checks_name_the_flag_and_write_nothing(tmp_path):
     small = tmp_path / "small_vocab.txt"
     small.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\n")
     big_config = tmp_path / "big.json"
-    modeling.BertConfig(vocab_size=4, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
-                        intermediate_size=16).to_json_file(str(big_config))
+    encoder.BertConfig(vocab_size=4, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                       intermediate_size=16).to_json_file(str(big_config))
     with pytest.raises(cli.UserError, match="small_vocab.txt has 5 tokens but the config's vocab_size is 4"):
         ModelOptions(bert_config_file=str(big_config), vocab_file=str(small), max_seq_length=64).check()
     assert not out.exists()

@@ -17,7 +17,7 @@ import pytest
 import tensorflow as tf
 
 import checkpoints
-import modeling
+import encoder
 from tests import tiny
 from tests.processes import ROOT, assert_ran, run_workers, script_command, script_env
 from tests.shared_data import glue, pretraining_records, shared_path, vocab
@@ -141,7 +141,7 @@ def test_two_workers_equal_one_worker_with_the_same_global_batch(tmp_path):
     config_file = tiny.config_file(tmp_path / "bert_config.json", **values)
     init_dir = str(tmp_path / "init")
     with tf.device("/cpu:0"):
-        model = modeling.PretrainingModel(tiny.config(**values))
+        model = encoder.PretrainingModel(tiny.config(**values))
     checkpoints.CheckpointManager(init_dir).save(model.variables_by_name(), 0)
     flags = [f"--init_checkpoint={os.path.join(init_dir, 'model.ckpt-0')}", "--save_checkpoints_steps=10",
              "--iterations_per_loop=2"]

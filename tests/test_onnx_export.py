@@ -9,7 +9,7 @@ import tensorflow as tf
 
 import checkpoints
 import cli
-import modeling
+import encoder
 import onnx_export
 import packing
 import serving
@@ -26,9 +26,9 @@ def _classifier_checkpoint(folder, features):
     config_file = os.path.join(tiny, "bert_config.json")
     weights = {name: value for name, value in checkpoints.load_checkpoint(tiny).items()
                if not name.endswith(("adam_m", "adam_v")) and name != "global_step"}
-    encoder = modeling.BertEncoder(modeling.BertConfig.load(config_file))
-    checkpoints.init_from_checkpoint(encoder.variables_by_name(), tiny)
-    pooled = encoder(*(tf.constant(features[name]) for name in onnx_export.INPUT_NAMES))["pooled_output"].numpy()
+    bert = encoder.BertEncoder(encoder.BertConfig.load(config_file))
+    checkpoints.init_from_checkpoint(bert.variables_by_name(), tiny)
+    pooled = bert(*(tf.constant(features[name]) for name in onnx_export.INPUT_NAMES))["pooled_output"].numpy()
     direction = np.random.default_rng(0).normal(size=pooled.shape[1]).astype(np.float32)
     direction *= 20 / np.linalg.norm(direction)  # a large head (a fine-tuned one is about 1): float rounding grows
     weights["output_weights"] = np.stack([direction, -direction])
@@ -112,11 +112,11 @@ def test_exports_of_a_checkpoint_without_the_head_hold_the_same_head():
     """A checkpoint without the task's head (a pre-trained one): each export (SavedModel, ONNX) builds the model
     anew, and both draw the untrained head from one seed, so the two answer alike."""
     tiny = shared_path("reference", "original_checkpoint_tiny")
-    config = modeling.BertConfig.load(os.path.join(tiny, "bert_config.json"))
+    config = encoder.BertConfig.load(os.path.join(tiny, "bert_config.json"))
     heads = []
     for _ in range(2):
         tf.random.uniform([3])  # random state moved between the exports
-        module = serving.build_module(lambda: modeling.ClassifierModel(config, 2), tiny, lambda model: model)
+        module = serving.build_module(lambda: encoder.ClassifierModel(config, 2), tiny, lambda model: model)
         heads.append(module.variables_by_name()["output_weights"].numpy())
         assert module.variables_by_name()["bert/pooler/dense/kernel"].numpy().std() > 0
     np.testing.assert_array_equal(heads[0], heads[1])

@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 import checkpoints
-import modeling
+import encoder
 import optimization
 from tests.shared_data import shared_path
 
@@ -20,10 +20,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _setup(folder, optimizer_type="adamw"):
-    config = modeling.BertConfig.from_json_file(os.path.join(folder, "bert_config.json"))
+    config = encoder.BertConfig.from_json_file(os.path.join(folder, "bert_config.json"))
     config.hidden_dropout_prob = 0.0
     config.attention_probs_dropout_prob = 0.0
-    model = modeling.PretrainingModel(config)
+    model = encoder.PretrainingModel(config)
     variables = model.variables_by_name()
     optimizer = optimization.make_optimizer(1e-3, 100, 10, optimizer_type=optimizer_type)
     optimizer.build(variables)
@@ -213,7 +213,7 @@ _MIRRORED_SCRIPT = textwrap.dedent("""
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     sys.path.insert(0, sys.argv[1])
-    import modeling, optimization
+    import encoder, optimization
     rng = np.random.RandomState(0)
     batch, seq, vocab = 8, 32, 300
     mask = (np.arange(seq)[None, :] < rng.randint(10, seq, size=[batch, 1])).astype(np.int32)
@@ -226,14 +226,14 @@ _MIRRORED_SCRIPT = textwrap.dedent("""
         "masked_lm_weights": np.ones([batch, 4], np.float32),
         "next_sentence_labels": rng.randint(0, 2, size=[batch, 1]).astype(np.int32),
     }
-    config = modeling.BertConfig(vocab_size=vocab, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                 intermediate_size=64, max_position_embeddings=64, type_vocab_size=2,
-                                 hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    config = encoder.BertConfig(vocab_size=vocab, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                intermediate_size=64, max_position_embeddings=64, type_vocab_size=2,
+                                hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     initial = {}
 
     def run(strategy, jit, apply_if=None):
         with strategy.scope():
-            model = modeling.PretrainingModel(config)
+            model = encoder.PretrainingModel(config)
             variables = model.variables_by_name()
             optimizer = optimization.make_optimizer(1e-3, 100, 10)
             optimizer.build(variables)

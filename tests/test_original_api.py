@@ -32,6 +32,8 @@ from tests.reference import make_original_features as ref
 from tests.shared_data import shared_path
 from tests.original_algorithms import original_doc_spans, original_is_max_context
 
+pytestmark = pytest.mark.usefixtures("modeling_defaults")  # the original's API: a fresh namespace
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

@@ -16,6 +16,8 @@ import optimization
 import run_classifier
 from tests.shared_data import shared_path
 
+pytestmark = pytest.mark.usefixtures("modeling_defaults")  # the original's API: a fresh namespace
+
 REFERENCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reference", "original_classifier_outputs.json")
 MODES = ["eager", "tf.function"]
 

@@ -15,6 +15,8 @@ import modeling
 import optimization
 from tests.shared_data import shared_path
 
+pytestmark = pytest.mark.usefixtures("modeling_defaults")  # the original's API: a fresh namespace
+
 TINY = ("reference", "original_checkpoint_tiny")
 MODES = ["eager", "tf.function"]
 

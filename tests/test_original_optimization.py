@@ -15,6 +15,8 @@ import optimization
 from tests.original_algorithms import pretraining_loss
 from tests.shared_data import shared_path
 
+pytestmark = pytest.mark.usefixtures("modeling_defaults")  # the original's API: a fresh namespace
+
 TINY = ("reference", "original_checkpoint_tiny")
 MODES = ["eager", "tf.function"]
 

@@ -16,6 +16,8 @@ import run_squad
 from tests.shared_data import shared_path
 from tests.original_algorithms import pretraining_loss
 
+pytestmark = pytest.mark.usefixtures("modeling_defaults")  # the original's API: a fresh namespace
+
 MODES = ["eager", "tf.function"]
 
 

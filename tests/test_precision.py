@@ -1,4 +1,4 @@
-"""The elementwise dtype of a mixed-precision model (modeling.set_elementwise_dtype, --elementwise_dtype): float32
+"""The elementwise dtype of a mixed-precision model (the models' elementwise_dtype, --elementwise_dtype): float32
 (a CPU's) and compute (a GPU's) give the same model to half precision's rounding, forward and in training (which
 the device decides: tests/test_device_setup.py)."""
 import os
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import modeling
+import encoder
 import run_pretraining as rp
 import training
 from tests import tiny
@@ -18,20 +18,30 @@ pytestmark = pytest.mark.usefixtures("float32_policy")
 
 def test_compute_runs_the_dense_layers_bias_and_activation_in_bfloat16():
     keras.config.set_dtype_policy("mixed_bfloat16")
-    modeling.set_elementwise_dtype("compute")
-    dense = modeling.Dense(16, "gelu", name="d")
+    dense = encoder.Dense(16, "gelu", elementwise_dtype="compute", name="d")
     dense.build((None, 8))
     dense.bias.assign(tf.random.stateless_normal([16], seed=[3, 4]) * 0.37)
     x = tf.cast(tf.random.stateless_normal([4, 8], seed=[1, 2]), tf.bfloat16)
     product = tf.matmul(x, tf.cast(dense.kernel, tf.bfloat16))
-    expected = modeling.gelu(product + tf.cast(dense.bias, tf.bfloat16))
+    expected = encoder.gelu(product + tf.cast(dense.bias, tf.bfloat16))
     np.testing.assert_array_equal(dense(x).numpy().astype(np.float32), expected.numpy().astype(np.float32))
 
 
 def _config(dropout=0.0):
-    return modeling.BertConfig(vocab_size=30522, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-                               intermediate_size=128, hidden_dropout_prob=dropout,
-                               attention_probs_dropout_prob=dropout)
+    return encoder.BertConfig(vocab_size=30522, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                              intermediate_size=128, hidden_dropout_prob=dropout,
+                              attention_probs_dropout_prob=dropout)
+
+
+def test_the_loop_builds_the_model_with_the_configs_elementwise_dtype(tmp_path):
+    """The elementwise dtype the device decided (the config's) reaches every layer that has one."""
+    config = training.TrainingConfig(output_dir=str(tmp_path), dtype="bfloat16", elementwise_dtype="compute")
+    model = training.build_training_state(rp.PretrainingTask(_config()), config, tf.distribute.get_strategy())[0]
+    layers = [model.bert, model.bert.pooler, model.mlm_head.transform]
+    for layer in model.bert.encoder_layers:
+        layers += [layer, layer.intermediate]
+    assert {layer.elementwise_dtype for layer in layers} == {"compute"}
+    assert rp.PretrainingTask(_config()).build_model().bert.elementwise_dtype == "float32"
 
 
 @pytest.mark.parametrize("dtype, rounding", [("bfloat16", 0.05), ("float16", 0.005)])
@@ -44,14 +54,14 @@ def test_both_elementwise_dtypes_give_the_float32_model_to_half_precisions_round
     weights = {name: v.numpy() for name, v in model.variables_by_name().items()}
     features = next(iter(tiny.pretraining_input_fn()(8)))
     outputs = {"float32": model(features, training=False)}
-    for elementwise in modeling.ELEMENTWISE_DTYPES:
-        training.set_precision_policy(dtype, elementwise)
-        mixed = rp.PretrainingTask(_config()).build_model()
+    for elementwise in encoder.ELEMENTWISE_DTYPES:
+        training.set_precision_policy(dtype)
+        mixed = rp.PretrainingTask(_config()).build_model(elementwise)
         for name, variable in mixed.variables_by_name().items():
             variable.assign(weights[name])
         outputs[elementwise] = mixed(features, training=False)
     reference = outputs["float32"]
-    for elementwise in modeling.ELEMENTWISE_DTYPES:
+    for elementwise in encoder.ELEMENTWISE_DTYPES:
         got = outputs[elementwise]
         np.testing.assert_allclose(np.float32(got["sequence_output"]), reference["sequence_output"], atol=rounding,
                                    err_msg=elementwise)
@@ -68,7 +78,7 @@ def test_both_elementwise_dtypes_train_alike_in_bfloat16(tmp_path):
     fall alike (the final loss within 1 % of each other's)."""
     losses = {}
     init = None
-    for elementwise in modeling.ELEMENTWISE_DTYPES:
+    for elementwise in encoder.ELEMENTWISE_DTYPES:
         config = training.TrainingConfig(output_dir=str(tmp_path / elementwise), train_batch_size=16,
                                          learning_rate=1e-3, num_train_steps=30, num_warmup_steps=0,
                                          log_step_count_steps=10, save_checkpoints_steps=100, dtype="bfloat16",

@@ -252,7 +252,7 @@ def test_fine_tune_tiny_model_on_mrpc_end_to_end(tmp_path):
     assert written["global_step"] == 6 and 0.0 <= written["eval_accuracy"] <= 1.0
     # The written metrics equal the ones recomputed from the model's predictions on the dev set.
     dev = rc.MrpcProcessor().get_dev_examples(data_dir)
-    task = rc.ClassifierTask(__import__("modeling").BertConfig.from_json_file(options.model.bert_config_file), 2)
+    task = rc.ClassifierTask(__import__("encoder").BertConfig.from_json_file(options.model.bert_config_file), 2)
     tokenizer = tokenization.FullTokenizer(shared_path("vocab", "uncased", "vocab.txt"), True)
     eval_input = runner.array_input_fn(rc.examples_to_arrays(dev, ["0", "1"], 32, tokenizer), False, trim=False)
     probs = np.array([p["probabilities"] for p in training.predict(
@@ -287,7 +287,7 @@ def test_fine_tune_tiny_regression_on_stsb(tmp_path):
     reader = tf.train.load_checkpoint(os.path.join(output_dir, "model.ckpt-3"))
     assert reader.get_variable_to_shape_map()["output_weights"] == [1, 32]
     dev = rc.StsbProcessor().get_dev_examples(data_dir)
-    task = rc.ClassifierTask(__import__("modeling").BertConfig.from_json_file(options.model.bert_config_file), 1,
+    task = rc.ClassifierTask(__import__("encoder").BertConfig.from_json_file(options.model.bert_config_file), 1,
                              is_regression=True)
     # Recomputed from the dev features the way evaluation predicts (real-length batches of eval_batch_size).
     tokenizer = tokenization.FullTokenizer(shared_path("vocab", "uncased", "vocab.txt"), True)
@@ -371,9 +371,9 @@ def test_original_checkpoint_loads_by_name_and_logits_use_the_pooled_output():
     """A checkpoint written by the original code initialises every bert/ variable; the head is new, and the
     logits are the original's pooled output times output_weights^T plus output_bias."""
     import checkpoints
-    import modeling
+    import encoder
     folder = shared_path("reference", "original_checkpoint_tiny")
-    config = modeling.BertConfig.from_json_file(os.path.join(folder, "bert_config.json"))
+    config = encoder.BertConfig.from_json_file(os.path.join(folder, "bert_config.json"))
     model = rc.ClassifierTask(config, 3).build_model()
     names = list(model.variables_by_name())
     assert names[-2:] == ["output_weights", "output_bias"]
@@ -403,7 +403,7 @@ import json, sys
 import numpy as np
 import tensorflow as tf
 import tensorflow_text  # registers the tokenizer's ops
-for name in ("run_classifier", "tokenization", "modeling"):
+for name in ("run_classifier", "tokenization", "encoder", "modeling"):
     try:
         __import__(name)
         raise SystemExit("the project is importable from the loading process: " + name)

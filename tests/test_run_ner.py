@@ -200,7 +200,7 @@ import sys
 
 import tensorflow as tf
 
-import modeling
+import encoder
 import training
 
 TINY_CONFIG = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
@@ -208,7 +208,7 @@ TINY_CONFIG = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_at
 
 
 def _tiny_bert_config():
-    return modeling.BertConfig.from_dict(TINY_CONFIG)
+    return encoder.BertConfig.from_dict(TINY_CONFIG)
 
 
 def test_head_variables_have_original_names_and_shapes():
@@ -370,7 +370,7 @@ def test_tiny_export_loads_in_fresh_process(tiny_run, tmp_path):
 def test_serving_text_tags_equal_the_runner_on_long_sentences(conll_test, cased_tokenizer, tmp_path):
     """A model whose tags vary from word to word: serving_text's windows and per-word choice equal the
     runner's on CoNLL test sentences, a fifth of them split into windows at max_seq_length 24."""
-    config = modeling.BertConfig.from_dict(dict(TINY_CONFIG, vocab_size=28996))
+    config = encoder.BertConfig.from_dict(dict(TINY_CONFIG, vocab_size=28996))
     labels = run_ner.get_labels(conll_test)
     task = run_ner.NerTask(config, len(labels))
     tf.keras.utils.set_random_seed(5)
@@ -412,7 +412,7 @@ def test_cli_exports_from_output_dir(tiny_run, tmp_path):
 
 
 def test_trimmed_batches_give_the_same_outputs(conll_test, cased_tokenizer):
-    config = modeling.BertConfig.from_dict(dict(TINY_CONFIG, vocab_size=28996, max_position_embeddings=128))
+    config = encoder.BertConfig.from_dict(dict(TINY_CONFIG, vocab_size=28996, max_position_embeddings=128))
     task = run_ner.NerTask(config, 9)
     model = task.build_model()
     labels = run_ner.get_labels(conll_test)

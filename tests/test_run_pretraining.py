@@ -10,8 +10,8 @@ import tensorflow as tf
 
 import checkpoints
 import cli
+import encoder
 import filesystem
-import modeling
 import records
 import run_pretraining as rp
 import training
@@ -103,7 +103,7 @@ def _copy_reference_checkpoint(output_dir):
 def test_first_step_loss_and_update_equal_the_original(tmp_path):
     """Resume from the original checkpoint (step 30, Adam slots) and train one step on the stored batch."""
     ref, batch = reference_batch()
-    bert_config = modeling.BertConfig.from_json_file(os.path.join(tiny.original_dir(), "bert_config.json"))
+    bert_config = encoder.BertConfig.from_json_file(os.path.join(tiny.original_dir(), "bert_config.json"))
     bert_config.hidden_dropout_prob = bert_config.attention_probs_dropout_prob = 0.0
     output_dir = str(tmp_path / "out")
     _copy_reference_checkpoint(output_dir)

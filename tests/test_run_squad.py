@@ -14,8 +14,8 @@ import tensorflow as tf
 import checkpoints
 import cli
 import conversions
+import encoder
 import fast_tokenization
-import modeling
 import packing
 import records
 import run_squad
@@ -403,7 +403,7 @@ def test_mismatched_answers_skipped_with_count(tmp_path, caplog, tokenizer):
 
 
 def test_flag_validation(tmp_path):
-    config = modeling.BertConfig(vocab_size=10, max_position_embeddings=64)
+    config = encoder.BertConfig(vocab_size=10, max_position_embeddings=64)
     with pytest.raises(ValueError, match="only trained up to sequence length 64"):
         run_squad.validate_flags_or_throw(config, 128, 16)
     with pytest.raises(ValueError, match="must be greater than max_query_length"):
@@ -430,7 +430,7 @@ TINY_CONFIG = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2, "
 
 
 def test_head_names_and_loss():
-    config = modeling.BertConfig.from_dict(TINY_CONFIG)
+    config = encoder.BertConfig.from_dict(TINY_CONFIG)
     task = run_squad.SquadTask(config)
     model = task.build_model()
     names = model.variables_by_name()
@@ -522,7 +522,7 @@ def test_end_to_end_tiny_train_predict_export(tmp_path):
                           capture_output=True, text=True, cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = np.load(tmp_path / "logits.npz")
-    model = run_squad.SquadTask(modeling.BertConfig.from_dict(TINY_CONFIG)).build_model()
+    model = run_squad.SquadTask(encoder.BertConfig.from_dict(TINY_CONFIG)).build_model()
     import checkpoints
     checkpoints.init_from_checkpoint(model.variables_by_name(), str(out / f"model.ckpt-{steps}"))
     start, end = model(arrays, training=False)
@@ -557,8 +557,8 @@ def test_serving_answers_equal_the_python_n_best_path(tmp_path, tokenizer, path_
     """serving_text's in-graph answer choice and text equal compute_predictions (n-best and get_final_text) on
     every question of the dev file, with a random model whose spans land anywhere, short windows included."""
     path = path_fn() if version_2 else shared_path("data", "squad", "v1.1", "dev-v1.1.articles38-47.json")
-    config = modeling.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                                 intermediate_size=64, type_vocab_size=2, initializer_range=0.5)
+    config = encoder.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                intermediate_size=64, type_vocab_size=2, initializer_range=0.5)
     tf.keras.utils.set_random_seed(3)
     task = run_squad.SquadTask(config)
     model = task.build_model()
@@ -691,7 +691,7 @@ def test_minilm_checkpoint_initializes_the_squad_model(tmp_path):
     import checkpoints
     from tests.shared_data import minilm_dir
     prefix = conversions.hf_to_original(minilm_dir(), str(tmp_path / "minilm"))
-    config = modeling.BertConfig.from_json_file(str(tmp_path / "minilm" / "bert_config.json"))
+    config = encoder.BertConfig.from_json_file(str(tmp_path / "minilm" / "bert_config.json"))
     model = run_squad.SquadTask(config).build_model()
     loaded, new, unused = checkpoints.init_from_checkpoint(model.variables_by_name(), prefix)
     assert new == ["cls/squad/output_weights", "cls/squad/output_bias"]

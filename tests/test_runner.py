@@ -6,7 +6,7 @@ import tensorflow as tf
 
 import checkpoints
 import cli
-import modeling
+import encoder
 import packing
 import run_classifier as rc
 import runner
@@ -35,8 +35,8 @@ def test_real_length_batches_give_the_full_length_outputs(tokenizer, dtype, tmp_
     examples = rc.MrpcProcessor().get_dev_examples(shared_path("data", "glue", "MRPC"))
     arrays = rc.examples_to_arrays(examples, ["0", "1"], 128, tokenizer, log_examples=0)
     assert arrays["input_mask"].sum(1).mean() < 64
-    config = modeling.BertConfig(vocab_size=30522, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
-                                 intermediate_size=128, initializer_range=0.2)
+    config = encoder.BertConfig(vocab_size=30522, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                                intermediate_size=128, initializer_range=0.2)
     task = rc.ClassifierTask(config, 2)
     tf.keras.utils.set_random_seed(5)  # the same random model whatever ran before
     model = task.build_model()
@@ -70,8 +70,8 @@ def test_under_xla_prediction_cuts_batches_to_a_few_widths_with_the_full_length_
     batches = runner.array_input_fn({k: v[order] for k, v in arrays.items()}, False, buckets=buckets)(16)
     widths = [int(batch["input_ids"].shape[1]) for batch in batches]
     assert set(widths) == {128, 64, 32}, widths  # MRPC dev: 7 to 103 pieces
-    config = modeling.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                                 intermediate_size=64, initializer_range=0.2)
+    config = encoder.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                intermediate_size=64, initializer_range=0.2)
     task = rc.ClassifierTask(config, 2)
     tf.keras.utils.set_random_seed(5)
     model = task.build_model()
@@ -88,8 +88,8 @@ def test_under_xla_prediction_cuts_batches_to_a_few_widths_with_the_full_length_
 
 def test_output_dropout_prob_flag_reaches_the_output_layer():
     import run_ner
-    config = modeling.BertConfig(vocab_size=30522, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
-                                 intermediate_size=16)
+    config = encoder.BertConfig(vocab_size=30522, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                                intermediate_size=16)
     for options, task in ((rc.ClassifierOptions, lambda p: rc.ClassifierTask(config, 2, output_dropout=p)),
                           (run_ner.NerOptions, lambda p: run_ner.NerTask(config, 3, output_dropout=p))):
         assert options().output_dropout_prob == 0.1  # the original's keep_prob=0.9

@@ -22,10 +22,10 @@ import pytest
 import tensorflow as tf
 
 import cli
+import encoder
 import fast_tokenization
 import litert_classifier
 import model_options
-import modeling
 import packing
 import run_classifier as rc
 import serving
@@ -130,8 +130,8 @@ def test_a_request_over_the_limit_is_refused(vocab_file):
 def _tiny_config(vocab_file):
     with open(vocab_file, encoding="utf-8") as f:
         size = sum(1 for _ in f)
-    return modeling.BertConfig(vocab_size=size, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                               intermediate_size=64, max_position_embeddings=64, initializer_range=0.5)
+    return encoder.BertConfig(vocab_size=size, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                              intermediate_size=64, max_position_embeddings=64, initializer_range=0.5)
 
 
 def _options(vocab_file):
@@ -140,7 +140,7 @@ def _options(vocab_file):
 
 def test_squad_cuts_a_long_question_and_refuses_a_context_over_the_limit(vocab_file):
     tf.keras.utils.set_random_seed(2)
-    module = serving.SquadServing(modeling.SquadModel(_tiny_config(vocab_file)), _options(vocab_file),
+    module = serving.SquadServing(encoder.SquadModel(_tiny_config(vocab_file)), _options(vocab_file),
                                   serving.SquadAnswering(doc_stride=4, max_query_length=6))
     context = "the quick brown fox jumps over the lazy dog . the loader returns the module path ."
     question = "what does the loader return"
@@ -154,7 +154,7 @@ def test_squad_cuts_a_long_question_and_refuses_a_context_over_the_limit(vocab_f
 
 def test_ner_refuses_a_sentence_over_the_limit(vocab_file):
     tf.keras.utils.set_random_seed(2)
-    model = modeling.ClassifierModel(_tiny_config(vocab_file), 3, per_token=True)
+    model = encoder.ClassifierModel(_tiny_config(vocab_file), 3, per_token=True)
     module = serving.NerServing(model, _options(vocab_file), doc_stride=4, labels=["O", "B-X", "I-X"])
     sentence = "the quick brown fox jumps over the lazy dog"
     assert module.serve_text(tf.constant([sentence]))["num_words"].numpy().tolist() == [9]
@@ -216,11 +216,11 @@ def test_a_50_mb_request_is_answered_as_its_first_tokens_alone_in_bounded_memory
     grows by less than the request itself (uncut, tokenizing it took 1.2 GB)."""
     config = _tiny_config(vocab_file)
     tf.keras.utils.set_random_seed(3)
-    model = modeling.ClassifierModel(config, 3)
+    model = encoder.ClassifierModel(config, 3)
     model.head.output_weights.assign(model.head.output_weights * 20.0)
     tiny.save(model, tmp_path / "ckpt")
     export_dir = str(tmp_path / "export")
-    serving.export_saved_model(export_dir, lambda: modeling.ClassifierModel(config, 3),
+    serving.export_saved_model(export_dir, lambda: encoder.ClassifierModel(config, 3),
                                str(tmp_path / "ckpt" / "model.ckpt-0"),
                                lambda m: serving.ClassifierServing(m, _options(vocab_file), False, False,
                                                                    ["a", "b", "c"]),
@@ -278,10 +278,10 @@ def test_serving_text_builds_no_dense_row_ids():
     42,000 words would need 33.6 GB. linear_ragged.py's operations stand in for them."""
     options = ModelOptions(vocab_file=vocab(), max_seq_length=64)
     config = tiny.config(max_position_embeddings=512, type_vocab_size=2)
-    modules = {"classifier": serving.ClassifierServing(modeling.ClassifierModel(config, 2), options, False, True),
-               "ner": serving.NerServing(modeling.ClassifierModel(config, 3, per_token=True), options, 16,
+    modules = {"classifier": serving.ClassifierServing(encoder.ClassifierModel(config, 2), options, False, True),
+               "ner": serving.NerServing(encoder.ClassifierModel(config, 3, per_token=True), options, 16,
                                          ["O", "B", "I"]),
-               "squad": serving.SquadServing(modeling.SquadModel(config), options,
+               "squad": serving.SquadServing(encoder.SquadModel(config), options,
                                              serving.SquadAnswering(doc_stride=16, max_query_length=12))}
     for name, module in modules.items():
         module.run_in_steps(3)
@@ -307,7 +307,7 @@ def exports(tmp_path_factory):
     values = dict(max_position_embeddings=512, type_vocab_size=2)
     config_file = tiny.config_file(work / "bert_config.json", **values)
     tf.keras.utils.set_random_seed(1)
-    bert = modeling.BertEncoder(tiny.config(**values))
+    bert = encoder.BertEncoder(tiny.config(**values))
     bert(tf.ones([1, 4], tf.int32), tf.ones([1, 4], tf.int32), tf.zeros([1, 4], tf.int32))
     checkpoint = tiny.save(bert, work / "ckpt")
     common = [f"--vocab_file={vocab()}", f"--bert_config_file={config_file}", f"--init_checkpoint={checkpoint}",

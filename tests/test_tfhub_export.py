@@ -16,7 +16,7 @@ import tensorflow_text  # noqa: F401
 import checkpoints
 import cli
 import convert_checkpoint
-import modeling
+import encoder
 import run_classifier
 import tfhub_export
 import tokenization
@@ -80,8 +80,8 @@ def minilm(tmp_path_factory):
 
 def own_encoder(flags):
     """The project's BertEncoder with the checkpoint's weights."""
-    config = modeling.BertConfig.from_json_file(flags["bert_config_file"])
-    bert = modeling.BertEncoder(config)
+    config = encoder.BertConfig.from_json_file(flags["bert_config_file"])
+    bert = encoder.BertEncoder(config)
     checkpoints.init_from_checkpoint(bert.variables_by_name(), flags["init_checkpoint"])
     return bert
 

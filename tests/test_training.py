@@ -13,7 +13,7 @@ import tensorflow as tf
 from absl import flags
 
 import checkpoints
-import modeling
+import encoder
 import preemption
 import run_pretraining as rp
 import run_squad
@@ -275,7 +275,7 @@ _CLIPPING_SCRIPT = textwrap.dedent("""
     root, out = sys.argv[1], sys.argv[2]
     sys.path.insert(0, root)
     import keras
-    import checkpoints, modeling, run_squad, runner, training
+    import checkpoints, encoder, run_squad, runner, training
 
     rng = np.random.RandomState(0)
     rows, seq, vocab = 48, 16, 6  # six tokens: every token occurs many times in a batch
@@ -283,9 +283,9 @@ _CLIPPING_SCRIPT = textwrap.dedent("""
               "input_mask": np.ones((rows, seq), np.int32), "segment_ids": np.zeros((rows, seq), np.int32),
               "start_positions": rng.randint(0, seq, rows).astype(np.int32),
               "end_positions": rng.randint(0, seq, rows).astype(np.int32)}
-    config = modeling.BertConfig(vocab_size=vocab, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                                 intermediate_size=64, max_position_embeddings=seq, type_vocab_size=2,
-                                 hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    config = encoder.BertConfig(vocab_size=vocab, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                intermediate_size=64, max_position_embeddings=seq, type_vocab_size=2,
+                                hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     task = run_squad.SquadTask(config)
     keras.utils.set_random_seed(1)
     model = task.build_model()
@@ -356,7 +356,7 @@ def _stored_batch_input_fn(batch):
 def test_predict_yields_examples_in_order_and_evaluate_is_deterministic(tmp_path):
     ref = np.load(os.path.join(tiny.original_dir(), "reference_outputs.npz"))
     batch = {name: ref["in_" + name] for name in rp.FEATURE_NAMES}
-    bert_config = modeling.BertConfig.from_json_file(os.path.join(tiny.original_dir(), "bert_config.json"))
+    bert_config = encoder.BertConfig.from_json_file(os.path.join(tiny.original_dir(), "bert_config.json"))
     config = training.TrainingConfig(output_dir=str(tmp_path / "out"), predict_batch_size=3, eval_batch_size=3)
     checkpoint = os.path.join(tiny.original_dir(), "model.ckpt-30")
     task = rp.PretrainingTask(bert_config)
@@ -384,15 +384,15 @@ def test_each_step_draws_its_own_dropout_masks_from_the_seed_and_the_step():
     x = tf.ones([4, 64])
 
     def masks(seed, step, micro_batch=0):
-        with modeling.dropout_seed(training._dropout_seed(seed, tf.constant(step, tf.int64), micro_batch)):
-            return [(modeling._dropout(x, 0.5, training=True).numpy() > 0).tobytes() for _ in range(2)]
+        stream = encoder.DropoutStream(training._dropout_seed(seed, tf.constant(step, tf.int64), micro_batch))
+        return [(encoder.apply_dropout(x, 0.5, True, stream).numpy() > 0).tobytes() for _ in range(2)]
 
     first = masks(1, 5)
     assert masks(1, 5) == first and first[0] != first[1]
     others = masks(1, 6) + masks(2, 5) + masks(1, 5, micro_batch=1)
     assert len(set(first + others)) == 8
-    assert (modeling._dropout(x, 0.5, training=False).numpy() == 1).all()
-    assert modeling._dropout(x, 0.5, training=True).numpy().tobytes() not in first  # outside: stateful draws
+    assert (encoder.apply_dropout(x, 0.5, training=False).numpy() == 1).all()
+    assert encoder.apply_dropout(x, 0.5, training=True).numpy().tobytes() not in first  # no stream: stateful draws
 
 
 def test_the_loop_logs_means_and_a_due_line_or_a_preemption_notice_ends_it_after_the_step_in_progress():
@@ -465,8 +465,8 @@ def test_an_input_that_ends_early_leaves_global_step_at_the_updates_made(tmp_pat
               "input_mask": np.ones((rows, 16), np.int32), "segment_ids": np.zeros((rows, 16), np.int32),
               "start_positions": rng.integers(0, 16, rows).astype(np.int32),
               "end_positions": rng.integers(0, 16, rows).astype(np.int32)}
-    config = modeling.BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                                 intermediate_size=64)
+    config = encoder.BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                intermediate_size=64)
     output_dir = str(tmp_path / "run")
     result = training.train(
         run_squad.SquadTask(config), runner.array_input_fn(arrays, is_training=False),

@@ -37,8 +37,8 @@ def check_plain_tensorflow(export_dir, cases, result):
     """The preprocessor and the encoder with TensorFlow + tensorflow_text alone (also in a tf.data map)."""
     preprocessor = tf.saved_model.load(os.path.join(export_dir, "preprocessor"))
     encoder = tf.saved_model.load(os.path.join(export_dir, "encoder"))
-    result["modules_loaded"] = sorted(name for name in ("modeling", "fast_tokenization", "packing", "tfhub_export")
-                                      if name in sys.modules)
+    result["modules_loaded"] = sorted(name for name in ("encoder", "modeling", "fast_tokenization", "packing",
+                                                        "tfhub_export") if name in sys.modules)
     texts_a, texts_b = tf.constant(cases["texts_a"]), tf.constant(cases["texts_b"])
     lengths = sorted({int(key.split("_")[1]) for key in cases.files if key.startswith("pair_")})
     ids_equal = {}

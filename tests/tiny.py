@@ -12,9 +12,9 @@ CONFIG = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attenti
 
 
 def config(**overrides):
-    """modeling.BertConfig of CONFIG with some values changed."""
-    import modeling  # here, not at import: conftest.py loads this module, and pure-Python tests need no TensorFlow
-    return modeling.BertConfig(**dict(CONFIG, **overrides))
+    """encoder.BertConfig of CONFIG with some values changed."""
+    import encoder  # here, not at import: conftest.py loads this module, and pure-Python tests need no TensorFlow
+    return encoder.BertConfig(**dict(CONFIG, **overrides))
 
 
 def config_file(path, **overrides):

@@ -1,4 +1,4 @@
-"""modeling.py: config handling, original names, and the forward pass against the original's outputs."""
+"""encoder.py: config handling, original names, and the forward pass against the original's outputs."""
 import json
 import os
 import re
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import modeling
+import encoder
 from tests.shared_data import shared_path
 
 TINY = ("reference", "original_checkpoint_tiny")
@@ -18,15 +18,15 @@ def _tiny_config(**overrides):
     values = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                   intermediate_size=64, max_position_embeddings=64, type_vocab_size=2)
     values.update(overrides)
-    return modeling.BertConfig(**values)
+    return encoder.BertConfig(**values)
 
 
 def _reference_model():
     folder = shared_path(*TINY)
-    config = modeling.BertConfig.from_json_file(os.path.join(folder, "bert_config.json"))
+    config = encoder.BertConfig.from_json_file(os.path.join(folder, "bert_config.json"))
     config.hidden_dropout_prob = 0.0
     config.attention_probs_dropout_prob = 0.0
-    model = modeling.PretrainingModel(config)
+    model = encoder.PretrainingModel(config)
     reader = tf.train.load_checkpoint(os.path.join(folder, "model.ckpt-30"))
     for name, var in model.variables_by_name().items():
         var.assign(reader.get_tensor(name))
@@ -36,12 +36,12 @@ def _reference_model():
 
 
 def test_config_roundtrip_defaults_and_extra_keys(tmp_path):
-    config = modeling.BertConfig.from_dict({"vocab_size": 10, "some_new_key": 1})
+    config = encoder.BertConfig.from_dict({"vocab_size": 10, "some_new_key": 1})
     assert config.some_new_key == 1 and config.to_dict()["some_new_key"] == 1
     assert config.hidden_size == 768 and config.type_vocab_size == 16 and config.hidden_act == "gelu"
     path = str(tmp_path / "bert_config.json")
     config.to_json_file(path)
-    assert modeling.BertConfig.from_json_file(path) == config
+    assert encoder.BertConfig.from_json_file(path) == config
     assert json.loads(config.to_json_string())["intermediate_size"] == 3072
 
 
@@ -55,33 +55,33 @@ def test_config_roundtrip_defaults_and_extra_keys(tmp_path):
 def test_config_rejects_bad_values(tmp_path, bad, needle):
     values = dict(vocab_size=10, hidden_size=12, num_hidden_layers=1, num_attention_heads=2, intermediate_size=8)
     values.update(bad)
-    modeling.BertConfig.from_dict(values)  # the original's constructors check nothing
+    encoder.BertConfig.from_dict(values)  # the original's constructors check nothing
     with pytest.raises(ValueError, match=needle):
-        modeling.BertConfig.from_dict(values).validate()
+        encoder.BertConfig.from_dict(values).validate()
     path = tmp_path / "bert_config.json"
     path.write_text(json.dumps(values))
     with pytest.raises(ValueError, match=re.escape(str(path)) + ": .*" + needle):
-        modeling.BertConfig.load(str(path))
+        encoder.BertConfig.load(str(path))
 
 
 def test_config_file_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match="nope.json"):
-        modeling.BertConfig.from_json_file(str(tmp_path / "nope.json"))
+        encoder.BertConfig.from_json_file(str(tmp_path / "nope.json"))
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
     with pytest.raises(ValueError, match="bad.json"):
-        modeling.BertConfig.from_json_file(str(bad))
+        encoder.BertConfig.from_json_file(str(bad))
     missing = tmp_path / "missing.json"
     missing.write_text('{"hidden_size": 8}')
-    assert modeling.BertConfig.from_json_file(str(missing)).vocab_size is None
+    assert encoder.BertConfig.from_json_file(str(missing)).vocab_size is None
     with pytest.raises(ValueError, match="vocab_size"):
-        modeling.BertConfig.load(str(missing))
+        encoder.BertConfig.load(str(missing))
 
 
 def test_variable_names_and_shapes_match_the_original():
     folder = shared_path(*TINY)
-    config = modeling.BertConfig.from_json_file(os.path.join(folder, "bert_config.json"))
-    model = modeling.PretrainingModel(config)
+    config = encoder.BertConfig.from_json_file(os.path.join(folder, "bert_config.json"))
+    model = encoder.PretrainingModel(config)
     names = [n[:-2] for n in json.load(open(os.path.join(folder, "variable_names.json")))]
     model_names = [n for n in names if n != "global_step" and not n.endswith(("/adam_m", "/adam_v"))]
     ours = model.variables_by_name()
@@ -117,7 +117,7 @@ def test_jit_compiled_forward_matches_eager():
 
 def test_defaults_mask_and_types_and_padding_invariance():
     config = _tiny_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    model = modeling.BertEncoder(config)
+    model = encoder.BertEncoder(config)
     ids = np.array([[5, 6, 7, 8, 0, 0]], np.int32)
     mask = np.array([[1, 1, 1, 1, 0, 0]], np.int32)
     full = model(ids)
@@ -131,7 +131,7 @@ def test_defaults_mask_and_types_and_padding_invariance():
 
 
 def test_dropout_only_in_training():
-    model = modeling.BertEncoder(_tiny_config())
+    model = encoder.BertEncoder(_tiny_config())
     ids = np.arange(1, 17, dtype=np.int32).reshape(2, 8)
     a = model(ids, training=False)["sequence_output"]
     b = model(ids, training=False)["sequence_output"]
@@ -141,7 +141,7 @@ def test_dropout_only_in_training():
 
 
 def test_initializer_is_truncated_normal():
-    model = modeling.BertEncoder(_tiny_config(vocab_size=4000, hidden_size=64), name="bert")
+    model = encoder.BertEncoder(_tiny_config(vocab_size=4000, hidden_size=64), name="bert")
     table = model.embedding_table.numpy()
     assert abs(table.std() - 0.02 * 0.88) < 0.002  # std of N(0, s) truncated at 2s is 0.88 s
     assert np.abs(table).max() <= 0.04 + 1e-6
@@ -153,13 +153,13 @@ def test_initializer_is_truncated_normal():
 def test_activations():
     x = tf.constant([-3.0, -1.0, 0.0, 0.5, 2.0])
     expected_tanh = 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
-    np.testing.assert_allclose(modeling.gelu(x), expected_tanh, atol=1e-6)
+    np.testing.assert_allclose(encoder.gelu(x), expected_tanh, atol=1e-6)
     from math import erf
     expected_erf = [v * 0.5 * (1 + erf(v / np.sqrt(2))) for v in x.numpy()]
-    np.testing.assert_allclose(modeling.gelu_exact(x), expected_erf, atol=1e-6)
-    assert modeling.get_activation("linear") is None
+    np.testing.assert_allclose(encoder.gelu_exact(x), expected_erf, atol=1e-6)
+    assert encoder.get_activation("linear") is None
     with pytest.raises(ValueError, match="swish"):
-        modeling.get_activation("swish")
+        encoder.get_activation("swish")
 
 
 @pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
@@ -168,7 +168,7 @@ def test_mixed_precision_keeps_variables_and_losses_float32(policy):
     weights = {k: v.numpy() for k, v in model.variables_by_name().items()}
     keras.mixed_precision.set_global_policy(policy)
     try:
-        mixed = modeling.PretrainingModel(model.config)
+        mixed = encoder.PretrainingModel(model.config)
         for name, var in mixed.variables_by_name().items():
             assert var.dtype == "float32", name
             var.assign(weights[name])
@@ -186,7 +186,7 @@ def test_bfloat16_dense_runs_bias_and_activation_in_float32():
     """Under mixed_bfloat16 only the matmul is bf16: bias and GELU see float32 (precision, and CPU speed)."""
     keras.mixed_precision.set_global_policy("mixed_bfloat16")
     try:
-        dense = modeling.Dense(16, "gelu", name="d")
+        dense = encoder.Dense(16, "gelu", name="d")
         x = tf.random.stateless_normal([4, 8], seed=[1, 2])
         dense.build((None, 8))
         dense.bias.assign(tf.random.stateless_normal([16], seed=[3, 4]) * 0.37)
@@ -195,17 +195,17 @@ def test_bfloat16_dense_runs_bias_and_activation_in_float32():
         keras.mixed_precision.set_global_policy("float32")
     assert dense.bias.dtype == "float32" and got.dtype == tf.bfloat16
     product = tf.cast(tf.matmul(tf.cast(x, tf.bfloat16), tf.cast(dense.kernel, tf.bfloat16)), tf.float32)
-    expected = tf.cast(modeling.gelu(product + tf.convert_to_tensor(dense.bias)), tf.bfloat16)
+    expected = tf.cast(encoder.gelu(product + tf.convert_to_tensor(dense.bias)), tf.bfloat16)
     np.testing.assert_array_equal(got.numpy().astype(np.float32), expected.numpy().astype(np.float32))
 
 
 def test_classifier_model_pooled_and_per_token():
-    config = modeling.BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+    config = encoder.BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                                  intermediate_size=32, type_vocab_size=2)
     ids = tf.constant([[5, 6, 7, 0], [8, 9, 0, 0]])
     features = {"input_ids": ids, "input_mask": tf.cast(ids > 0, tf.int32), "segment_ids": tf.zeros_like(ids)}
-    pooled = modeling.ClassifierModel(config, 3)
-    per_token = modeling.ClassifierModel(config, 3, per_token=True, name="ner")
+    pooled = encoder.ClassifierModel(config, 3)
+    per_token = encoder.ClassifierModel(config, 3, per_token=True, name="ner")
     assert pooled(features).shape == (2, 3) and per_token(features).shape == (2, 4, 3)
     names = sorted(per_token.variables_by_name())
     assert names == sorted(pooled.variables_by_name())
@@ -214,15 +214,15 @@ def test_classifier_model_pooled_and_per_token():
 
 def test_gather_indexes():
     seq = tf.reshape(tf.range(2 * 4 * 3, dtype=tf.float32), [2, 4, 3])
-    got = modeling.gather_indexes(seq, tf.constant([[1, 3], [0, 2]]))
+    got = encoder.gather_indexes(seq, tf.constant([[1, 3], [0, 2]]))
     np.testing.assert_array_equal(got, seq.numpy()[[0, 0, 1, 1], [1, 3, 0, 2]])
 
 
 def test_create_variable_helper_on_a_plain_model():
-    class Head(modeling.NamedLayer):
+    class Head(encoder.NamedLayer):
         def build(self, input_shape):
-            modeling.create_variable(self, "output_weights", (3, 8), initializer_range=0.02)
-            modeling.create_variable(self, "output_bias", (3,), initializer="zeros")
+            encoder.create_variable(self, "output_weights", (3, 8), initializer_range=0.02)
+            encoder.create_variable(self, "output_bias", (3,), initializer="zeros")
 
     head = Head(name="head")
     head.build(None)
@@ -230,3 +230,44 @@ def test_create_variable_helper_on_a_plain_model():
     assert list(names) == ["output_weights", "output_bias"]
     assert names["output_weights"].shape == (3, 8)
     assert np.abs(names["output_weights"].numpy()).max() <= 0.04 + 1e-6
+
+
+def test_pretraining_features_are_those_of_the_records():
+    import records
+    assert encoder.PRETRAINING_FEATURES == tuple(records.names(records.pretraining(None, None)))
+
+
+def test_a_call_draws_its_dropout_masks_from_its_seed_in_call_order():
+    """One stream for the whole call: the encoder's masks, then the output layer's; the same seed draws the same
+    masks, another seed others; no seed: stateful draws."""
+    config = _tiny_config(hidden_dropout_prob=0.3, attention_probs_dropout_prob=0.3)
+    model = encoder.ClassifierModel(config, 3, dropout=0.5)
+    ids = tf.constant(np.arange(1, 17, dtype=np.int32).reshape(2, 8))
+    features = {"input_ids": ids, "input_mask": tf.ones_like(ids), "segment_ids": tf.zeros_like(ids)}
+    seed = tf.constant([7, 11], tf.int64)
+    logits = model(features, training=True, dropout_seed=seed).numpy()
+    np.testing.assert_array_equal(model(features, training=True, dropout_seed=seed), logits)
+    stream = encoder.DropoutStream(seed)
+    pooled = model.bert(ids, features["input_mask"], features["segment_ids"], training=True,
+                        dropout_seed=stream)["pooled_output"]
+    assert stream.count == 1 + 3 * config.num_hidden_layers
+    np.testing.assert_array_equal(model.head(pooled, training=True, dropout_seed=stream), logits)
+    other = model(features, training=True, dropout_seed=tf.constant([7, 12], tf.int64)).numpy()
+    assert np.abs(other - logits).max() > 1e-3
+    assert np.abs(model(features, training=True).numpy() - logits).max() > 1e-3
+
+
+def test_a_weight_source_supplies_the_weights_of_a_layer_tree():
+    """use_weight_source: each weight asked of the source by its name below the layer given it, in creation
+    order."""
+    asked = []
+
+    def source(name, shape, make):
+        asked.append((name, shape))
+        return make()
+
+    layer = encoder.TransformerLayer(_tiny_config(), name="layer_0")
+    layer.use_weight_source(source)
+    layer.build((None, None, 32))
+    assert asked[0] == ("attention/self/query/kernel", (32, 32))
+    assert [name for name, _ in asked] == list(layer.variables_by_name())
