@@ -59,7 +59,6 @@ from absl import logging
 import conlleval
 import encoder
 import filesystem
-import modeling
 import packing
 import runner
 import serving
