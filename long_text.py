@@ -2,8 +2,9 @@
 training and evaluation, and its export's serving_text alike.
 
   truncate (the original's): [CLS] a [SEP] (b [SEP]) cut to max_seq_length, a's first tokens kept.
-  head_tail: the same length, but a cut text_a keeps its first head_tokens tokens and then its last ones (Sun et
-    al., "How to Fine-Tune BERT for Text Classification?", 2019: head and tail ahead of the head alone).
+  head_tail: the same length, but a cut text_a keeps its first head_tokens tokens (default half) and then its
+    last ones (Sun et al., "How to Fine-Tune BERT for Text Classification?", 2019: head and tail ahead of the head
+    alone; benchmarks/LONG_TEXT.md measures the split).
   windows: text_a read in windows that start every doc_stride tokens (text_b, if any, whole in every window; cut to
     half a window when longer), at most max_windows per document (the first ones); the document's logits are its
     windows' logits pooled (mean or max per class), in the loss as in the predictions, so that a label learnt
@@ -33,7 +34,8 @@ class LongText:
                                 "tokens), windows (all of it, in windows every --doc_stride tokens, the document's "
                                 "logits pooled over them by --window_pooling).", enum=MODES)
     head_tokens: int = cli.option(None, "--long_text=head_tail: how many of the kept tokens come from the head of "
-                                  "a cut text_a (default: a quarter of max_seq_length - 2).")
+                                  "a cut text_a (default: half of max_seq_length - 2, for evidence as likely at "
+                                  "either end; more tail where the end decides, as a review's verdict).")
     doc_stride: int = cli.option(128, "--long_text=windows: a new window every this many tokens of text_a.")
     window_pooling: str = cli.option("mean", "--long_text=windows: how a document's logits come from its "
                                      "windows': their mean, or their maximum per class.", enum=POOLINGS)
@@ -65,7 +67,7 @@ class LongText:
         """The head a cut text_a keeps under head_tail (packing.pack_pair's head); None for the other modes."""
         if self.long_text != "head_tail":
             return None
-        return (max_seq_length - 2) // 4 if self.head_tokens is None else self.head_tokens
+        return (max_seq_length - 2) // 2 if self.head_tokens is None else self.head_tokens
 
 
 def windows(ids_a, ids_b, max_seq_length, long_text, special_ids):

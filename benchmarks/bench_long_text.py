@@ -9,6 +9,9 @@ blocks give the training documents, odd ones the dev documents, so that the two 
     least --margin_words words from either end: Austen (another of her novels, or elsewhere in the same) or
     Chesterton (2 labels; the evidence lies past the first window and before the last tokens: truncate and
     head_tail cannot see it).
+  ends: the same question for a passage of --end_words words put at the start or at the end of the Austen
+    passage, either at random (the evidence at one end: what head_tail's --head_tokens shares between them).
+Readings: truncate, head_tail, windows-mean, windows-max, and head_tail@N (head_tail with --head_tokens=N).
 Each (task, reading, seed) is run_classifier.py exactly as a user types it (a subprocess; --do_train --do_eval),
 from the MiniLM checkpoint (`convert_checkpoint.py --mode=hf_to_original`, once, cached in --work_dir); the
 reading's flags are the only difference between rows. Accuracy from eval_results.txt; training seconds from the
@@ -82,6 +85,9 @@ def make_task(task, split, count, args, seed):
             host = passage(rng, blocks(texts[rng.choice(BOOKS[:3])], args.block_words, split), args.words)
             insert = passage(rng, blocks(texts[source], args.block_words, split), args.insert_words)
             at = rng.randrange(args.margin_words, args.words - args.margin_words)
+            if task == "ends":
+                insert = insert[:args.end_words]
+                at = rng.choice((0, len(host)))
             text = host[:at] + insert + host[at:]
         rows.append((" ".join(text), label))
     return rows
@@ -119,6 +125,12 @@ def _log_time(log, pattern):
     return None
 
 
+def reading_flags(reading):
+    if reading.startswith("head_tail@"):
+        return ["--long_text=head_tail", f"--head_tokens={reading.split('@')[1]}"]
+    return READINGS[reading]
+
+
 def run_row(task, reading, seed, data_dir, checkpoint, args):
     out = os.path.join(args.work_dir, "runs", f"{task}-{reading}-{seed}")
     command = [sys.executable, os.path.join(ROOT, "run_classifier.py"), "--task_name=custom", "--text_a_column=text",
@@ -128,7 +140,7 @@ def run_row(task, reading, seed, data_dir, checkpoint, args):
                f"--train_batch_size={args.batch_size}", f"--learning_rate={args.learning_rate}",
                f"--num_train_epochs={args.epochs}", f"--seed={seed}", "--save_checkpoints_steps=100000",
                f"--doc_stride={args.doc_stride}", f"--max_windows_per_document={args.max_windows}",
-               "--eval_batch_size=8"] + READINGS[reading]
+               "--eval_batch_size=8"] + reading_flags(reading)
     if os.path.exists(out):
         subprocess.run(["rm", "-rf", out], check=True)
     started = time.time()
@@ -137,6 +149,9 @@ def run_row(task, reading, seed, data_dir, checkpoint, args):
         raise SystemExit(f"{task} {reading} seed {seed} failed:\n{proc.stderr[-3000:]}")
     with open(os.path.join(out, "eval_results.txt")) as f:
         results = dict(line.split(" = ") for line in f.read().splitlines())
+    for name in os.listdir(out):  # checkpoints and records: hundreds of MB a row
+        if name.startswith("model.ckpt-") or name.endswith(".tf_record"):
+            os.remove(os.path.join(out, name))
     done = re.search(r"Training done at global step (\d+) in ([\d.]+) s", proc.stderr)
     eval_start, eval_end = (_log_time(proc.stderr, "Running evaluation"), _log_time(proc.stderr, "Eval results"))
     windows = re.findall(r"--long_text=windows: (\d+) texts in (\d+) windows", proc.stderr)
@@ -151,7 +166,7 @@ def run_row(task, reading, seed, data_dir, checkpoint, args):
 
 def recipe(args):
     return {name: getattr(args, name) for name in ("book_words", "words", "insert_words", "margin_words",
-                                                   "block_words", "train_docs", "dev_docs", "data_seed",
+                                                   "end_words", "block_words", "train_docs", "dev_docs", "data_seed",
                                                    "max_seq_length", "doc_stride", "max_windows", "batch_size",
                                                    "learning_rate", "epochs")}
 
@@ -187,7 +202,9 @@ def report(rows):
             return statistics.mean(values) if values else float("nan")
 
         base_train, base_eval = mean(r["train_seconds"] for r in base), mean(r["eval_seconds"] for r in base)
-        for reading in READINGS:
+        others = sorted({row["reading"] for row in task_rows} - set(READINGS),
+                        key=lambda name: int(name.split("@")[1]))
+        for reading in list(READINGS) + others:
             rs = [row for row in task_rows if row["reading"] == reading]
             if not rs:
                 continue
@@ -216,6 +233,7 @@ def main():
     parser.add_argument("--book_words", type=int, default=1000)
     parser.add_argument("--insert_words", type=int, default=300)
     parser.add_argument("--margin_words", type=int, default=150)
+    parser.add_argument("--end_words", type=int, default=60)
     parser.add_argument("--block_words", type=int, default=5000)
     parser.add_argument("--train_docs", type=int, default=120)
     parser.add_argument("--dev_docs", type=int, default=120)

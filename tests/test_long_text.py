@@ -30,9 +30,10 @@ def passages(count, words, seed=3):
 
 
 def test_windows_read_every_token_once_in_order(tokenizer):
-    """Each window holds [CLS] a slice of text_a [SEP] text_b [SEP]; the slices start every doc_stride tokens and
-    the last ends at text_a's end (a stride past a window's end is the window's size); text_b is whole in every window (cut to half a window when longer); an empty
-    text_a has one window; max_windows_per_document keeps the first windows; by_document puts them side by side."""
+    """Each window holds [CLS] a slice of text_a [SEP] text_b [SEP]; the slices start every doc_stride tokens (a
+    stride past a window's end is the window's size) and the last ends at text_a's end; text_b is whole in every
+    window (cut to half a window when longer); an empty text_a has one window; max_windows_per_document keeps the
+    first windows; by_document puts them side by side."""
     texts = passages(4, 300) + ["", "short one"]
     ids_a = [tokenizer.convert_tokens_to_ids(tokenizer.tokenize(t)) for t in texts]
     ids_b = [tokenizer.convert_tokens_to_ids(tokenizer.tokenize(t)) for t in ["what is it ?", "", "a", "", "b", ""]]
@@ -91,7 +92,7 @@ def test_head_tail_keeps_the_first_and_the_last_tokens(tokenizer):
         else:
             assert kept == a
         np.testing.assert_array_equal(plain["input_ids"][i][1 + keep:], cut["input_ids"][i][1 + keep:])
-    assert long_text.LongText("head_tail").head_tokens_for(512) == 127  # Sun et al.'s 128 of 510, about
+    assert long_text.LongText("head_tail").head_tokens_for(512) == 255  # half: the default
     assert long_text.LongText("truncate").head_tokens_for(512) is None
 
 
