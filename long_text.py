@@ -88,7 +88,7 @@ def windows(ids_a, ids_b, max_seq_length, long_text, special_ids):
     # text_b whole in every window, cut to half of the tokens a window holds beside [CLS] and two [SEP]s.
     keep_b = tf.minimum(splits_b[1:] - splits_b[:-1], (max_seq_length - 3) // 2)
     room = max_seq_length - 2 - tf.cast(keep_b > 0, tf.int64) - keep_b
-    spans = packing._Windows(tf.maximum(len_a, 1), room, long_text.doc_stride)
+    spans = packing.Windows(tf.maximum(len_a, 1), room, long_text.doc_stride)
     kept = spans.index < long_text.max_windows_per_document
     document, index, start = (tf.boolean_mask(values, kept) for values in (spans.row, spans.index, spans.start))
     length = tf.maximum(tf.minimum(tf.boolean_mask(spans.length, kept), tf.gather(len_a, document) - start), 0)
@@ -101,15 +101,12 @@ def windows(ids_a, ids_b, max_seq_length, long_text, special_ids):
             "num_windows": tf.cast(spans.row_splits[1:] - spans.row_splits[:-1], tf.int32)}
 
 
-FEATURES = ("input_ids", "input_mask", "segment_ids")
-
-
 def by_document(packed, num_documents, max_windows):
     """windows()' rows side by side per document: {feature: int32 [documents, max_windows * max_seq_length]},
     absent windows all zeros."""
     indices = tf.stack([packed["document"], packed["window"]], axis=1)
     out = {}
-    for name in FEATURES:
+    for name in packing.INPUT_NAMES:
         rows = packed[name]
         shape = tf.stack([tf.cast(num_documents, tf.int32), max_windows, tf.shape(rows)[1]])
         dense = tf.scatter_nd(indices, rows, shape)
@@ -146,7 +143,7 @@ class WindowedLogits:
 
     def __call__(self, model, features, training, dropout_seed=None):
         length = self.max_seq_length
-        rows = {name: tf.reshape(features[name], [-1, length]) for name in FEATURES}
+        rows = {name: tf.reshape(features[name], [-1, length]) for name in packing.INPUT_NAMES}
         num_documents = tf.shape(features["input_ids"])[0]
         document = tf.range(tf.shape(rows["input_ids"])[0]) // self.long_text.max_windows_per_document
         present = rows["input_mask"][:, 0] > 0
@@ -159,10 +156,3 @@ class WindowedLogits:
         logits = model({name: value[:, :width] for name, value in rows.items()}, training=training,
                        dropout_seed=dropout_seed)
         return pool(logits, tf.gather(document, where), num_documents, self.long_text.window_pooling)
-
-
-def windows_per_document(input_mask, max_windows):
-    """How many windows each by_document row holds (its present [CLS] slots), int32 [documents]."""
-    slots = tf.reshape(input_mask, [tf.shape(input_mask)[0], max_windows, -1])[:, :, 0]
-    return tf.reduce_sum(tf.cast(slots > 0, tf.int32), axis=1)
-

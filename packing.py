@@ -11,8 +11,9 @@ fast_tokenization.FastBertTokenizer, in the graph), so training and serving cann
     that rule for one token, in plain Python, as the original's per-token helper).
   ner_windows(word_pieces, windowing, special_ids): windows over a sentence in which every word is scored
     exactly once.
-A Windowing (max_seq_length, doc_stride, max_query_length) says how a long text is read in windows, SpecialIds
-the vocabulary's [CLS], [SEP] and [UNK] ids.
+A Windowing (max_seq_length, doc_stride, max_query_length) says how a long text is read in windows (Windows: the
+windows' places per row, which long_text.py reads a classifier's texts in too), SpecialIds the vocabulary's [CLS],
+[SEP] and [UNK] ids; INPUT_NAMES the packed inputs' names.
 
 Inputs are ragged int tensors ([batch, (ids)] or [batch, (words), (pieces)]); ragged_ids and ragged_word_ids
 make them from Python lists. Outputs are dense int32 tensors, one row per packed sequence; pack_pairs(tokenizer,
@@ -47,6 +48,10 @@ class Windowing:
     max_seq_length: int
     doc_stride: int
     max_query_length: int = None
+
+
+# The packed inputs a model reads, in the order the packers return them.
+INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
 
 
 def ragged_ids(rows):
@@ -184,7 +189,7 @@ def bucket_length(input_mask, buckets):
 # Windows over long inputs (the original run_squad.py's doc spans and "max context" rule).
 
 
-class _Windows:
+class Windows:
     """Sliding windows of at most `max_tokens` tokens starting every min(max_tokens, stride) tokens, per row
     (the original's doc spans: the last window ends at the row's end; a row without tokens has none).
 
@@ -302,7 +307,7 @@ def squad_windows(query_ids, doc_pieces, windowing, special_ids, answers=None):
     piece_word = linear_ragged.row_ids(pieces.row_splits) - tf.gather(words, piece_example)
 
     num_tokens = doc_splits[1:] - doc_splits[:-1]
-    windows = _Windows(num_tokens, max_seq_length - query_len - 3, doc_stride)
+    windows = Windows(num_tokens, max_seq_length - query_len - 3, doc_stride)
     example = windows.row
 
     positions = tf.range(max_seq_length, dtype=tf.int64)[tf.newaxis, :]
@@ -387,7 +392,7 @@ def ner_windows(word_pieces, windowing, special_ids, context=None):
                                   tf.shape(flat, out_type=tf.int64))
 
     num_tokens = sentence_splits[1:] - sentence_splits[:-1]
-    windows = _Windows(num_tokens, max_tokens, doc_stride)
+    windows = Windows(num_tokens, max_tokens, doc_stride)
     sentence = windows.row
     fits = tf.gather(num_tokens, sentence) <= max_tokens
 
@@ -448,4 +453,4 @@ def pack_pairs(tokenizer, ids_a, ids_b, max_seq_length, head=None):
         for part, tensor in zip(parts, tensors):
             part.append(tensor.numpy())
     return {name: np.concatenate(part) if part else np.zeros([0, max_seq_length], np.int32)
-            for name, part in zip(("input_ids", "input_mask", "segment_ids"), parts)}
+            for name, part in zip(INPUT_NAMES, parts)}

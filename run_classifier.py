@@ -601,7 +601,7 @@ def _windows_arrays(tokenizer, ids_a, ids_b, max_seq_length, reading):
                         "first %d are read", bound, cut, len(counts), int(counts.max()), bound)
     width = bound * max_seq_length
     return {name: np.concatenate(parts[name]) if parts[name] else np.zeros([0, width], np.int32)
-            for name in long_text.FEATURES}
+            for name in packing.INPUT_NAMES}
 
 
 WINDOWS_CHUNK = 1024  # texts read in windows per long_text.windows call
@@ -955,7 +955,7 @@ class Job(runner.Job):
                 packed = long_text.by_document(long_text.windows(ids_a, ids_b, length, reading, special_ids),
                                                ids_a.nrows(), reading.max_windows_per_document)
             else:
-                packed = dict(zip(long_text.FEATURES, packing.pack_pair(
+                packed = dict(zip(packing.INPUT_NAMES, packing.pack_pair(
                     ids_a, ids_b, length, special_ids.cls, special_ids.sep, reading.head_tokens_for(length))))
             packed["is_real_example"] = tf.ones_like(packed["input_ids"][:, 0])
             return packed

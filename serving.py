@@ -170,7 +170,7 @@ def _setting(value, name):
 
 
 def check_ids(input_ids, input_mask, segment_ids, vocab_size, type_vocab_size, max_positions=None,
-              names=("input_ids", "input_mask", "segment_ids")):
+              names=packing.INPUT_NAMES):
     """The three model inputs [batch, seq] as a model needs them (one shape, ids inside vocab_size, mask 0 or 1,
     segment ids inside type_vocab_size; with max_positions, rows of 1 to max_positions positions, unless there
     are no rows), or an InvalidArgumentError naming the input (called by `names`) and the rule it breaks."""
@@ -201,7 +201,7 @@ def check_ids(input_ids, input_mask, segment_ids, vocab_size, type_vocab_size, m
 
 
 # The token-ids signature's inputs, int32 [batch, sequence].
-INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
+INPUT_NAMES = packing.INPUT_NAMES
 
 
 def refuse_unless(holds, name):
@@ -482,7 +482,7 @@ class ClassifierServing(_Serving):
             return self._outputs(*[tensor[:, :length] for tensor in packed])
         windows = long_text.windows(ids_a, ids_b, self.max_seq_length, self.reading, self.special_ids)
         length = packing.real_length(windows["input_mask"])
-        logits = self._run_model(*[windows[name][:, :length] for name in long_text.FEATURES])
+        logits = self._run_model(*[windows[name][:, :length] for name in packing.INPUT_NAMES])
         answer = self._answer(long_text.pool(logits, windows["document"], tf.shape(text_a)[0],
                                              self.reading.window_pooling))
         answer["windows"] = tf.minimum(windows["num_windows"], self.reading.max_windows_per_document)

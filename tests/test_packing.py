@@ -19,7 +19,7 @@ def tokenizer():
 
 
 def test_windows_max_context_is_the_original_rule_for_every_window_layout():
-    """_Windows.has_max_context (a token's best window among two full candidates and the last one, in memory
+    """Windows.has_max_context (a token's best window among two full candidates and the last one, in memory
     constant per token) against the original's rule over every window (packing.max_context_span), for rows of
     every length and windows of every size and stride up to a few, and random larger ones."""
     rng = random.Random(5)
@@ -27,7 +27,7 @@ def test_windows_max_context_is_the_original_rule_for_every_window_layout():
     layouts += [(rng.randint(0, 400), rng.randint(1, 60), rng.randint(1, 80)) for _ in range(40)]
     for stride in sorted({layout[2] for layout in layouts}):
         rows = [layout for layout in layouts if layout[2] == stride]
-        windows = packing._Windows(tf.constant([n for n, _, _ in rows], tf.int64),
+        windows = packing.Windows(tf.constant([n for n, _, _ in rows], tf.int64),
                                    tf.constant([size for _, size, _ in rows], tf.int64), stride)
         slots = max(size for _, size, _ in rows) + 2
         positions = windows.start[:, None] + tf.range(-1, slots - 1, dtype=tf.int64)[None, :]
