@@ -21,9 +21,9 @@ evaluates and exports.
   NamedLayer: a Keras layer whose `add_named_weight(original_name, shape, initializer)` registers a weight under
     its original name; `variables_by_name()` merges its own weights with those of the NamedLayer children added
     through `track_named(prefix, layer)`; `use_weight_source(source)` lets a caller supply the weights of a
-    layer tree (modeling.py's namespace does). The models' Keras variables carry their original name as
-    `original_name` (tag_original_names). create_variable(layer, original_name, shape, ...): one named weight
-    with the original initializer on any Keras layer.
+    layer tree (modeling.py's namespace does; join_names spells a name below a scope). The models' Keras
+    variables carry their original name as `original_name` (tag_original_names). create_variable(layer,
+    original_name, shape, ...): one named weight with the original initializer on any Keras layer.
 
 Dropout: a model called with `dropout_seed` (int [2] tensor) draws each mask from that seed folded with the
 mask's place in the order of the call's dropouts (DropoutStream), with stateless random ops: a training step's
@@ -262,7 +262,8 @@ def _sanitize(name):
     return name.replace("/", "__")
 
 
-def _join(path, name):
+def join_names(path, name):
+    """An original name below a scope: "path/name", or the one of them that is not empty."""
     return f"{path}/{name}" if path and name else path or name
 
 
@@ -284,7 +285,7 @@ class NamedLayer(keras.layers.Layer):
             variable = make()
         else:
             source, path = self._weight_source
-            variable = source(_join(path, original_name), tuple(shape), make)
+            variable = source(join_names(path, original_name), tuple(shape), make)
         self._named_weights[original_name] = variable
         return variable
 
@@ -295,7 +296,7 @@ class NamedLayer(keras.layers.Layer):
         variable (make()'s, called as the source sees fit). Call it before the layer is built."""
         self._weight_source = (source, path)
         for prefix, child in self._named_children:
-            child.use_weight_source(source, _join(path, prefix))
+            child.use_weight_source(source, join_names(path, prefix))
 
     def track_named(self, prefix, layer):
         """Registers a NamedLayer child whose names get `prefix/` in front."""

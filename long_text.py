@@ -12,7 +12,8 @@ training and evaluation, and its export's serving_text alike.
 
 A windowed document's features are its windows side by side: input_ids, input_mask and segment_ids
 [documents, max_windows * max_seq_length] (by_document), a window present where its [CLS] slot is (input_mask 1);
-the model reads the present windows alone (WindowedLogits).
+the model reads the present windows alone (WindowedLogits). pack_documents packs documents as any of the three
+modes reads them (the records and --predict_input).
 """
 import dataclasses
 
@@ -111,6 +112,21 @@ def by_document(packed, num_documents, max_windows):
         shape = tf.stack([tf.cast(num_documents, tf.int32), max_windows, tf.shape(rows)[1]])
         dense = tf.scatter_nd(indices, rows, shape)
         out[name] = tf.reshape(dense, [shape[0], -1])
+    return out
+
+
+def pack_documents(ids_a, ids_b, max_seq_length, long_text, special_ids):
+    """{input name: int32 [documents, width]} of documents, ids_a and ids_b ragged [documents, (ids)] (ids_b
+    None: single texts), as `long_text` (a LongText) reads them: one packed window each (truncate, head_tail:
+    packing.pack_pair with its head), or with windows their windows side by side (by_document, width
+    max_windows_per_document * max_seq_length) and num_windows [documents] (windows')."""
+    if not long_text.windows:
+        packed = packing.pack_pair(ids_a, ids_b, max_seq_length, special_ids.cls, special_ids.sep,
+                                   long_text.head_tokens_for(max_seq_length))
+        return dict(zip(packing.INPUT_NAMES, packed))
+    packed = windows(ids_a, ids_b, max_seq_length, long_text, special_ids)
+    out = by_document(packed, ids_a.nrows(), long_text.max_windows_per_document)
+    out["num_windows"] = packed["num_windows"]
     return out
 
 

@@ -126,6 +126,12 @@ def _dropout(x, rate, training):
     return encoder.apply_dropout(x, rate, training, _dropout_stream())
 
 
+def _attention_adder(attention_mask):
+    """The additive attention mask [batch_size, 1, from_seq_length, to_seq_length] of the original's
+    attention_mask [batch_size, from_seq_length, to_seq_length] (1: attend)."""
+    return (1.0 - tf.cast(tf.expand_dims(attention_mask, axis=[1]), tf.float32)) * ATTENTION_MASK_ADDER
+
+
 def attention_context(query, key, value, attention_adder, dropout_prob, training):
     """encoder.attention_context with the elementwise dtype set here and the dropout_seed context's stream."""
     return encoder.attention_context(query, key, value, attention_adder, dropout_prob, training,
@@ -165,13 +171,9 @@ class _Namespace:
 _NAMESPACE = _Namespace()
 
 
-def _join(scope, name):
-    return f"{scope}/{name}" if scope and name else scope or name
-
-
 def _scoped(name):
     """`name` under the current tf.compat.v1.variable_scope."""
-    return _join(tf.compat.v1.get_variable_scope().name, name)
+    return encoder.join_names(tf.compat.v1.get_variable_scope().name, name)
 
 
 def _scope_name(scope, default):
@@ -187,7 +189,7 @@ def _namespace_source(scope, created):
     each is recorded in `created` {full name: variable}."""
 
     def source(name, shape, make):
-        full = _join(scope, name)
+        full = encoder.join_names(scope, name)
 
         def creator(next_creator, **kwargs):
             variable = _NAMESPACE.variable(full, shape, lambda: next_creator(**dict(kwargs, name=full)))
@@ -642,7 +644,7 @@ def attention_layer(from_tensor, to_tensor, attention_mask=None, num_attention_h
 
     adder = None
     if attention_mask is not None:
-        adder = (1.0 - tf.cast(tf.expand_dims(attention_mask, axis=[1]), tf.float32)) * ATTENTION_MASK_ADDER
+        adder = _attention_adder(attention_mask)
     context = attention_context(heads(query, from_seq_length), heads(key, to_seq_length),
                                 heads(value, to_seq_length), adder, attention_probs_dropout_prob, True)
     context = tf.transpose(context, [0, 2, 1, 3])
@@ -668,15 +670,16 @@ def transformer_model(input_tensor, attention_mask=None, hidden_size=768, num_hi
                         initializer_range=initializer_range)
     adder = 0.0
     if attention_mask is not None:
-        adder = (1.0 - tf.cast(tf.expand_dims(attention_mask, axis=[1]), tf.float32)) * ATTENTION_MASK_ADDER
+        adder = _attention_adder(attention_mask)
     elementwise = elementwise_dtype()
     key = ("TransformerLayer", json.dumps(config.to_dict(), sort_keys=True, default=repr), elementwise)
     outputs = []
     hidden = input_tensor
     for i in range(num_hidden_layers):
         scope = _scoped(f"layer_{i}")
-        layer = namespace_layer(scope, key, lambda scope=scope: TransformerLayer(config, elementwise, name=_last(scope)),
-                                 (None, None, hidden_size))
+        layer = namespace_layer(scope, key,
+                                lambda scope=scope: TransformerLayer(config, elementwise, name=_last(scope)),
+                                (None, None, hidden_size))
         hidden = layer(hidden, adder, training=True, dropout_seed=_dropout_stream())
         outputs.append(hidden)
     return outputs if do_return_all_layers else outputs[-1]

@@ -17,7 +17,8 @@ windows' places per row, which long_text.py reads a classifier's texts in too), 
 
 Inputs are ragged int tensors ([batch, (ids)] or [batch, (words), (pieces)]); ragged_ids and ragged_word_ids
 make them from Python lists. Outputs are dense int32 tensors, one row per packed sequence; pack_pairs(tokenizer,
-ids_a, ids_b, max_seq_length) packs Python lists of ids into numpy arrays, chunk by chunk.
+ids_a, ids_b, max_seq_length) packs Python lists of ids into numpy arrays, chunk by chunk (pack_in_chunks: any
+packer's).
 """
 import dataclasses
 import itertools
@@ -438,19 +439,23 @@ def ner_windows(word_pieces, windowing, special_ids, context=None):
     return {name: tf.boolean_mask(value, used) for name, value in out.items()}
 
 
-PACK_CHUNK = 8192  # rows packed per pack_pair call
+PACK_CHUNK = 8192  # rows packed per call of a packer (pack_in_chunks)
 
 
-def pack_pairs(tokenizer, ids_a, ids_b, max_seq_length, head=None):
+def pack_in_chunks(pack, ids_a, ids_b, chunk=PACK_CHUNK):
+    """{name: numpy array} of pack(ragged ids_a, ragged ids_b) -> {name: tensor, one row per pair} over lists of
+    id lists, `chunk` pairs a call, concatenated (no pairs: one call with none, for the arrays' shapes)."""
+    parts = {}
+    for start in range(0, max(len(ids_a), 1), chunk):
+        end = start + chunk
+        for name, tensor in pack(ragged_ids(ids_a[start:end]), ragged_ids(ids_b[start:end])).items():
+            parts.setdefault(name, []).append(tensor.numpy())
+    return {name: np.concatenate(part) for name, part in parts.items()}
+
+
+def pack_pairs(tokenizer, ids_a, ids_b, max_seq_length):
     """{"input_ids", "input_mask", "segment_ids": int32 array [rows, max_seq_length]} of [CLS] a [SEP] (b [SEP])
-    (pack_pair, with its head) for lists of id lists (an empty b: a single sequence)."""
+    (pack_pair) for lists of id lists (an empty b: a single sequence)."""
     cls_id, sep_id = tokenizer.vocab["[CLS]"], tokenizer.vocab["[SEP]"]
-    parts = [[], [], []]
-    for start in range(0, len(ids_a), PACK_CHUNK):
-        end = start + PACK_CHUNK
-        tensors = pack_pair(ragged_ids(ids_a[start:end]), ragged_ids(ids_b[start:end]), max_seq_length, cls_id,
-                            sep_id, head)
-        for part, tensor in zip(parts, tensors):
-            part.append(tensor.numpy())
-    return {name: np.concatenate(part) if part else np.zeros([0, max_seq_length], np.int32)
-            for name, part in zip(INPUT_NAMES, parts)}
+    return pack_in_chunks(lambda a, b: dict(zip(INPUT_NAMES, pack_pair(a, b, max_seq_length, cls_id, sep_id))),
+                          ids_a, ids_b)

@@ -551,9 +551,10 @@ def examples_to_arrays(examples, label_list, max_seq_length, tokenizer, num_work
                        reading=None):
     """{feature name: array} of `InputExample`s, in the original's layout and feature names.
 
-    Texts are tokenized with the exact tokenizer (in num_workers processes when > 1) and packed by
-    packing.pack_pair (the original's truncation; reading, a long_text.LongText: head_tail's head, or with
-    windows long_text.windows side by side per example, [examples, max_windows_per_document * max_seq_length]).
+    Texts are tokenized with the exact tokenizer (in num_workers processes when > 1) and packed as `reading` (a
+    long_text.LongText; default truncate: packing.pack_pair, the original's truncation) reads them
+    (long_text.pack_documents: with windows, each example's side by side, [examples, max_windows_per_document *
+    max_seq_length]).
     `label_list` None means regression (float labels). `PaddingInputExample`s become all-zero rows with
     is_real_example 0.
     """
@@ -562,12 +563,14 @@ def examples_to_arrays(examples, label_list, max_seq_length, tokenizer, num_work
     texts_a = [example.text_a if is_real else "" for example, is_real in zip(examples, real)]
     texts_b = [(example.text_b or "") if is_real else "" for example, is_real in zip(examples, real)]
     ids = tokenization.tokenize_in_processes(texts_a + texts_b, tokenizer, num_workers)
+    special_ids = packing.SpecialIds.of(tokenizer.vocab)
+    chunk = packing.PACK_CHUNK // reading.max_windows_per_document if reading.windows else packing.PACK_CHUNK
+    arrays = packing.pack_in_chunks(
+        lambda a, b: long_text.pack_documents(a, b, max_seq_length, reading, special_ids),
+        ids[:len(examples)], ids[len(examples):], max(chunk, 1))
     if reading.windows:
-        arrays = _windows_arrays(tokenizer, ids[:len(examples)], ids[len(examples):], max_seq_length, reading)
+        _log_windows(arrays.pop("num_windows"), max_seq_length, reading)
         log_examples = 0
-    else:
-        arrays = packing.pack_pairs(tokenizer, ids[:len(examples)], ids[len(examples):], max_seq_length,
-                                    reading.head_tokens_for(max_seq_length))
     is_real = np.asarray(real, np.int64)
     for name in FEATURE_NAMES[:3]:
         arrays[name] = arrays[name] * is_real[:, np.newaxis].astype(np.int32)
@@ -579,32 +582,16 @@ def examples_to_arrays(examples, label_list, max_seq_length, tokenizer, num_work
     return arrays
 
 
-def _windows_arrays(tokenizer, ids_a, ids_b, max_seq_length, reading):
-    """long_text.windows of id lists, side by side per text (long_text.by_document), numpy; logs how many
-    windows were read and how many texts the max_windows_per_document bound cut."""
-    special_ids = packing.SpecialIds.of(tokenizer.vocab)
+def _log_windows(num_windows, max_seq_length, reading):
+    """Logs how many windows the texts were read in, and how many texts the max_windows_per_document bound cut
+    (num_windows: each text's windows before the bound)."""
     bound = reading.max_windows_per_document
-    parts, counts = collections.defaultdict(list), []
-    for start in range(0, len(ids_a), WINDOWS_CHUNK):
-        end = start + WINDOWS_CHUNK
-        packed = long_text.windows(packing.ragged_ids(ids_a[start:end]), packing.ragged_ids(ids_b[start:end]),
-                                   max_seq_length, reading, special_ids)
-        counts.append(packed["num_windows"].numpy())
-        for name, value in long_text.by_document(packed, len(ids_a[start:end]), bound).items():
-            parts[name].append(value.numpy())
-    counts = np.concatenate(counts) if counts else np.zeros([0], np.int32)
-    cut = int(np.sum(counts > bound))
+    cut = int(np.sum(num_windows > bound))
     logging.info("--long_text=windows: %d texts in %d windows of %d tokens (a new one every %d tokens of text_a)",
-                 len(counts), int(np.minimum(counts, bound).sum()), max_seq_length, reading.doc_stride)
+                 len(num_windows), int(np.minimum(num_windows, bound).sum()), max_seq_length, reading.doc_stride)
     if cut:
         logging.warning("--max_windows_per_document=%d: %d of %d texts have more windows (up to %d): only their "
-                        "first %d are read", bound, cut, len(counts), int(counts.max()), bound)
-    width = bound * max_seq_length
-    return {name: np.concatenate(parts[name]) if parts[name] else np.zeros([0, width], np.int32)
-            for name in packing.INPUT_NAMES}
-
-
-WINDOWS_CHUNK = 1024  # texts read in windows per long_text.windows call
+                        "first %d are read", bound, cut, len(num_windows), int(num_windows.max()), bound)
 
 
 def label_ids(examples, label_list):
@@ -951,12 +938,8 @@ class Job(runner.Job):
         special_ids, length, reading = packing.SpecialIds.of(tokenizer.vocab), self.model.max_seq_length, self.reading
 
         def pack(ids_a, ids_b):
-            if reading.windows:
-                packed = long_text.by_document(long_text.windows(ids_a, ids_b, length, reading, special_ids),
-                                               ids_a.nrows(), reading.max_windows_per_document)
-            else:
-                packed = dict(zip(packing.INPUT_NAMES, packing.pack_pair(
-                    ids_a, ids_b, length, special_ids.cls, special_ids.sep, reading.head_tokens_for(length))))
+            packed = long_text.pack_documents(ids_a, ids_b, length, reading, special_ids)
+            packed.pop("num_windows", None)
             packed["is_real_example"] = tf.ones_like(packed["input_ids"][:, 0])
             return packed
 

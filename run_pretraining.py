@@ -254,8 +254,7 @@ class PretrainingTask(training.Task):
 def _original_head(scope, bert_config, make):
     """The head layer make() at `scope` under the current tf.compat.v1.variable_scope, its variables modeling's
     (`<scope>/...`, made once per name), as the original's tf.variable_scope(scope) made them."""
-    current = tf.compat.v1.get_variable_scope().name
-    full = f"{current}/{scope}" if current else scope
+    full = encoder.join_names(tf.compat.v1.get_variable_scope().name, scope)
     key = (scope, json.dumps(bert_config.to_dict(), sort_keys=True, default=repr), modeling.elementwise_dtype())
     return modeling.namespace_layer(full, key, make, None)
 

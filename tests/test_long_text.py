@@ -33,7 +33,7 @@ def test_windows_read_every_token_once_in_order(tokenizer):
     """Each window holds [CLS] a slice of text_a [SEP] text_b [SEP]; the slices start every doc_stride tokens (a
     stride past a window's end is the window's size) and the last ends at text_a's end; text_b is whole in every
     window (cut to half a window when longer); an empty text_a has one window; max_windows_per_document keeps the
-    first windows; by_document puts them side by side."""
+    first windows; by_document puts them side by side (pack_documents, no documents too)."""
     texts = passages(4, 300) + ["", "short one"]
     ids_a = [tokenizer.convert_tokens_to_ids(tokenizer.tokenize(t)) for t in texts]
     ids_b = [tokenizer.convert_tokens_to_ids(tokenizer.tokenize(t)) for t in ["what is it ?", "", "a", "", "b", ""]]
@@ -69,17 +69,25 @@ def test_windows_read_every_token_once_in_order(tokenizer):
             np.testing.assert_array_equal(dense["input_ids"][doc, k], packed["input_ids"][row])
         present = dense["input_mask"][:, :, 0] > 0
         np.testing.assert_array_equal(present.sum(1), np.minimum(packed["num_windows"], bound))
+    for mode, width in (("truncate", length), ("head_tail", length), ("windows", 3 * length)):  # no documents
+        empty = long_text.pack_documents(packing.ragged_ids([]), packing.ragged_ids([]), length,
+                                         long_text.LongText(mode, max_windows_per_document=3), special)
+        assert all(empty[name].shape == (0, width) for name in packing.INPUT_NAMES)
 
 
 def test_head_tail_keeps_the_first_and_the_last_tokens(tokenizer):
-    """pack_pair with a head: a cut text_a keeps its first `head` tokens and then its last ones, as many as the
-    original's truncation keeps; a text that fits, and text_b, are packed as without it."""
+    """head_tail (pack_pair with a head, as pack_documents packs it): a cut text_a keeps its first `head` tokens and
+    then its last ones, as many as the original's truncation keeps; a text that fits, and text_b, are packed as
+    without it."""
     texts = passages(3, 200) + ["short text"]
     ids_a = [tokenizer.convert_tokens_to_ids(tokenizer.tokenize(t)) for t in texts]
     ids_b = [[], tokenizer.convert_tokens_to_ids(tokenizer.tokenize("is this a question ?")), [], []]
     length, head = 48, 11
     plain = packing.pack_pairs(tokenizer, ids_a, ids_b, length)
-    cut = packing.pack_pairs(tokenizer, ids_a, ids_b, length, head)
+    reading = long_text.LongText("head_tail", head_tokens=head)
+    cut = {name: value.numpy() for name, value in long_text.pack_documents(
+        packing.ragged_ids(ids_a), packing.ragged_ids(ids_b), length, reading,
+        packing.SpecialIds.of(tokenizer.vocab)).items()}
     np.testing.assert_array_equal(plain["input_mask"], cut["input_mask"])
     np.testing.assert_array_equal(plain["segment_ids"], cut["segment_ids"])
     for i, (a, b) in enumerate(zip(ids_a, ids_b)):
